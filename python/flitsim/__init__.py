@@ -1,0 +1,19 @@
+"""flitsim: cycle-level simulation of GPU scale-up fabrics (NVLink/NVSwitch
+class) driven by inference workloads.
+
+Entry points: :func:`ledger` (the bandwidth ledger of a link or system),
+:func:`link_transfer` (the link lab). Presets live in :mod:`flitsim.hardware`.
+Errors: :class:`ConfigError` (a ValueError), :class:`StalledError` (a RuntimeError).
+"""
+
+from flitsim._core import __version__
+from flitsim.errors import ConfigError, StalledError
+from flitsim.hardware import LinkSpec, PacketFormat, SerdesSpec, SystemPreset, link_preset, system_preset
+from flitsim.ledger import Ledger, ledger
+from flitsim.linklab import LinkTransferResult, link_transfer
+
+__all__ = [
+    "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
+    "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
+    "link_transfer",
+]

@@ -1,0 +1,25 @@
+"""The ``flitsim`` command: a thin shell over the Python API. Every subcommand
+prints a human table by default and JSON with ``--json``."""
+
+from __future__ import annotations
+
+import click
+
+from flitsim import __version__
+from flitsim.cli.ledger_cmd import ledger_cmd
+from flitsim.cli.link_cmd import link_cmd
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="flitsim")
+def cli() -> None:
+    """flitsim: cycle-level simulation of GPU scale-up fabrics (NVLink/NVSwitch)."""
+
+
+cli.add_command(ledger_cmd)
+cli.add_command(link_cmd)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="flitsim")

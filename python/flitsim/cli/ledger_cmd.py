@@ -1,0 +1,37 @@
+"""``flitsim ledger``: the bandwidth ledger of a system or link preset."""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from flitsim.cli._common import echo_json, friendly_errors
+from flitsim.ledger import ledger
+
+
+@click.command("ledger")
+@click.argument("preset", default="gb200-nvl72")
+@click.option("--payload", "payloads", type=int, multiple=True, default=(128, 256), show_default=True,
+              help="Payload per packet (bytes) for the effective-rate rows; repeatable.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@friendly_errors
+def ledger_cmd(preset: str, payloads: tuple[int, ...], as_json: bool) -> None:
+    """Bandwidth ledger of PRESET (system: gb200-nvl72, hgx-b200, hgx-h100, dgx-a100;
+    link: nvlink3, nvlink4, nvlink5), from symbol rate to payload and per-packet
+    effective rate, per lane, link, GPU, switch chip and system."""
+    led = ledger(preset, payloads_bytes=tuple(payloads))
+    if as_json:
+        echo_json(led.to_dict())
+        return
+    t = Table(title=f"Bandwidth ledger: {led.name}")
+    for col, just in (("scope", "left"), ("stage", "left"), ("Gb/s (1 dir)", "right"),
+                      ("GB/s (1 dir)", "right"), ("GB/s (both)", "right"), ("derivation", "left")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in led.rows:
+        t.add_row(r.scope, r.stage, f"{r.per_direction_gbps:,.3f}", f"{r.per_direction_GBps:,.3f}",
+                  f"{r.bidirectional_GBps:,.3f}", r.derivation)
+    con = Console()
+    con.print(t)
+    for n in led.notes:
+        con.print(f"  {n}")

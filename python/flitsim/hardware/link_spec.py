@@ -1,0 +1,121 @@
+"""Link specs: SerDes lanes, FEC, line code, packet format, credits.
+
+These mirror the Rust structs in ``rust/src/phy`` and ``rust/src/link``; the
+Rust side is the single source of truth for validation and for the rate chain,
+so every spec is checked by the engine as it is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from flitsim import _core
+from flitsim._spec import Spec
+
+Modulation = Literal["nrz", "pam4"]
+LineCode = Literal["none", "64b/66b", "256b/257b", "128b/130b"]
+
+
+class FecCode(Spec):
+    """A Reed-Solomon-style block code: ``n`` symbols per codeword, ``k`` of data.
+
+    Example: RS(544,514) "KP4", 10-bit symbols (Intel AN 846; IEEE 802.3 cl. 91).
+    ``interleave_lanes`` is how many lanes one codeword is striped over (1 = a
+    whole codeword on one lane); it sets the codeword accumulation latency.
+    """
+
+    n: int = Field(ge=1)
+    k: int = Field(ge=1)
+    symbol_bits: int = Field(ge=1, le=64)
+    interleave_lanes: int = Field(default=1, ge=1)
+
+
+class SerdesSpec(Spec):
+    """One direction of a link's lanes.
+
+    Fields: ``baud_gbd`` (symbol rate per lane, GBd), ``modulation`` (``"nrz"``
+    1 bit/symbol, ``"pam4"`` 2), ``lanes`` per direction, optional ``fec``,
+    ``line_code`` and a fixed ``phy_latency_ps``.
+
+    Raises:
+        ConfigError: on a non-positive rate, ``fec.k > fec.n``, and so on.
+    """
+
+    baud_gbd: float
+    modulation: Modulation
+    lanes: int
+    fec: FecCode | None = None
+    line_code: LineCode = "none"
+    phy_latency_ps: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _check_in_engine(self) -> "SerdesSpec":
+        _core.serdes_rates(self.to_dict())
+        return self
+
+    def rates(self) -> dict[str, Any]:
+        """The rate chain (line, post-FEC and payload rates per lane and per
+        direction in Gb/s; bit time and FEC accumulation latency in ps)."""
+        return dict(_core.serdes_rates(self.to_dict()))
+
+
+class PacketFormat(Spec):
+    """Flits per packet: ``header_flits`` plus ceil(payload / ``flit_bytes``).
+
+    Defaults follow NVLink 1/2 (Hot Chips 28; Pascal whitepaper): 16-byte flits,
+    one header flit, up to 256 B payload. Later generations' formats are not
+    public (REFERENCE.md); the defaults are assumed to carry over.
+    """
+
+    flit_bytes: int = Field(default=16, ge=1)
+    header_flits: int = Field(default=1, ge=0)
+    max_payload_bytes: int = Field(default=256, ge=1)
+
+    def flits_per_packet(self, payload_bytes: int) -> int:
+        """Flits for one packet carrying ``payload_bytes``."""
+        return self.header_flits + -(-payload_bytes // self.flit_bytes)
+
+    def efficiency(self, payload_bytes: int) -> float:
+        """Payload bytes / wire bytes for one packet (256 B -> 256/272 = 94.1 %)."""
+        return payload_bytes / (self.flits_per_packet(payload_bytes) * self.flit_bytes)
+
+
+class LinkSpec(Spec):
+    """One direction of a link (both directions identical).
+
+    Fields: ``serdes``, ``packet``, ``propagation_ps`` (channel flight time),
+    ``vcs`` (virtual channels), ``credits_per_vc_flits`` (receiver buffer per VC,
+    in flits; must hold one maximum-size packet), ``credit_return_ps`` (receiver
+    frees a buffer -> credit usable at the sender).
+
+    Raises:
+        ConfigError: on any invalid field, including credits smaller than one
+            maximum-size packet.
+    """
+
+    serdes: SerdesSpec
+    packet: PacketFormat = PacketFormat()
+    propagation_ps: int = Field(default=0, ge=0)
+    vcs: int = Field(default=1, ge=1)
+    credits_per_vc_flits: int = Field(ge=1)
+    credit_return_ps: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _check_in_engine(self) -> "LinkSpec":
+        _core.link_timing(self.to_dict())
+        return self
+
+    def timing(self) -> dict[str, Any]:
+        """Integer timing the engine uses: ``rate_bps``, ``flit_ps``,
+        ``latency_ps`` (propagation + PHY + FEC accumulation), credits."""
+        return dict(_core.link_timing(self.to_dict())["timing"])
+
+    def rates(self) -> dict[str, Any]:
+        """The SerDes rate chain of this link (see :meth:`SerdesSpec.rates`)."""
+        return self.serdes.rates()
+
+    def payload_GBps(self) -> float:
+        """Payload rate of one direction before packet headers, GB/s (1e9 B/s)."""
+        return float(self.rates()["payload_rate_gbps"]) / 8.0

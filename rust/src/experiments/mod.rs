@@ -1,0 +1,3 @@
+//! Small self-contained experiments built from the engine and the models.
+
+pub mod link_transfer;

@@ -1,0 +1,168 @@
+//! One direction of a link: serializer, fixed latency (propagation + PHY + FEC
+//! codeword accumulation) and credit-based flow control per virtual channel.
+//!
+//! Credits are counted in flits per VC (Dally & Towles, ch. 13). A packet may
+//! start only when its VC holds credits for the whole packet (virtual
+//! cut-through); the credits come back `credit_return_ps` after the receiver
+//! frees the buffer. The component is passive: the owner (an experiment, a
+//! switch port, a fabric) calls [`LinkDirection::send`] and
+//! [`LinkDirection::return_credits`] from its own events, so one type serves
+//! every layer above.
+
+mod spec;
+
+pub use spec::{prefix_field, LinkSpec, LinkTiming};
+
+use crate::engine::TimePs;
+use serde::Serialize;
+
+/// Per-VC credit statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct VcStats {
+    /// Episodes in which the VC's credit count reached zero.
+    pub exhaustion_episodes: u64,
+    /// Total time spent with zero credits, ps.
+    pub exhaustion_ps: u64,
+    /// Packets sent on this VC.
+    pub packets: u64,
+    /// Flits sent on this VC.
+    pub flits: u64,
+}
+
+/// Whole-link statistics for one direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LinkStats {
+    /// Time the serializer was busy, ps.
+    pub busy_ps: u64,
+    /// Payload bytes carried (excluding header flits and padding).
+    pub payload_bytes: u64,
+    /// Bytes on the wire (all flits).
+    pub wire_bytes: u64,
+    /// Packets carried.
+    pub packets: u64,
+}
+
+/// When a packet's flits leave and arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmission {
+    /// Serialization start.
+    pub start_ps: TimePs,
+    /// Serialization end: the serializer is free again.
+    pub tail_out_ps: TimePs,
+    /// Head flit usable at the receiver (for cut-through forwarding).
+    pub head_arrival_ps: TimePs,
+    /// Whole packet received and decoded.
+    pub tail_arrival_ps: TimePs,
+}
+
+/// Runtime state of one link direction.
+#[derive(Debug, Clone)]
+pub struct LinkDirection {
+    timing: LinkTiming,
+    busy_until_ps: TimePs,
+    credits: Vec<u32>,
+    zero_since_ps: Vec<Option<TimePs>>,
+    vc_stats: Vec<VcStats>,
+    stats: LinkStats,
+}
+
+impl LinkDirection {
+    /// A link direction with full credits, idle at time 0.
+    pub fn new(timing: LinkTiming) -> Self {
+        let vcs = timing.vcs as usize;
+        Self {
+            credits: vec![timing.credits_per_vc_flits; vcs],
+            zero_since_ps: vec![None; vcs],
+            vc_stats: vec![VcStats::default(); vcs],
+            busy_until_ps: 0,
+            stats: LinkStats::default(),
+            timing,
+        }
+    }
+
+    /// The derived timing parameters.
+    #[inline]
+    pub fn timing(&self) -> &LinkTiming {
+        &self.timing
+    }
+
+    /// Credits (flits) currently available on `vc`.
+    #[inline]
+    pub fn credits(&self, vc: usize) -> u32 {
+        self.credits[vc]
+    }
+
+    /// True if `vc` holds credits for `flits` flits.
+    #[inline]
+    pub fn has_credits(&self, vc: usize, flits: u32) -> bool {
+        self.credits[vc] >= flits
+    }
+
+    /// When the serializer is next free.
+    #[inline]
+    pub fn free_at_ps(&self) -> TimePs {
+        self.busy_until_ps
+    }
+
+    /// Send one packet of `flits` flits carrying `payload_bytes` on `vc`,
+    /// decided at `now_ps`. The caller must have checked
+    /// [`has_credits`](Self::has_credits); serialization starts when the
+    /// serializer is free.
+    #[inline]
+    pub fn send(&mut self, now_ps: TimePs, vc: usize, flits: u32, payload_bytes: u32) -> Transmission {
+        debug_assert!(self.credits[vc] >= flits, "send without credits");
+        self.credits[vc] -= flits;
+        if self.credits[vc] == 0 {
+            self.zero_since_ps[vc] = Some(now_ps);
+            self.vc_stats[vc].exhaustion_episodes += 1;
+        }
+        let t = &self.timing;
+        let start = now_ps.max(self.busy_until_ps);
+        let ser = t.serialization_ps(flits as u64);
+        let tail_out = start + ser;
+        self.busy_until_ps = tail_out;
+        let s = &mut self.stats;
+        s.busy_ps += ser;
+        s.payload_bytes += payload_bytes as u64;
+        s.wire_bytes += flits as u64 * t.flit_bytes as u64;
+        s.packets += 1;
+        let v = &mut self.vc_stats[vc];
+        v.packets += 1;
+        v.flits += flits as u64;
+        Transmission {
+            start_ps: start,
+            tail_out_ps: tail_out,
+            head_arrival_ps: start + t.flit_ps + t.latency_ps,
+            tail_arrival_ps: tail_out + t.latency_ps,
+        }
+    }
+
+    /// Credits for `flits` flits arrive back at the sender at `now_ps`.
+    #[inline]
+    pub fn return_credits(&mut self, now_ps: TimePs, vc: usize, flits: u32) {
+        if let Some(since) = self.zero_since_ps[vc].take() {
+            self.vc_stats[vc].exhaustion_ps += now_ps.saturating_sub(since);
+        }
+        self.credits[vc] += flits;
+        debug_assert!(self.credits[vc] <= self.timing.credits_per_vc_flits, "credit overflow");
+    }
+
+    /// Close open zero-credit episodes at `end_ps` (call once at the end of a run).
+    pub fn finish(&mut self, end_ps: TimePs) {
+        for (vc, z) in self.zero_since_ps.iter_mut().enumerate() {
+            if let Some(since) = z.take() {
+                self.vc_stats[vc].exhaustion_ps += end_ps.saturating_sub(since);
+            }
+        }
+    }
+
+    /// Whole-link statistics.
+    pub fn stats(&self) -> &LinkStats {
+        &self.stats
+    }
+
+    /// Per-VC statistics.
+    pub fn vc_stats(&self) -> &[VcStats] {
+        &self.vc_stats
+    }
+}

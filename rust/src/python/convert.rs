@@ -1,0 +1,32 @@
+//! Conversions between Python objects and the crate's serde types.
+
+use super::ConfigError;
+use crate::stats::Histogram;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use serde::{de::DeserializeOwned, Serialize};
+
+/// Depythonize a spec; any mismatch (missing field, wrong type, unknown key)
+/// becomes a `ConfigError` that names `what` and serde's description.
+pub fn from_py<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
+    pythonize::depythonize(obj).map_err(|e| ConfigError::new_err(format!("{what}: {e}")))
+}
+
+/// Pythonize a result struct into plain dicts/lists/numbers.
+pub fn to_py<'py, T: Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
+    pythonize::pythonize(py, v).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+}
+
+/// A histogram summarized as count, mean, min, max and the percentiles
+/// p25/p50/p75/p90/p95/p99 (bucket resolution 6.25 %).
+pub fn hist_dict<'py>(py: Python<'py>, h: &Histogram) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("count", h.count())?;
+    d.set_item("mean", h.mean())?;
+    d.set_item("min", h.min())?;
+    d.set_item("max", h.max())?;
+    for (name, q) in [("p25", 0.25), ("p50", 0.5), ("p75", 0.75), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)] {
+        d.set_item(name, h.quantile(q))?;
+    }
+    Ok(d)
+}

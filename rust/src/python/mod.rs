@@ -1,0 +1,110 @@
+//! PyO3 bindings (feature `python`): conversion only, no model logic.
+//!
+//! Specs arrive as plain dicts (depythonized with serde), results leave as
+//! dicts whose per-element data are numpy arrays. The GIL is released while
+//! the engine runs; pending signals are checked between chunks of events so
+//! Ctrl-C raises `KeyboardInterrupt` promptly.
+
+mod convert;
+
+use crate::error::FlitsimError;
+use crate::experiments::link_transfer as lt;
+use convert::{from_py, hist_dict, to_py};
+use numpy::IntoPyArray;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+create_exception!(_core, ConfigError, PyValueError, "A configuration value is invalid; the message names the field, the value and what is allowed.");
+create_exception!(_core, StalledError, PyRuntimeError, "The simulation stopped making progress with work pending; the message says what is blocked.");
+
+impl From<FlitsimError> for PyErr {
+    fn from(e: FlitsimError) -> PyErr {
+        match e {
+            FlitsimError::Config { .. } => ConfigError::new_err(e.to_string()),
+            FlitsimError::Stalled { .. } => StalledError::new_err(e.to_string()),
+            FlitsimError::Interrupted { .. } => PyKeyboardInterrupt::new_err(e.to_string()),
+        }
+    }
+}
+
+/// Interrupt hook for runs with the GIL released: re-attach briefly and run
+/// Python's signal handlers (a KeyboardInterrupt surfaces as `Interrupted`).
+pub(crate) fn signal_check(now_ps: u64) -> crate::Result<()> {
+    Python::attach(|py| py.check_signals()).map_err(|_| FlitsimError::Interrupted { time_ps: now_ps })
+}
+
+/// Derive the rate chain of a SerDes spec dict (see `SerdesSpec` in _core.pyi).
+#[pyfunction]
+fn serdes_rates<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let s: crate::phy::SerdesSpec = from_py(spec, "serdes")?;
+    to_py(py, &s.rates()?)
+}
+
+/// Validate a link spec dict and return its rates and integer timing.
+#[pyfunction]
+fn link_timing<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let s: crate::link::LinkSpec = from_py(spec, "link")?;
+    let (rates, timing) = s.derive()?;
+    let d = PyDict::new(py);
+    d.set_item("rates", to_py(py, &rates)?)?;
+    d.set_item("timing", to_py(py, &timing)?)?;
+    Ok(d)
+}
+
+/// Run the two-endpoint link experiment; see `flitsim.link_transfer`.
+#[pyfunction]
+fn link_transfer<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let s: lt::LinkTransferSpec = from_py(spec, "spec")?;
+    let r = py.detach(|| lt::run(&s, &mut signal_check))?;
+    let d = PyDict::new(py);
+    d.set_item("rates", to_py(py, &r.rates)?)?;
+    d.set_item("completion_ps", r.completion_ps)?;
+    d.set_item("throughput_gBps", r.throughput_gBps)?;
+    d.set_item("credit_rtt_ps", r.credit_rtt_ps)?;
+    d.set_item("packets", r.packets)?;
+    d.set_item("credit_wait_ps", r.credit_wait_ps)?;
+    d.set_item("events", r.events)?;
+    d.set_item("start_ps", r.start_ps.into_pyarray(py))?;
+    d.set_item("arrival_ps", r.arrival_ps.into_pyarray(py))?;
+    d.set_item("latency_ps", hist_dict(py, &r.latency_hist)?)?;
+    d.set_item("link", to_py(py, &r.link)?)?;
+    d.set_item("vcs", to_py(py, &r.vcs)?)?;
+    Ok(d)
+}
+
+/// Events per wall-second of the classic hold model with `pending` events
+/// (the engine bench, callable from Python for benches/bench.py).
+#[pyfunction]
+fn hold_model_events_per_s(py: Python<'_>, pending: usize, operations: u64, seed: u64) -> PyResult<f64> {
+    if pending == 0 {
+        return Err(ConfigError::new_err(format!("pending = {pending}: at least 1 event")));
+    }
+    Ok(py.detach(|| {
+        let mut rng = crate::engine::SimRng::new(seed);
+        let mut q = crate::engine::EventQueue::with_capacity(pending + 1);
+        for i in 0..pending {
+            q.schedule(rng.exponential(1e6) as u64, i as u64);
+        }
+        let t0 = std::time::Instant::now();
+        for _ in 0..operations {
+            let e = q.pop().expect("non-empty");
+            q.schedule(e.time_ps + rng.exponential(1e6) as u64, e.event);
+        }
+        operations as f64 / t0.elapsed().as_secs_f64()
+    }))
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("StalledError", py.get_type::<StalledError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(serdes_rates, m)?)?;
+    m.add_function(wrap_pyfunction!(link_timing, m)?)?;
+    m.add_function(wrap_pyfunction!(link_transfer, m)?)?;
+    m.add_function(wrap_pyfunction!(hold_model_events_per_s, m)?)?;
+    Ok(())
+}
