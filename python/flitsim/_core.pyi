@@ -1,0 +1,28 @@
+"""Type stubs for the Rust extension ``flitsim._core`` (checked with
+``python -m mypy.stubtest flitsim._core``). Specs are plain dicts mirroring the
+Rust serde structs; per-element results are numpy arrays."""
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field, the value and what is allowed."""
+
+class StalledError(RuntimeError):
+    """The simulation stopped making progress with work pending; the message says what is blocked."""
+
+def serdes_rates(spec: Any) -> dict[str, Any]:
+    """Rate chain of a SerDes spec dict: line/post-FEC/payload rates (Gb/s), bit time and FEC accumulation (ps)."""
+
+def link_timing(spec: Any) -> dict[str, Any]:
+    """Validate a link spec dict; returns ``{"rates": ..., "timing": ...}`` (integer ps timing)."""
+
+def link_transfer(spec: Any) -> dict[str, Any]:
+    """Run the two-endpoint link experiment; arrays ``start_ps``/``arrival_ps`` are uint64."""
+
+def hold_model_events_per_s(pending: int, operations: int, seed: int) -> float:
+    """Events per wall-second of the hold model with ``pending`` events queued."""
