@@ -31,6 +31,8 @@ class LinkTransferResult:
 
     Attributes:
         completion_ps: time the last packet was received (the transfer starts at 0).
+        run_end_ps: time the last credit came back to the sender; link and VC
+            statistics (busy time, exhaustion time) are accounted up to it.
         throughput_GBps: payload bytes / completion time, GB/s (1e9 B/s).
         credit_rtt_ps: credit round trip of a full-size packet (serialization +
             propagation + PHY + FEC accumulation + credit return), ps.
@@ -47,6 +49,7 @@ class LinkTransferResult:
     """
 
     completion_ps: int
+    run_end_ps: int
     throughput_GBps: float
     credit_rtt_ps: int
     packets: int
@@ -73,7 +76,7 @@ class LinkTransferResult:
     def summary(self) -> dict[str, Any]:
         """JSON-safe summary (no per-packet arrays)."""
         return {
-            "completion_ps": self.completion_ps, "throughput_GBps": self.throughput_GBps,
+            "completion_ps": self.completion_ps, "run_end_ps": self.run_end_ps, "throughput_GBps": self.throughput_GBps,
             "credit_rtt_ps": self.credit_rtt_ps, "packets": self.packets,
             "utilization": self.utilization, "latency_ps": self.latency_ps,
             "credit_wait_ps": self.credit_wait_ps, "link": self.link, "vcs": self.vcs,
@@ -128,7 +131,7 @@ def link_transfer(link: LinkSpec | str, total_bytes: int, payload_bytes: int = 2
     }
     r = _core.link_transfer(spec)
     return LinkTransferResult(
-        completion_ps=r["completion_ps"], throughput_GBps=r["throughput_gBps"],
+        completion_ps=r["completion_ps"], run_end_ps=r["run_end_ps"], throughput_GBps=r["throughput_gBps"],
         credit_rtt_ps=r["credit_rtt_ps"], packets=r["packets"], start_ps=r["start_ps"],
         arrival_ps=r["arrival_ps"], latency_ps=dict(r["latency_ps"]), credit_wait_ps=r["credit_wait_ps"],
         link=dict(r["link"]), vcs=[dict(v) for v in r["vcs"]], rates=dict(r["rates"]),

@@ -45,6 +45,9 @@ pub struct LinkTransferResult {
     pub rates: SerdesRates,
     /// Time the last packet was received, ps (the transfer starts at 0).
     pub completion_ps: u64,
+    /// Time the last credit returned to the sender: the end of the run, over
+    /// which link and VC statistics are accounted, ps.
+    pub run_end_ps: u64,
     /// total_bytes / completion time, GB/s (1e9 bytes/s).
     pub throughput_gBps: f64,
     /// Credit round trip of a full-size packet: serialization + latency + credit
@@ -184,11 +187,12 @@ pub fn run(spec: &LinkTransferSpec, interrupt: &mut dyn Interrupt) -> Result<Lin
     if sim.remaining_bytes > 0 {
         return Err(engine::stalled(summary.end_ps, format!("{} bytes left with no credits returning", sim.remaining_bytes)));
     }
-    sim.link.finish(sim.last_arrival);
+    sim.link.finish(summary.end_ps);
     let credit_rtt_ps = timing.serialization_ps(flits_full as u64) + timing.latency_ps + timing.credit_return_ps;
     Ok(LinkTransferResult {
         rates,
         completion_ps: sim.last_arrival,
+        run_end_ps: summary.end_ps,
         throughput_gBps: spec.total_bytes as f64 / sim.last_arrival as f64 * 1e3,
         credit_rtt_ps,
         packets: sim.packets,

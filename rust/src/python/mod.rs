@@ -61,6 +61,7 @@ fn link_transfer<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>) -> PyResult<Bou
     let d = PyDict::new(py);
     d.set_item("rates", to_py(py, &r.rates)?)?;
     d.set_item("completion_ps", r.completion_ps)?;
+    d.set_item("run_end_ps", r.run_end_ps)?;
     d.set_item("throughput_gBps", r.throughput_gBps)?;
     d.set_item("credit_rtt_ps", r.credit_rtt_ps)?;
     d.set_item("packets", r.packets)?;
