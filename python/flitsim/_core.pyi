@@ -26,3 +26,6 @@ def link_transfer(spec: Any) -> dict[str, Any]:
 
 def hold_model_events_per_s(pending: int, operations: int, seed: int) -> float:
     """Events per wall-second of the hold model with ``pending`` events queued."""
+
+def execute_taskgraph(graph: dict[str, Any], network: Any) -> dict[str, Any]:
+    """Execute a columnar task graph (numpy arrays) over a network spec dict; per-task uint64 arrays out."""

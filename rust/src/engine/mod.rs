@@ -14,6 +14,34 @@ pub use rng::SimRng;
 
 use crate::error::{FlitsimError, Result};
 
+/// Something that accepts future events: the queue itself, or an adapter that
+/// wraps a sub-model's events into its owner's event type (so a fabric and a
+/// task graph can share one queue).
+pub trait Scheduler<E> {
+    /// Schedule `event` at absolute time `time_ps` (clamped to now).
+    fn schedule(&mut self, time_ps: TimePs, event: E);
+}
+
+impl<E> Scheduler<E> for EventQueue<E> {
+    #[inline]
+    fn schedule(&mut self, time_ps: TimePs, event: E) {
+        EventQueue::schedule(self, time_ps, event)
+    }
+}
+
+/// Adapter: schedules `E` events into a queue of `F` through `wrap`.
+pub struct Mapped<'a, F, W> {
+    pub queue: &'a mut EventQueue<F>,
+    pub wrap: W,
+}
+
+impl<E, F, W: Fn(E) -> F> Scheduler<E> for Mapped<'_, F, W> {
+    #[inline]
+    fn schedule(&mut self, time_ps: TimePs, event: E) {
+        self.queue.schedule(time_ps, (self.wrap)(event))
+    }
+}
+
 /// Picoseconds, the engine's unit of time.
 pub type TimePs = u64;
 

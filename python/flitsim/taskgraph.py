@@ -1,0 +1,280 @@
+"""Task graphs: Python builds them, the Rust engine executes them.
+
+A :class:`TaskGraphBuilder` collects compute, transfer and collective tasks and
+their dependency edges; :func:`execute` runs the graph over a network and
+returns a :class:`TaskGraphRun` with the start and end of every task, the
+per-device busy/idle intervals and the credit waits.
+
+Edges are finish-to-start. ``kind="data"``: the successor consumes the
+predecessor's output. ``kind="credit"``: a bounded hand-off buffer (a stage
+holds at most B in-flight slices), so the wait it causes is reported as a
+credit wait (:attr:`TaskGraphRun.tasks` column ``credit_wait_ps``).
+
+Streams: each device has ``compute_streams`` compute streams and
+``comm_streams`` communication streams; a compute task holds one compute stream
+of its device, a transfer one comm stream of its source, a collective one comm
+stream of every member (acquired atomically). Among ready tasks competing for a
+stream, the lowest task index starts first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Sequence
+
+import numpy as np
+
+from flitsim import _core
+from flitsim.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce")
+"""Collective kinds, in engine code order."""
+
+KINDS = ("compute", "transfer", "collective")
+
+
+@dataclass(frozen=True)
+class IdealNetwork:
+    """Alpha-beta reference network: each device has one injection port of
+    ``bandwidth_GBps`` (GB/s, 1e9 B/s; 0 = infinite) and latency ``alpha_ps``.
+    A transfer of S bytes takes alpha + S/B; a collective of nccl-tests size S
+    over n ranks takes steps x alpha + factor x S/B with the nccl-tests busbw
+    factor and ring step counts (see the Rust ``IdealNetwork``)."""
+
+    alpha_ps: int = 0
+    bandwidth_GBps: float = 0.0
+
+    def to_core(self, devices: int) -> dict[str, Any]:
+        if self.alpha_ps < 0 or not np.isfinite(self.bandwidth_GBps) or self.bandwidth_GBps < 0:
+            raise ConfigError(f"IdealNetwork = {self!r}: alpha_ps >= 0 and a finite bandwidth_GBps >= 0 (0 = infinite)")
+        return {"kind": "ideal", "devices": devices, "alpha_ps": int(self.alpha_ps),
+                "bandwidth_bytes_per_s": int(round(self.bandwidth_GBps * 1e9))}
+
+
+@dataclass
+class TaskGraphBuilder:
+    """Accumulates tasks and edges; :meth:`build` freezes them into arrays.
+
+    Args:
+        devices: number of devices (ids 0..devices-1).
+        compute_streams, comm_streams: streams per device (>= 1).
+
+    Every ``add_*`` returns the new task's index. Optional metadata per task
+    (``label``, ``stage``, ``flops``, ``mem_bytes``) is kept for reports.
+    """
+
+    devices: int
+    compute_streams: int = 1
+    comm_streams: int = 1
+    _kind: list[int] = field(default_factory=list)
+    _device: list[int] = field(default_factory=list)
+    _peer: list[int] = field(default_factory=list)
+    _dur: list[int] = field(default_factory=list)
+    _bytes: list[int] = field(default_factory=list)
+    _coll: list[int] = field(default_factory=list)
+    _group: list[int] = field(default_factory=list)
+    _groups: dict[tuple[int, ...], int] = field(default_factory=dict)
+    _esrc: list[int] = field(default_factory=list)
+    _edst: list[int] = field(default_factory=list)
+    _ekind: list[int] = field(default_factory=list)
+    _label: list[str] = field(default_factory=list)
+    _stage: list[int] = field(default_factory=list)
+    _flops: list[float] = field(default_factory=list)
+    _mem: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for name in ("devices", "compute_streams", "comm_streams"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ConfigError(f"{name} = {v!r}: expected an integer >= 1")
+
+    def __len__(self) -> int:
+        return len(self._kind)
+
+    def _add(self, kind: int, device: int, peer: int, dur: int, nbytes: int, coll: int, group: int,
+             label: str, stage: int, flops: float, mem: float) -> int:
+        self._kind.append(kind)
+        self._device.append(device)
+        self._peer.append(peer)
+        self._dur.append(dur)
+        self._bytes.append(nbytes)
+        self._coll.append(coll)
+        self._group.append(group)
+        self._label.append(label)
+        self._stage.append(stage)
+        self._flops.append(flops)
+        self._mem.append(mem)
+        return len(self._kind) - 1
+
+    def _check_device(self, name: str, d: int) -> int:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d < self.devices:
+            raise ConfigError(f"{name} = {d!r}: expected a device id in 0..{self.devices - 1}")
+        return int(d)
+
+    @staticmethod
+    def _nonneg(name: str, v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ConfigError(f"{name} = {v!r}: expected an integer >= 0")
+        return int(v)
+
+    def add_compute(self, device: int, duration_ps: int, *, label: str = "", stage: int = -1,
+                    flops: float = 0.0, mem_bytes: float = 0.0) -> int:
+        """A compute task on ``device`` lasting ``duration_ps`` (FLOPs and
+        memory bytes kept for reports)."""
+        return self._add(0, self._check_device("device", device), 0, self._nonneg("duration_ps", duration_ps),
+                         0, 0, 0, label, stage, float(flops), float(mem_bytes))
+
+    def add_transfer(self, src: int, dst: int, nbytes: int, *, label: str = "", stage: int = -1) -> int:
+        """Move ``nbytes`` from ``src`` to ``dst`` (0 bytes or src == dst: done at once)."""
+        return self._add(1, self._check_device("src", src), self._check_device("dst", dst), 0,
+                         self._nonneg("nbytes", nbytes), 0, 0, label, stage, 0.0, 0.0)
+
+    def add_collective(self, group: Sequence[int], kind: str, nbytes: int, *, label: str = "",
+                       stage: int = -1) -> int:
+        """A collective of nccl-tests size ``nbytes`` over ``group``.
+
+        Raises:
+            ConfigError: unknown ``kind`` (one of :data:`COLLECTIVES`), an empty
+                group, a device repeated in the group or outside the fabric.
+        """
+        if kind not in COLLECTIVES:
+            raise ConfigError(f"kind = {kind!r}: expected one of {list(COLLECTIVES)}")
+        members = tuple(self._check_device("group member", d) for d in group)
+        if not members:
+            raise ConfigError("group = []: expected at least one device")
+        if len(set(members)) != len(members):
+            raise ConfigError(f"group = {list(members)}: a device appears twice")
+        gid = self._groups.setdefault(members, len(self._groups))
+        return self._add(2, 0, 0, 0, self._nonneg("nbytes", nbytes), COLLECTIVES.index(kind), gid,
+                         label, stage, 0.0, 0.0)
+
+    def add_edge(self, before: int, after: int, kind: Literal["data", "credit"] = "data") -> None:
+        """``after`` may start only when ``before`` has finished."""
+        n = len(self._kind)
+        for name, t in (("before", before), ("after", after)):
+            if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < n:
+                raise ConfigError(f"{name} = {t!r}: expected a task index in 0..{n - 1}")
+        if kind not in ("data", "credit"):
+            raise ConfigError(f"kind = {kind!r}: expected 'data' or 'credit'")
+        self._esrc.append(int(before))
+        self._edst.append(int(after))
+        self._ekind.append(0 if kind == "data" else 1)
+
+    def build(self) -> "TaskGraph":
+        """Freeze into a :class:`TaskGraph` (columnar numpy arrays)."""
+        offsets = [0]
+        members: list[int] = []
+        for g in sorted(self._groups, key=self._groups.__getitem__):
+            members.extend(g)
+            offsets.append(len(members))
+        u32, u64, u8 = np.uint32, np.uint64, np.uint8
+        cols = {
+            "kind": np.array(self._kind, u8), "device": np.array(self._device, u32),
+            "peer": np.array(self._peer, u32), "duration_ps": np.array(self._dur, u64),
+            "bytes": np.array(self._bytes, u64), "collective": np.array(self._coll, u8),
+            "group": np.array(self._group, u32), "group_offsets": np.array(offsets, u32),
+            "group_members": np.array(members, u32), "edge_src": np.array(self._esrc, u32),
+            "edge_dst": np.array(self._edst, u32), "edge_kind": np.array(self._ekind, u8),
+        }
+        meta = {"label": np.array(self._label, dtype=object), "stage": np.array(self._stage, np.int64),
+                "flops": np.array(self._flops), "mem_bytes": np.array(self._mem)}
+        return TaskGraph(self.devices, self.compute_streams, self.comm_streams, cols, meta)
+
+
+@dataclass(frozen=True)
+class TaskGraph:
+    """A built task graph: ``columns`` (engine arrays) and ``meta`` (labels, stage,
+    FLOPs, bytes) indexed by task."""
+
+    devices: int
+    compute_streams: int
+    comm_streams: int
+    columns: dict[str, np.ndarray]
+    meta: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return int(self.columns["kind"].shape[0])
+
+    def comm_bytes(self) -> int:
+        """Bytes of all transfer tasks (collectives excluded)."""
+        c = self.columns
+        return int(c["bytes"][c["kind"] == 1].sum())
+
+
+@dataclass(frozen=True)
+class TaskGraphRun:
+    """Outcome of :func:`execute`.
+
+    ``tasks``: DataFrame, one row per task: kind, device, peer, bytes, label,
+    stage, flops, start_ps, end_ps, data_ready_ps, credit_ready_ps,
+    credit_wait_ps (= max(0, credit_ready - data_ready)), stream_wait_ps
+    (= start - max(data_ready, credit_ready)). ``makespan_ps``; ``network``:
+    the network's statistics.
+    """
+
+    graph: TaskGraph
+    tasks: "pd.DataFrame"
+    makespan_ps: int
+    network: dict[str, Any]
+    events: int
+
+    def busy_ps(self) -> np.ndarray:
+        """Compute-busy time per device, ps, shape (devices,) (intervals merged,
+        so overlapping compute streams are not double counted)."""
+        out = np.zeros(self.graph.devices, dtype=np.int64)
+        for dev, iv in self.busy_intervals().items():
+            out[dev] = int(sum(e - s for s, e in iv))
+        return out
+
+    def busy_intervals(self) -> dict[int, list[tuple[int, int]]]:
+        """Merged compute-busy intervals per device: {device: [(start_ps, end_ps), ...]}."""
+        t = self.tasks
+        comp = t[t.kind == "compute"].sort_values(["device", "start_ps"])
+        out: dict[int, list[tuple[int, int]]] = {d: [] for d in range(self.graph.devices)}
+        for dev, s, e in zip(comp.device, comp.start_ps, comp.end_ps):
+            iv = out[int(dev)]
+            if iv and s <= iv[-1][1]:
+                iv[-1] = (iv[-1][0], max(iv[-1][1], int(e)))
+            elif e > s:
+                iv.append((int(s), int(e)))
+        return out
+
+    def idle_fraction(self) -> np.ndarray:
+        """Per device: 1 - busy / makespan (the bubble fraction), shape (devices,)."""
+        return 1.0 - self.busy_ps() / self.makespan_ps if self.makespan_ps else np.zeros(self.graph.devices)
+
+
+def execute(graph: TaskGraph, network: IdealNetwork | None = None) -> TaskGraphRun:
+    """Run ``graph`` over ``network`` (default: an ideal network with zero cost).
+
+    Returns:
+        :class:`TaskGraphRun`.
+
+    Raises:
+        ConfigError: invalid graph, device ids outside the network, or a
+            dependency cycle (the message lists the tasks on it).
+        StalledError: work pending that can never finish.
+    """
+    import pandas as pd
+
+    network = network or IdealNetwork()
+    g = {"devices": graph.devices, "compute_streams": graph.compute_streams,
+         "comm_streams": graph.comm_streams, **graph.columns}
+    r = _core.execute_taskgraph(g, network.to_core(graph.devices))
+    c = graph.columns
+    start = r["start_ps"].astype(np.int64)
+    end = r["end_ps"].astype(np.int64)
+    dready = r["data_ready_ps"].astype(np.int64)
+    cready = r["credit_ready_ps"].astype(np.int64)
+    df = pd.DataFrame({
+        "kind": np.array(KINDS, dtype=object)[c["kind"]], "device": c["device"].astype(np.int64),
+        "peer": c["peer"].astype(np.int64), "bytes": c["bytes"].astype(np.int64),
+        "label": graph.meta["label"], "stage": graph.meta["stage"], "flops": graph.meta["flops"],
+        "start_ps": start, "end_ps": end, "data_ready_ps": dready, "credit_ready_ps": cready,
+        "credit_wait_ps": np.maximum(0, cready - dready),
+        "stream_wait_ps": start - np.maximum(dready, cready),
+    })
+    return TaskGraphRun(graph, df, int(r["makespan_ps"]), dict(r["network"]), int(r["events"]))

@@ -1,0 +1,77 @@
+//! Bindings for the task-graph executor: numpy columns in, numpy columns out.
+
+use super::{convert::from_py, signal_check, ConfigError};
+use crate::taskgraph::{execute, IdealNetwork, TaskGraph};
+use numpy::{IntoPyArray, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use serde::Deserialize;
+
+fn col<'py, T: numpy::Element + Copy>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Vec<T>> {
+    let v = d.get_item(key)?.ok_or_else(|| ConfigError::new_err(format!("graph.{key}: missing column")))?;
+    let a: PyReadonlyArray1<T> = v.extract().map_err(|e| {
+        ConfigError::new_err(format!("graph.{key}: expected a 1-D numpy array of {} ({e})", std::any::type_name::<T>()))
+    })?;
+    Ok(a.as_array().iter().copied().collect())
+}
+
+fn scalar(d: &Bound<'_, PyDict>, key: &str) -> PyResult<u32> {
+    let v = d.get_item(key)?.ok_or_else(|| ConfigError::new_err(format!("graph.{key}: missing")))?;
+    v.extract().map_err(|_| ConfigError::new_err(format!("graph.{key} = {v}: expected an integer in 0..2^32")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, tag = "kind", rename_all = "snake_case")]
+enum NetworkSpec {
+    /// Alpha-beta network (see `IdealNetwork`).
+    Ideal {
+        devices: u32,
+        #[serde(default)]
+        alpha_ps: u64,
+        /// 0 = infinite.
+        #[serde(default)]
+        bandwidth_bytes_per_s: u64,
+    },
+}
+
+/// Execute a columnar task graph over a network spec; returns per-task arrays.
+#[pyfunction]
+pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, network: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let g = TaskGraph {
+        devices: scalar(graph, "devices")?,
+        compute_streams: scalar(graph, "compute_streams")?,
+        comm_streams: scalar(graph, "comm_streams")?,
+        kind: col(graph, "kind")?,
+        device: col(graph, "device")?,
+        peer: col(graph, "peer")?,
+        duration_ps: col(graph, "duration_ps")?,
+        bytes: col(graph, "bytes")?,
+        collective: col(graph, "collective")?,
+        group: col(graph, "group")?,
+        group_offsets: col(graph, "group_offsets")?,
+        group_members: col(graph, "group_members")?,
+        edge_src: col(graph, "edge_src")?,
+        edge_dst: col(graph, "edge_dst")?,
+        edge_kind: col(graph, "edge_kind")?,
+    };
+    let spec: NetworkSpec = from_py(network, "network")?;
+    let (r, net_stats) = match spec {
+        NetworkSpec::Ideal { devices, alpha_ps, bandwidth_bytes_per_s } => {
+            let mut net = IdealNetwork::new(devices, alpha_ps, bandwidth_bytes_per_s);
+            let r = py.detach(|| execute(&g, &mut net, &mut signal_check))?;
+            let d = PyDict::new(py);
+            d.set_item("kind", "ideal")?;
+            d.set_item("bytes_moved", net.bytes_moved)?;
+            (r, d)
+        }
+    };
+    let d = PyDict::new(py);
+    d.set_item("start_ps", r.start_ps.into_pyarray(py))?;
+    d.set_item("end_ps", r.end_ps.into_pyarray(py))?;
+    d.set_item("data_ready_ps", r.data_ready_ps.into_pyarray(py))?;
+    d.set_item("credit_ready_ps", r.credit_ready_ps.into_pyarray(py))?;
+    d.set_item("makespan_ps", r.makespan_ps)?;
+    d.set_item("events", r.events)?;
+    d.set_item("network", net_stats)?;
+    Ok(d)
+}

@@ -1,0 +1,117 @@
+//! The network a task graph runs over. A fabric implements [`Network`]; the
+//! [`IdealNetwork`] here is the analytic alpha-beta reference used for tests
+//! and for "zero communication cost" baselines.
+
+use super::graph::CollectiveKind;
+use crate::engine::{Scheduler, TimePs};
+use crate::error::Result;
+
+/// Completed communication: (task tag, completion time).
+pub type NetworkDone = Vec<(u32, TimePs)>;
+
+/// A communication model driven by the task-graph executor.
+///
+/// The executor owns the event queue; the network schedules its own events
+/// through `sched` and reports finished work by pushing `(tag, time)` into `done`.
+pub trait Network {
+    type Event;
+
+    /// Number of devices (endpoints) the network connects.
+    fn devices(&self) -> u32;
+
+    /// Begin moving `bytes` from `src` to `dst` at `now_ps`; `tag` identifies it.
+    fn start_transfer(&mut self, now_ps: TimePs, tag: u32, src: u32, dst: u32, bytes: u64, sched: &mut dyn Scheduler<Self::Event>, done: &mut NetworkDone) -> Result<()>;
+
+    /// Begin a collective over `members` at `now_ps`.
+    fn start_collective(
+        &mut self,
+        now_ps: TimePs,
+        tag: u32,
+        members: &[u32],
+        kind: CollectiveKind,
+        bytes: u64,
+        sched: &mut dyn Scheduler<Self::Event>,
+        done: &mut NetworkDone,
+    ) -> Result<()>;
+
+    /// Handle one of the network's own events.
+    fn handle(&mut self, now_ps: TimePs, event: Self::Event, sched: &mut dyn Scheduler<Self::Event>, done: &mut NetworkDone) -> Result<()>;
+
+    /// Called once after the run ends (close statistics).
+    fn finish(&mut self, _end_ps: TimePs) {}
+}
+
+/// Alpha-beta network: every device has one injection port of
+/// `bandwidth_bytes_per_s` (transfers from one source serialize) and a fixed
+/// latency `alpha_ps`; no switch contention. A transfer of S bytes started at t
+/// on an idle port completes at t + alpha + S / B. A collective over n ranks
+/// of nccl-tests size S completes after `steps` x alpha + factor x S / B with
+/// the nccl-tests busbw factor (2(n-1)/n all_reduce, (n-1)/n all_gather,
+/// reduce_scatter, all_to_all, 1 broadcast/reduce) and ring step counts
+/// (2(n-1) all_reduce, n-1 otherwise): the bandwidth-optimal ring bound.
+/// `bandwidth_bytes_per_s = 0` means infinite bandwidth.
+#[derive(Debug, Clone)]
+pub struct IdealNetwork {
+    devices: u32,
+    alpha_ps: u64,
+    bandwidth_bytes_per_s: u64,
+    port_free_ps: Vec<TimePs>,
+    /// Payload bytes moved by transfers (collectives count busbw bytes per rank).
+    pub bytes_moved: u64,
+}
+
+impl IdealNetwork {
+    pub fn new(devices: u32, alpha_ps: u64, bandwidth_bytes_per_s: u64) -> Self {
+        Self { devices, alpha_ps, bandwidth_bytes_per_s, port_free_ps: vec![0; devices as usize], bytes_moved: 0 }
+    }
+
+    fn wire_ps(&self, bytes: f64) -> u64 {
+        if self.bandwidth_bytes_per_s == 0 {
+            0
+        } else {
+            (bytes * 1e12 / self.bandwidth_bytes_per_s as f64).ceil() as u64
+        }
+    }
+}
+
+impl Network for IdealNetwork {
+    type Event = ();
+
+    fn devices(&self) -> u32 {
+        self.devices
+    }
+
+    fn start_transfer(&mut self, now: TimePs, tag: u32, src: u32, _dst: u32, bytes: u64, _s: &mut dyn Scheduler<()>, done: &mut NetworkDone) -> Result<()> {
+        let start = now.max(self.port_free_ps[src as usize]);
+        let end = start + self.wire_ps(bytes as f64);
+        self.port_free_ps[src as usize] = end;
+        self.bytes_moved += bytes;
+        done.push((tag, end + self.alpha_ps));
+        Ok(())
+    }
+
+    fn start_collective(&mut self, now: TimePs, tag: u32, members: &[u32], kind: CollectiveKind, bytes: u64, _s: &mut dyn Scheduler<()>, done: &mut NetworkDone) -> Result<()> {
+        let n = members.len() as u32;
+        if n <= 1 {
+            done.push((tag, now));
+            return Ok(());
+        }
+        let start = members.iter().map(|&m| self.port_free_ps[m as usize]).max().unwrap_or(0).max(now);
+        let steps = match kind {
+            CollectiveKind::AllReduce => 2 * (n as u64 - 1),
+            _ => n as u64 - 1,
+        };
+        let bus_bytes = kind.busbw_factor(n) * bytes as f64;
+        let end = start + self.wire_ps(bus_bytes) + steps * self.alpha_ps;
+        for &m in members {
+            self.port_free_ps[m as usize] = end;
+        }
+        self.bytes_moved += bus_bytes.round() as u64 * n as u64;
+        done.push((tag, end));
+        Ok(())
+    }
+
+    fn handle(&mut self, _now: TimePs, _e: (), _s: &mut dyn Scheduler<()>, _d: &mut NetworkDone) -> Result<()> {
+        Ok(())
+    }
+}
