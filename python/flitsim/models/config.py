@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from flitsim._spec import Spec
 from flitsim.errors import ConfigError, config_error
@@ -91,8 +91,11 @@ class ModelConfig(Spec):
     cfg_default: bool = True
     sources: tuple[str, ...] = ()
 
-    @model_validator(mode="after")
-    def _check(self) -> "ModelConfig":
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        self._check()  # cross-field rules, outside pydantic so the error names one field
+
+    def _check(self) -> None:
         if self.head_dim is None and self.hidden % self.n_heads:
             raise config_error(f"{self.name}.n_heads", self.n_heads, f"must divide hidden = {self.hidden} "
                                "(or give head_dim)")
@@ -105,7 +108,6 @@ class ModelConfig(Spec):
                                "a DiT needs one of 'adaln', 'adaln_single_cross', 'mmdit', 'flux'")
         if self.kind == "causal" and self.dit_block is not None:
             raise config_error(f"{self.name}.dit_block", self.dit_block, "only for kind = 'dit'")
-        return self
 
     # derived sizes ----------------------------------------------------------
     @property
