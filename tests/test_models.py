@@ -187,3 +187,11 @@ def test_user_config_from_dict():
 def test_bad_model_input_raises_config_error_naming_field(call, field):
     with pytest.raises(ConfigError, match=field):
         call()
+
+
+def test_numpy_integers_are_accepted_as_lengths_and_layers():
+    import numpy as np
+
+    a = slice_cost("llama-3-8b", np.int64(64), np.int64(128), layers=np.arange(4))
+    b = slice_cost("llama-3-8b", 64, 128, layers=range(4))
+    assert a == b

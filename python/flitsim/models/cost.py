@@ -35,6 +35,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 
 from flitsim.errors import config_error
@@ -207,16 +208,17 @@ def _select(cfg: ModelConfig, layers: Any) -> list[_Entry]:
         return entries
     by_name = {e.name: e for e in entries}
     blocks = [e for e in entries if e.index is not None]
-    items = [layers] if isinstance(layers, (int, str)) else layers
+    items = [layers] if isinstance(layers, (int, np.integer, str)) else layers
     try:
         items = list(items)
     except TypeError:
         raise config_error("layers", layers, "None, a block index, an entry name, or an iterable of them") from None
     chosen: list[_Entry] = []
     for it in items:
-        if isinstance(it, bool) or not isinstance(it, (int, str)):
+        if isinstance(it, bool) or not isinstance(it, (int, np.integer, str)):
             raise config_error("layers", it, "a block index (int) or an entry name (str)")
-        if isinstance(it, int):
+        if not isinstance(it, str):
+            it = int(it)
             if not 0 <= it < len(blocks):
                 raise config_error("layers", it, f"a block index in [0, {len(blocks) - 1}]")
             chosen.append(blocks[it])
@@ -230,9 +232,10 @@ def _select(cfg: ModelConfig, layers: Any) -> list[_Entry]:
 
 
 def _int(field: str, v: Any, minimum: int = 0) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+    # numpy integers are accepted (a schedule's DP hands them over); floats, str and bool are not
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
         raise config_error(field, v, f"an integer >= {minimum}")
-    return v
+    return int(v)
 
 
 @dataclass(frozen=True)
