@@ -1,0 +1,145 @@
+"""Model zoo: preset :class:`ModelConfig` s. Shapes from ../shared/REFERENCE.md
+("Models" table); each preset's docstring names the public source."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from flitsim.errors import config_error
+from flitsim.models.config import ModelConfig
+
+__all__ = ["MODEL_PRESETS", "model_preset", "llama3_8b", "llama3_70b", "llama31_405b", "dit_xl_2",
+           "pixart_alpha_xl_2", "sd3_medium", "flux1_dev"]
+
+
+def llama3_8b() -> ModelConfig:
+    """Llama-3-8B: 32 layers, hidden 4096, 32 heads (8 KV, GQA), SwiGLU FFN 14336,
+    vocab 128256, untied embeddings (about 8.03 B parameters).
+
+    Source: Meta Llama 3 model card and config.json (meta-llama/Meta-Llama-3-8B); REFERENCE.md.
+    """
+    return ModelConfig(name="llama-3-8b", kind="causal", n_layers=32, hidden=4096, n_heads=32, n_kv_heads=8,
+                       ffn_hidden=14336, ffn_act="swiglu", vocab_size=128256,
+                       sources=("Meta Llama 3 model card / config.json (meta-llama/Meta-Llama-3-8B)",))
+
+
+def llama3_70b() -> ModelConfig:
+    """Llama-3-70B: 80 layers, hidden 8192, 64 heads (8 KV), SwiGLU FFN 28672,
+    vocab 128256, untied (about 70.6 B parameters).
+
+    Source: Meta Llama 3 model card and config.json (meta-llama/Meta-Llama-3-70B); REFERENCE.md.
+    """
+    return ModelConfig(name="llama-3-70b", kind="causal", n_layers=80, hidden=8192, n_heads=64, n_kv_heads=8,
+                       ffn_hidden=28672, ffn_act="swiglu", vocab_size=128256,
+                       sources=("Meta Llama 3 model card / config.json (meta-llama/Meta-Llama-3-70B)",))
+
+
+def llama31_405b() -> ModelConfig:
+    """Llama-3.1-405B: 126 layers, hidden 16384, 128 heads (8 KV), SwiGLU FFN 53248,
+    vocab 128256, untied.
+
+    Source: "The Llama 3 Herd of Models" (Dubey et al. 2024), Table 3; config.json
+    (meta-llama/Llama-3.1-405B); REFERENCE.md.
+    """
+    return ModelConfig(name="llama-3.1-405b", kind="causal", n_layers=126, hidden=16384, n_heads=128,
+                       n_kv_heads=8, ffn_hidden=53248, ffn_act="swiglu", vocab_size=128256,
+                       sources=("Dubey et al. 2024, The Llama 3 Herd of Models, Table 3",
+                                "config.json (meta-llama/Llama-3.1-405B)"))
+
+
+def dit_xl_2() -> ModelConfig:
+    """DiT-XL/2: 28 blocks, hidden 1152, 16 heads, GELU MLP 4608 (ratio 4), patch 2
+    on a 4-channel latent of an 8x VAE, adaLN-Zero, class-conditional (1000
+    classes + 1 null class for guidance), learned sigma (8 output channels).
+    118.6 Gflops at 256 px (multiply-adds counted once), 675 M parameters.
+
+    Source: Peebles & Xie, "Scalable Diffusion Models with Transformers", ICCV 2023
+    (Tables 1 and 4); facebookresearch/DiT models.py; REFERENCE.md.
+    """
+    return ModelConfig(name="dit-xl/2", kind="dit", dit_block="adaln", n_layers=28, hidden=1152, n_heads=16,
+                       ffn_hidden=4608, ffn_act="gelu", patch_size=2, latent_channels=4, vae_factor=8,
+                       learn_sigma=True, num_classes=1000,
+                       sources=("Peebles & Xie 2023, Scalable Diffusion Models with Transformers, Tables 1, 4",
+                                "facebookresearch/DiT models.py"))
+
+
+def pixart_alpha_xl_2() -> ModelConfig:
+    """PixArt-alpha XL/2: the DiT-XL/2 trunk (28 blocks, 1152, 16 heads, MLP 4608,
+    patch 2, 4-channel latent) plus cross-attention to 120 T5-XXL tokens (width
+    4096, projected to 1152), adaLN-single, learned sigma.
+
+    Source: Chen et al., "PixArt-alpha", ICLR 2024 (Sec. 2.3); PixArt-alpha/PixArt-alpha
+    repository (PixArt_XL_2, model_max_length 120); REFERENCE.md.
+    """
+    return ModelConfig(name="pixart-alpha-xl/2", kind="dit", dit_block="adaln_single_cross", n_layers=28,
+                       hidden=1152, n_heads=16, ffn_hidden=4608, ffn_act="gelu", patch_size=2,
+                       latent_channels=4, vae_factor=8, learn_sigma=True, text_tokens=120, text_embed_dim=4096,
+                       sources=("Chen et al. 2024, PixArt-alpha (ICLR), Sec. 2.3",
+                                "PixArt-alpha/PixArt-alpha PixArt_XL_2"))
+
+
+def sd3_medium() -> ModelConfig:
+    """SD3-medium (MMDiT): 24 joint blocks, hidden 1536 (24 heads x 64), MLP 6144,
+    patch 2 on a 16-channel latent of an 8x VAE; joint attention over image tokens
+    and 77 CLIP + 256 T5 = 333 text tokens (context width 4096, pooled 2048).
+
+    Source: Esser et al., "Scaling Rectified Flow Transformers for High-Resolution
+    Image Synthesis", ICML 2024; stabilityai/stable-diffusion-3-medium
+    transformer/config.json; REFERENCE.md.
+    Simplification: the last block's text stream is counted in full (the real
+    model stops the text stream after its QKV there: ~0.3 % of parameters).
+    """
+    return ModelConfig(name="sd3-medium", kind="dit", dit_block="mmdit", n_layers=24, hidden=1536, n_heads=24,
+                       ffn_hidden=6144, ffn_act="gelu", patch_size=2, latent_channels=16, vae_factor=8,
+                       text_tokens=333, text_embed_dim=4096, pooled_dim=2048,
+                       sources=("Esser et al. 2024, Scaling Rectified Flow Transformers (SD3)",
+                                "stabilityai/stable-diffusion-3-medium transformer/config.json"))
+
+
+def flux1_dev() -> ModelConfig:
+    """Flux.1-dev: 19 double-stream + 38 single-stream blocks, hidden 3072 (24 heads
+    x 128), MLP 12288; 16-channel latent of an 8x VAE packed 2x2 into 64-channel
+    tokens (equivalent to patch 2): 1024 px -> 4096 image tokens, plus up to 512
+    T5 text tokens in the joint sequence; guidance-distilled (guidance embedding,
+    no classifier-free-guidance batch doubling by default).
+
+    Source: black-forest-labs/flux repository (src/flux/util.py flux-dev params:
+    depth 19, depth_single_blocks 38, hidden 3072, heads 24, mlp_ratio 4,
+    in_channels 64, context_in_dim 4096, vec_in_dim 768, guidance_embed);
+    REFERENCE.md.
+    """
+    return ModelConfig(name="flux.1-dev", kind="dit", dit_block="flux", n_layers=19, n_single_layers=38,
+                       hidden=3072, n_heads=24, ffn_hidden=12288, ffn_act="gelu", patch_size=2, latent_channels=16,
+                       vae_factor=8, text_tokens=512, text_embed_dim=4096, pooled_dim=768, guidance_embed=True,
+                       cfg_default=False,
+                       sources=("black-forest-labs/flux src/flux/util.py (flux-dev)",))
+
+
+MODEL_PRESETS: dict[str, Callable[[], ModelConfig]] = {
+    "llama-3-8b": llama3_8b,
+    "llama-3-70b": llama3_70b,
+    "llama-3.1-405b": llama31_405b,
+    "dit-xl/2": dit_xl_2,
+    "dit-xl-2": dit_xl_2,
+    "pixart-alpha-xl/2": pixart_alpha_xl_2,
+    "pixart-alpha": pixart_alpha_xl_2,
+    "sd3-medium": sd3_medium,
+    "flux.1-dev": flux1_dev,
+    "flux-dev": flux1_dev,
+}
+
+
+def model_preset(name: str) -> ModelConfig:
+    """Look up a zoo model (case-insensitive; ``_`` and spaces read as ``-``):
+    ``llama-3-8b``, ``llama-3-70b``, ``llama-3.1-405b``, ``dit-xl/2``,
+    ``pixart-alpha-xl/2``, ``sd3-medium``, ``flux.1-dev`` (and short aliases).
+
+    Raises:
+        ConfigError: unknown name or not a string (the message lists the known ones).
+    """
+    if not isinstance(name, str):
+        raise config_error("model", name, f"a preset name, one of {sorted(MODEL_PRESETS)}")
+    key = name.strip().lower().replace("_", "-").replace(" ", "-")
+    if key not in MODEL_PRESETS:
+        raise config_error("model", name, f"one of {sorted(MODEL_PRESETS)}")
+    return MODEL_PRESETS[key]()
