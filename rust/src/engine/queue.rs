@@ -146,6 +146,22 @@ mod tests {
     }
 
     #[test]
+    fn pops_sorted_against_a_reference_sort() {
+        // Reference: a stable sort by time of the same (time, id) stream.
+        let mut rng = crate::engine::SimRng::new(9);
+        let mut q = EventQueue::new();
+        let mut reference = Vec::new();
+        for id in 0..5000u32 {
+            let t = rng.below(500);
+            q.schedule(t, id);
+            reference.push((t, id));
+        }
+        reference.sort_by_key(|&(t, _)| t);
+        let got: Vec<(u64, u32)> = std::iter::from_fn(|| q.pop().map(|s| (s.time_ps, s.event))).collect();
+        assert_eq!(got, reference);
+    }
+
+    #[test]
     fn engine_is_send() {
         fn is_send<T: Send>() {}
         is_send::<EventQueue<(u32, u64)>>();
