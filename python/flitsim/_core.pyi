@@ -29,3 +29,6 @@ def hold_model_events_per_s(pending: int, operations: int, seed: int) -> float:
 
 def execute_taskgraph(graph: dict[str, Any], network: Any) -> dict[str, Any]:
     """Execute a columnar task graph (numpy arrays) over a network spec dict; per-task uint64 arrays out."""
+
+def fabric_check(spec: Any) -> None:
+    """Validate a fabric spec dict; raises ConfigError naming the wire or GPU at fault."""

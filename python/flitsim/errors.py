@@ -30,6 +30,13 @@ def from_validation_error(err: ValidationError, owner: str) -> ConfigError:
     every offending field (dotted path under ``owner``), its value and the rule."""
     parts = []
     for e in err.errors():
+        inner = (e.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigError):
+            # Raised by a validator (often the engine's own check): already
+            # names field, value and rule; don't repeat the whole input.
+            where = ".".join(str(p) for p in e["loc"])
+            parts.append(f"{owner}{'.' + where if where else ''}: {inner}")
+            continue
         loc = ".".join(str(p) for p in (owner, *e["loc"]))
         value = e.get("input", "<missing>") if e["type"] != "missing" else "<missing>"
         parts.append(f"{loc} = {value!r}: {e['msg']}")

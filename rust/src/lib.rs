@@ -15,6 +15,7 @@
 pub mod engine;
 pub mod error;
 pub mod experiments;
+pub mod fabric;
 pub mod link;
 pub mod phy;
 pub mod stats;

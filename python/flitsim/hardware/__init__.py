@@ -2,6 +2,16 @@
 carries its public source or is marked *assumed* with a reason."""
 
 from flitsim.hardware.gpus import GPU_PRESETS, Efficiency, GpuSpec, gpu_preset, roofline_time_s
+from flitsim.hardware.fabric import (
+    FABRIC_PRESETS,
+    FabricSpec,
+    GpuInjection,
+    SwitchParams,
+    Wire,
+    fabric_from_dict,
+    fabric_preset,
+    uniform_fabric,
+)
 from flitsim.hardware.link_spec import FecCode, LinkSpec, PacketFormat, SerdesSpec
 from flitsim.hardware.links import KP4, LINK_PRESETS, link_preset, nvlink3, nvlink4, nvlink5
 from flitsim.hardware.systems import (
@@ -15,6 +25,8 @@ from flitsim.hardware.systems import (
 )
 
 __all__ = [
+    "FABRIC_PRESETS", "FabricSpec", "GpuInjection", "SwitchParams", "Wire", "fabric_from_dict",
+    "fabric_preset", "uniform_fabric",
     "FecCode", "LinkSpec", "PacketFormat", "SerdesSpec", "KP4", "LINK_PRESETS", "link_preset",
     "nvlink3", "nvlink4", "nvlink5", "SYSTEM_PRESETS", "SystemPreset", "dgx_a100", "gb200_nvl72",
     "hgx_b200", "hgx_h100", "system_preset",

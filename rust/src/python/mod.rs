@@ -54,6 +54,14 @@ fn link_timing<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>) -> PyResult<Bound
     Ok(d)
 }
 
+/// Validate a fabric spec dict (ids, ports wired once, link consistency, reachability).
+#[pyfunction]
+fn fabric_check(spec: &Bound<'_, PyAny>) -> PyResult<()> {
+    let s: crate::fabric::FabricSpec = from_py(spec, "fabric")?;
+    s.validate()?;
+    Ok(())
+}
+
 /// Run the two-endpoint link experiment; see `flitsim.link_transfer`.
 #[pyfunction]
 fn link_transfer<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
@@ -107,6 +115,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(serdes_rates, m)?)?;
     m.add_function(wrap_pyfunction!(link_timing, m)?)?;
     m.add_function(wrap_pyfunction!(link_transfer, m)?)?;
+    m.add_function(wrap_pyfunction!(fabric_check, m)?)?;
     m.add_function(wrap_pyfunction!(hold_model_events_per_s, m)?)?;
     m.add_function(wrap_pyfunction!(taskgraph::execute_taskgraph, m)?)?;
     Ok(())

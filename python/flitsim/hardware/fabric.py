@@ -1,0 +1,228 @@
+"""Fabric specs: GPUs with NVLink ports, switch chips and the wires between
+them, plus the presets people buy. Validated on construction by the engine
+(ports wired at most once, every GPU reachable, link specs equal at both ends).
+
+Presets (sources in REFERENCE.md):
+
+- ``gb200-nvl72``: 72 GPUs x 18 NVLink 5 ports; 18 switch chips x 72 ports;
+  GPU g port k <-> chip k port g ("each GPU has exactly one link to each of the
+  18 chips": DGX GB200 user guide, Mission Control docs).
+- ``hgx-b200``: 8 GPUs x 18 NVLink 5 ports; 2 chips (STH HGX B200 report);
+  assumed: 9 links from every GPU to each chip (8 x 18 = 144 = 2 x 72 ports).
+- ``hgx-h100``: 8 GPUs x 18 NVLink 4 ports; 4 NVSwitch gen3 chips with 5, 4, 4, 5
+  links from every GPU (Fabric Manager user guide); 64 ports per chip (LS10 manual).
+- ``dgx-a100``: 8 GPUs x 12 NVLink 3 ports; 6 NVSwitch gen2 chips, 2 links from
+  every GPU to each (Fabric Manager user guide); assumed 36 ports per chip.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Callable, Literal, Sequence
+
+from pydantic import Field, model_validator
+
+from flitsim import _core
+from flitsim._spec import Spec
+from flitsim.errors import ConfigError
+from flitsim.hardware.link_spec import LinkSpec
+from flitsim.hardware.links import link_preset
+
+
+class GpuInjection(Spec):
+    """How a GPU makes and injects packets.
+
+    Fields: ``payload_bytes`` per protocol packet (256 copy engine, 128 SM
+    stores: nccl-tests issue 149); ``max_outstanding_packets`` per GPU (0 =
+    unlimited), ``injection_bytes_per_s`` and ``ejection_bytes_per_s`` (0 = link
+    limited / unlimited). GPU-wide limits are split evenly over the GPU's ports
+    (each port's DMA queue gets its share), which keeps the planes independent.
+    NVIDIA does not publish these limits (REFERENCE.md, "Not public").
+    """
+
+    payload_bytes: int = Field(default=256, ge=1)
+    max_outstanding_packets: int = Field(default=0, ge=0)
+    injection_bytes_per_s: int = Field(default=0, ge=0)
+    ejection_bytes_per_s: int = Field(default=0, ge=0)
+
+
+class SwitchParams(Spec):
+    """Parameters shared by a fabric's switch chips (NVSwitch internals are not
+    public; all assumed). Ports come from the wiring; ``clock_ghz = 0`` derives
+    the clock so that one flit per port per cycle equals the link rate;
+    ``buffer_per_vc_flits = 0`` uses the link's ``credits_per_vc_flits``."""
+
+    allocator: str = "islip"
+    iterations: int = Field(default=1, ge=1)
+    queueing: Literal["voq", "fifo"] = "voq"
+    speedup: int = Field(default=1, ge=1)
+    pipeline_latency_cycles: int = Field(default=0, ge=0)
+    buffer_per_vc_flits: int = Field(default=0, ge=0)
+    output_buffer_per_vc_flits: int = Field(default=0, ge=0)
+    clock_ghz: float = Field(default=0.0, ge=0.0)
+
+
+class Wire(Spec):
+    """GPU ``gpu`` port ``gpu_port`` <-> switch ``switch`` port ``switch_port``,
+    using ``links[link]`` (and ``links[switch_link]`` at the switch end, which
+    must be the same spec)."""
+
+    gpu: int = Field(ge=0)
+    gpu_port: int = Field(ge=0)
+    switch: int = Field(ge=0)
+    switch_port: int = Field(ge=0)
+    link: int = Field(default=0, ge=0)
+    switch_link: int | None = None
+
+
+Spray = Literal["round_robin", "hash", "adaptive"]
+
+
+class FabricSpec(Spec):
+    """A single-switch-layer scale-up fabric.
+
+    Raises:
+        ConfigError: a GPU or switch port wired twice, a disconnected GPU, a
+            pair of GPUs with no common switch, ids out of range, link specs
+            that differ at the two ends of a wire, bad sizes.
+    """
+
+    name: str = "custom"
+    gpus: int = Field(ge=1)
+    gpu_ports: int = Field(ge=1)
+    switches: int = Field(ge=0)
+    switch_ports: int = Field(ge=0)
+    links: tuple[LinkSpec, ...]
+    wires: tuple[Wire, ...]
+    gpu: GpuInjection = GpuInjection()
+    switch: SwitchParams = SwitchParams()
+    spray: Spray = "round_robin"
+    sim_packet_bytes: int = Field(default=0, ge=0)
+    fold_planes: bool = True
+
+    @model_validator(mode="after")
+    def _check_in_engine(self) -> "FabricSpec":
+        _core.fabric_check(self.core_dict())
+        return self
+
+    def core_dict(self) -> dict[str, Any]:
+        """The dict the engine takes (no ``name``)."""
+        d = self.to_dict()
+        d.pop("name", None)
+        return d
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "FabricSpec":
+        """Read a fabric from TOML: either a full spec (``gpus``, ``gpu_ports``,
+        ``switches``, ``switch_ports``, ``links``, ``wires``) or the compact form
+        of :func:`uniform_fabric` (``gpus``, ``links_per_switch``, ``link``).
+
+        Raises:
+            ConfigError: unreadable file or invalid content.
+        """
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"fabric file = {str(path)!r}: {e}") from None
+        return fabric_from_dict(data)
+
+
+def uniform_fabric(gpus: int, links_per_switch: int | Sequence[int], link: LinkSpec | str = "nvlink5",
+                   *, switch_ports: int | None = None, name: str = "custom", **options: Any) -> FabricSpec:
+    """A fabric where every GPU has ``links_per_switch[s]`` links to switch s.
+
+    GPU ports are numbered switch by switch (ports of switch 0 first); switch
+    ports GPU by GPU. ``links_per_switch`` may be an int (same for every
+    switch; then the switch count is ``gpu_ports / int``... give a list to be
+    explicit). Other keyword options are FabricSpec fields (``gpu``, ``switch``,
+    ``spray``, ``sim_packet_bytes``, ``fold_planes``).
+
+    Raises:
+        ConfigError: non-positive counts or a switch with too few ports.
+    """
+    if isinstance(links_per_switch, int):
+        raise ConfigError(f"links_per_switch = {links_per_switch!r}: give a list, one count per switch "
+                          "(e.g. [1] * 18 for NVL72, [5, 4, 4, 5] for HGX H100)")
+    lps = list(links_per_switch)
+    if not lps or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in lps):
+        raise ConfigError(f"links_per_switch = {lps!r}: expected a non-empty list of integers >= 1")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ConfigError(f"gpus = {gpus!r}: expected an integer >= 1")
+    need = gpus * max(lps)
+    ports = need if switch_ports is None else switch_ports
+    if ports < need:
+        raise ConfigError(f"switch_ports = {ports}: at least {need} (gpus x max(links_per_switch))")
+    if isinstance(link, str):
+        link = link_preset(link)
+    wires = []
+    for g in range(gpus):
+        port = 0
+        for s, n in enumerate(lps):
+            for j in range(n):
+                wires.append(Wire(gpu=g, gpu_port=port, switch=s, switch_port=g * n + j))
+                port += 1
+    return FabricSpec(name=name, gpus=gpus, gpu_ports=sum(lps), switches=len(lps), switch_ports=ports,
+                      links=(link,), wires=tuple(wires), **options)
+
+
+def fabric_from_dict(data: Any) -> FabricSpec:
+    """Build a fabric from a plain dict (full or compact form; see
+    :meth:`FabricSpec.from_toml`). A ``link`` given as a string names a preset.
+
+    Raises:
+        ConfigError: invalid content (the message names the key).
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"fabric = {data!r}: expected a table/dict")
+    d = dict(data)
+    if "links_per_switch" in d:
+        link = d.pop("link", "nvlink5")
+        if isinstance(link, dict):
+            link = LinkSpec.from_dict(link)
+        try:
+            return uniform_fabric(d.pop("gpus", 0), d.pop("links_per_switch"), link, **d)
+        except TypeError as e:
+            raise ConfigError(f"fabric: {e}") from None
+    if "links" in d:
+        d["links"] = tuple(link_preset(x) if isinstance(x, str) else x for x in d["links"])
+    return FabricSpec(**d)
+
+
+def gb200_nvl72(**options: Any) -> FabricSpec:
+    """GB200 NVL72 (see module docstring for sources)."""
+    return uniform_fabric(72, [1] * 18, "nvlink5", switch_ports=72, name="gb200-nvl72", **options)
+
+
+def hgx_b200(**options: Any) -> FabricSpec:
+    """HGX B200: 8 GPUs, 2 chips, 9 links per GPU per chip (assumed split)."""
+    return uniform_fabric(8, [9, 9], "nvlink5", switch_ports=72, name="hgx-b200", **options)
+
+
+def hgx_h100(**options: Any) -> FabricSpec:
+    """HGX/DGX H100: 8 GPUs, 4 NVSwitch gen3 chips, 5/4/4/5 links per GPU."""
+    return uniform_fabric(8, [5, 4, 4, 5], "nvlink4", switch_ports=64, name="hgx-h100", **options)
+
+
+def dgx_a100(**options: Any) -> FabricSpec:
+    """DGX/HGX A100: 8 GPUs, 6 NVSwitch gen2 chips, 2 links per GPU per chip."""
+    return uniform_fabric(8, [2] * 6, "nvlink3", switch_ports=36, name="dgx-a100", **options)
+
+
+FABRIC_PRESETS: dict[str, Callable[..., FabricSpec]] = {
+    "gb200-nvl72": gb200_nvl72, "nvl72": gb200_nvl72, "hgx-b200": hgx_b200, "hgx-h100": hgx_h100,
+    "dgx-h100": hgx_h100, "dgx-a100": dgx_a100, "hgx-a100": dgx_a100,
+}
+
+
+def fabric_preset(name: str, **options: Any) -> FabricSpec:
+    """A fabric preset by name (``gb200-nvl72``, ``hgx-b200``, ``hgx-h100``,
+    ``dgx-a100``); ``options`` override FabricSpec fields.
+
+    Raises:
+        ConfigError: unknown name (the message lists the known ones).
+    """
+    key = str(name).lower().replace("_", "-")
+    if key not in FABRIC_PRESETS:
+        raise ConfigError(f"fabric preset = {name!r}: expected one of {sorted(FABRIC_PRESETS)}")
+    return FABRIC_PRESETS[key](**options)

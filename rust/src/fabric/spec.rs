@@ -1,0 +1,255 @@
+//! Fabric specification: GPUs with NVLink ports, switch chips, and the wires
+//! between them, validated on construction.
+//!
+//! One switch layer: every wire joins a GPU port to a switch port (NVL72,
+//! HGX, DGX are all single-stage). A GPU reaches another through any switch
+//! both are wired to.
+
+use crate::error::{ensure, FlitsimError, Result};
+use crate::link::{prefix_field, LinkSpec};
+use serde::{Deserialize, Serialize};
+
+/// How a GPU spreads a transfer's packets over its ports (and a switch over
+/// its parallel output ports to one GPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Spray {
+    /// Packet j of a transfer goes to the j-th eligible port (mod count).
+    RoundRobin,
+    /// Every packet of a (src, dst, flow) goes to one port chosen by a hash.
+    Hash,
+    /// Each packet goes to the eligible port whose link has the most credits
+    /// (ties: lowest backlog, then lowest index).
+    Adaptive,
+}
+
+/// The GPU side: how packets are made and injected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuInjection {
+    /// Payload per protocol packet, bytes: 256 for copy engines, 128 for SM
+    /// stores (nccl-tests issue 149, NVIDIA maintainer).
+    #[serde(default = "d_payload")]
+    pub payload_bytes: u32,
+    /// Most packets a GPU may have in flight (sent, not yet delivered), split
+    /// evenly over its ports; 0 = unlimited.
+    #[serde(default)]
+    pub max_outstanding_packets: u32,
+    /// Injection rate cap per GPU, bytes/s of payload, split evenly over its
+    /// ports; 0 = limited by the links only.
+    #[serde(default)]
+    pub injection_bytes_per_s: u64,
+    /// Receive drain rate per GPU, bytes/s, split evenly over its ports;
+    /// 0 = unlimited (buffers free on arrival).
+    #[serde(default)]
+    pub ejection_bytes_per_s: u64,
+}
+
+fn d_payload() -> u32 {
+    256
+}
+
+impl Default for GpuInjection {
+    fn default() -> Self {
+        GpuInjection { payload_bytes: 256, max_outstanding_packets: 0, injection_bytes_per_s: 0, ejection_bytes_per_s: 0 }
+    }
+}
+
+/// Parameters shared by every switch chip of the fabric; ports come from the
+/// wiring and the clock from the link rate (one flit per port per cycle).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchParams {
+    #[serde(default = "d_alloc")]
+    pub allocator: String,
+    #[serde(default = "d_one")]
+    pub iterations: u32,
+    /// `"voq"` or `"fifo"`.
+    #[serde(default = "d_voq")]
+    pub queueing: String,
+    #[serde(default = "d_one")]
+    pub speedup: u32,
+    /// Route + allocation pipeline, cycles.
+    #[serde(default)]
+    pub pipeline_latency_cycles: u32,
+    /// Input buffer per (port, VC), flits; 0 = the link's credits_per_vc_flits.
+    #[serde(default)]
+    pub buffer_per_vc_flits: u32,
+    /// Output buffer per (port, VC), flits; 0 = none.
+    #[serde(default)]
+    pub output_buffer_per_vc_flits: u32,
+    /// Core clock, GHz; 0 = derived: one flit per cycle at the link's payload rate.
+    #[serde(default)]
+    pub clock_ghz: f64,
+}
+
+fn d_alloc() -> String {
+    "islip".into()
+}
+fn d_one() -> u32 {
+    1
+}
+fn d_voq() -> String {
+    "voq".into()
+}
+
+impl Default for SwitchParams {
+    fn default() -> Self {
+        SwitchParams {
+            allocator: d_alloc(),
+            iterations: 1,
+            queueing: d_voq(),
+            speedup: 1,
+            pipeline_latency_cycles: 0,
+            buffer_per_vc_flits: 0,
+            output_buffer_per_vc_flits: 0,
+            clock_ghz: 0.0,
+        }
+    }
+}
+
+/// One cable/trace: GPU `gpu` port `gpu_port` <-> switch `switch` port `switch_port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wire {
+    pub gpu: u32,
+    pub gpu_port: u32,
+    pub switch: u32,
+    pub switch_port: u32,
+    /// Index into `FabricSpec::links` for the GPU end (default 0).
+    #[serde(default)]
+    pub link: u32,
+    /// Index into `FabricSpec::links` for the switch end (default: same as `link`).
+    #[serde(default)]
+    pub switch_link: Option<u32>,
+}
+
+/// A whole scale-up fabric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricSpec {
+    pub gpus: u32,
+    /// NVLink ports per GPU.
+    pub gpu_ports: u32,
+    pub switches: u32,
+    /// Ports per switch chip.
+    pub switch_ports: u32,
+    /// Link specs referenced by wires.
+    pub links: Vec<LinkSpec>,
+    pub wires: Vec<Wire>,
+    #[serde(default)]
+    pub gpu: GpuInjection,
+    #[serde(default)]
+    pub switch: SwitchParams,
+    #[serde(default = "d_spray")]
+    pub spray: Spray,
+    /// Bytes of payload per *simulated* packet: several protocol packets
+    /// coalesced for speed (header flits still charged per protocol packet);
+    /// 0 = one simulated packet per protocol packet.
+    #[serde(default)]
+    pub sim_packet_bytes: u64,
+    /// Allow exact plane folding when the engine can prove the symmetry.
+    #[serde(default = "d_true")]
+    pub fold_planes: bool,
+}
+
+fn d_spray() -> Spray {
+    Spray::RoundRobin
+}
+fn d_true() -> bool {
+    true
+}
+
+impl FabricSpec {
+    /// Validate: ids in range, every port wired at most once, link specs valid
+    /// and equal at both ends of every wire, every GPU reachable from every
+    /// other through a shared switch.
+    ///
+    /// # Errors
+    /// `Config` naming the wire or GPU at fault.
+    pub fn validate(&self) -> Result<()> {
+        ensure(self.gpus >= 1, "gpus", self.gpus, "at least 1 GPU")?;
+        ensure(self.gpu_ports >= 1 && self.gpu_ports <= 256, "gpu_ports", self.gpu_ports, "1..=256 ports per GPU")?;
+        ensure(self.switch_ports <= 4096, "switch_ports", self.switch_ports, "0..=4096 ports per switch")?;
+        ensure(!self.links.is_empty(), "links", "[]", "at least one link spec")?;
+        for (i, l) in self.links.iter().enumerate() {
+            l.derive().map_err(|e| prefix_field(e, &format!("links[{i}]")))?;
+        }
+        let g = &self.gpu;
+        ensure(g.payload_bytes >= 1, "gpu.payload_bytes", g.payload_bytes, "at least 1 byte")?;
+        let maxp = self.links.iter().map(|l| l.packet.max_payload_bytes).min().unwrap_or(0);
+        ensure(g.payload_bytes <= maxp, "gpu.payload_bytes", g.payload_bytes, &format!("at most the links' max_payload_bytes ({maxp})"))?;
+        if self.sim_packet_bytes > 0 {
+            ensure(
+                self.sim_packet_bytes % g.payload_bytes as u64 == 0 && self.sim_packet_bytes <= 1 << 20,
+                "sim_packet_bytes",
+                self.sim_packet_bytes,
+                &format!("0 or a multiple of gpu.payload_bytes ({}) up to 1 MiB", g.payload_bytes),
+            )?;
+        }
+        ensure(matches!(self.switch.queueing.as_str(), "voq" | "fifo"), "switch.queueing", &self.switch.queueing, "\"voq\" or \"fifo\"")?;
+        let mut gpu_used = vec![u32::MAX; (self.gpus * self.gpu_ports) as usize];
+        let mut sw_used = vec![u32::MAX; (self.switches as usize) * self.switch_ports as usize];
+        for (w, wire) in self.wires.iter().enumerate() {
+            let f = |name: &str| format!("wires[{w}].{name}");
+            ensure(wire.gpu < self.gpus, &f("gpu"), wire.gpu, &format!("a GPU id in 0..{}", self.gpus))?;
+            ensure(wire.gpu_port < self.gpu_ports, &f("gpu_port"), wire.gpu_port, &format!("a port in 0..{}", self.gpu_ports))?;
+            ensure(wire.switch < self.switches, &f("switch"), wire.switch, &format!("a switch id in 0..{}", self.switches))?;
+            ensure(wire.switch_port < self.switch_ports, &f("switch_port"), wire.switch_port, &format!("a port in 0..{}", self.switch_ports))?;
+            let nl = self.links.len() as u32;
+            ensure(wire.link < nl, &f("link"), wire.link, &format!("a link index in 0..{nl}"))?;
+            if let Some(sl) = wire.switch_link {
+                ensure(sl < nl, &f("switch_link"), sl, &format!("a link index in 0..{nl}"))?;
+                ensure(
+                    self.links[sl as usize] == self.links[wire.link as usize],
+                    &f("switch_link"),
+                    sl,
+                    &format!("the same link spec at both ends (GPU end uses links[{}])", wire.link),
+                )?;
+            }
+            let gi = (wire.gpu * self.gpu_ports + wire.gpu_port) as usize;
+            if gpu_used[gi] != u32::MAX {
+                return Err(FlitsimError::config(
+                    f("gpu_port"),
+                    format!("GPU {} port {}", wire.gpu, wire.gpu_port),
+                    &format!("each GPU port wired at most once (also used by wires[{}])", gpu_used[gi]),
+                ));
+            }
+            gpu_used[gi] = w as u32;
+            let si = (wire.switch * self.switch_ports + wire.switch_port) as usize;
+            if sw_used[si] != u32::MAX {
+                return Err(FlitsimError::config(
+                    f("switch_port"),
+                    format!("switch {} port {}", wire.switch, wire.switch_port),
+                    &format!("each switch port wired at most once (also used by wires[{}])", sw_used[si]),
+                ));
+            }
+            sw_used[si] = w as u32;
+        }
+        // Reachability: GPUs a and b need a common switch.
+        let mut on = vec![false; (self.gpus * self.switches) as usize];
+        for w in &self.wires {
+            on[(w.gpu * self.switches + w.switch) as usize] = true;
+        }
+        let row = |g: u32| &on[(g * self.switches) as usize..((g + 1) * self.switches) as usize];
+        for a in 0..self.gpus {
+            if self.gpus > 1 && !row(a).iter().any(|&x| x) {
+                return Err(FlitsimError::config("wires", format!("GPU {a}"), "every GPU wired to at least one switch (this GPU is disconnected)"));
+            }
+        }
+        for a in 0..self.gpus {
+            let row_a = row(a);
+            for b in a + 1..self.gpus {
+                let row_b = row(b);
+                if !row_a.iter().zip(row_b).any(|(&x, &y)| x && y) {
+                    return Err(FlitsimError::config(
+                        "wires",
+                        format!("GPUs {a} and {b}"),
+                        "every pair of GPUs sharing at least one switch (single switch layer); these two share none",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
