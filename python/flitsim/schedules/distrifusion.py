@@ -1,0 +1,83 @@
+"""DistriFusion: displaced patch parallelism for diffusion models (Li et al.,
+"DistriFusion: Distributed Parallel Inference for High-Resolution Diffusion
+Models", CVPR 2024).
+
+Each of N devices computes one patch of p / N image tokens through all
+layers. After ``warmup_steps`` synchronous steps (attention of layer l waits
+for the fresh all-gather of layer l's K/V), attention uses the other patches'
+K/V from the previous step: the all-gather of layer l's fresh K/V (nccl-tests
+size p x kv_width x bytes x batch) is issued as soon as every device has
+projected it and runs on the comm streams, overlapped with the rest of the
+step; layer l of the next step waits for it. Each device sends
+``(N-1)/N x p x kv_width x bytes`` per layer: per step
+``2 (N-1)/N p hs L`` bytes for multi-head attention, the xDiT README's
+``2 O(p x hs) L``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flitsim.errors import config_error
+from flitsim.schedules._common import Schedule, check_int, finish, scale_cost
+from flitsim.schedules._work import attention_only, matmul_only, parallel_setup, shard_tokens, step_ends
+
+__all__ = ["build_distrifusion"]
+
+
+def build_distrifusion(model: Any, workload: Any, *, devices: Any = None, degree: int = 4, steps: int | None = None,
+                       warmup_steps: int = 1, gpu: Any = "h100", efficiency: Any = None, dtype: str = "bf16",
+                       include_embed_head: bool = True, fabric_devices: int | None = None,
+                       comm_streams: int = 1) -> Schedule:
+    """Lower N-way DistriFusion for one image request.
+
+    Args:
+        model: the DiT (None: ``workload.model``); workload: DitWorkload.
+        degree: N; warmup_steps: synchronous steps first (default 1).
+        Others as :func:`~flitsim.schedules.tensor_parallel.build_tensor_parallel`.
+
+    Raises:
+        ConfigError: not a DiT workload, bad degree / devices, warmup_steps > steps.
+    """
+    from flitsim.workloads import DitWorkload
+
+    if not isinstance(workload, DitWorkload):
+        raise config_error("workload", type(workload).__name__, "a DitWorkload (DistriFusion is for diffusion models)")
+    work, ids, gb, N = parallel_setup(model, workload, devices=devices, degree=degree, steps=steps, batch=1,
+                                      gpu=gpu, efficiency=efficiency, dtype=dtype,
+                                      include_embed_head=include_embed_head, fabric_devices=fabric_devices,
+                                      comm_streams=comm_streams)
+    W = check_int("warmup_steps", warmup_steps, 0)
+    if W > work.steps:
+        raise config_error("warmup_steps", W, f"at most steps = {work.steps}")
+    tail = [-1] * N
+    ag_prev: list[int] = [-1] * len(work.blocks)
+    for s in range(work.steps):
+        tail = step_ends(gb, work, ids, N, s, tail, "pre")
+        ag_now = []
+        for l_, blk in enumerate(work.blocks):
+            mm = matmul_only(shard_tokens(blk, N))
+            att = scale_cost(attention_only(blk), 1.0 / N)
+            proj = []
+            for d in range(N):
+                t = gb.compute(ids[d], mm, item=d, step=s, layer=l_, phase="step", label=f"step{s}.L{l_}.mm.d{d}")
+                if tail[d] >= 0:
+                    gb.edge(tail[d], t)
+                proj.append(t)
+            ag = gb.collective(ids, "all_gather", work.kv_bytes, step=s, layer=l_, phase="step",
+                               label=f"step{s}.L{l_}.allgather_kv")
+            gb.edges(proj, ag)
+            ag_now.append(ag)
+            tail = []
+            for d in range(N):
+                a = gb.compute(ids[d], att, item=d, step=s, layer=l_, phase="step", label=f"step{s}.L{l_}.attn.d{d}")
+                gb.edge(proj[d], a)
+                wait = ag if s < W else ag_prev[l_]
+                if wait >= 0:
+                    gb.edge(wait, a)
+                tail.append(a)
+        ag_prev = ag_now
+        tail = step_ends(gb, work, ids, N, s, tail, "post")
+    return finish("distrifusion", gb, ids, 1, work.steps,
+                  {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch,
+                   "warmup_steps": W})

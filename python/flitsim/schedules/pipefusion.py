@@ -1,0 +1,133 @@
+"""PipeFusion: patch-level pipeline parallelism for diffusion transformers
+(Fang et al., "PipeFusion: Patch-level Pipeline Parallelism for Diffusion
+Transformers Inference", 2024; xDiT).
+
+The DiT's blocks are split into N contiguous stages (balanced by block count;
+patch/conditioning embedders on stage 0, the final layer on the last stage);
+the image's P tokens into M patches of p = P / M tokens.
+
+1. ``warmup_steps`` (default 1) synchronous full-image steps: each stage runs
+   the whole image, hands the full hidden state to the next stage, and the last
+   stage returns it to stage 0 for the next step.
+2. The continuous patch pipeline: patch m of step s at stage j waits only for
+   patch m of step s at stage j-1 (a transfer of the patch's activations,
+   :func:`flitsim.models.handoff_bytes` of p tokens) — attention to the other
+   patches uses their one-step-stale K/V, already on the device, so there is
+   no dependency between patches. The last stage sends each patch back to
+   stage 0, where the same patch of step s+1 waits for it. Stage tasks follow
+   (step, patch) order, so the pipeline fills once and drains once per image,
+   not per step: with zero communication cost, equal stages of time t per
+   patch and M >= N, the pipelined phase of S steps takes (S M + N - 1) t.
+
+Patches: **P must be divisible by M** (``patches``), else ConfigError — every
+patch then costs the same (full attention: p x P query-key pairs each). With
+M < N the return hop makes stage 0 wait each step (allowed, not recommended).
+Text tokens of joint models (SD3, Flux) are spread evenly over the patches:
+their text-stream work and hidden states go with the patches.
+
+Communication per diffusion step (xDiT README: PipeFusion ``2 O(p x hs)``):
+each device sends its stage's output for all M patches (p x hs x bytes per
+image token, over the P (+ text) tokens) once and receives the same amount,
+so sends + receives per device = 2 x P x hs x dtype bytes x step batch; the
+send-only count is P x hs x bytes. See docs/schedules.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flitsim.errors import config_error
+from flitsim.models import handoff_bytes, patch_cost
+from flitsim.schedules._common import Hardware, Schedule, check_int, finish, new_builder, resolve_devices
+from flitsim.schedules._work import dit_model, dit_stage_layers, is_joint, spread
+
+__all__ = ["build_pipefusion"]
+
+
+def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: int = 4, patches: int | None = None,
+                     warmup_steps: int = 1, steps: int | None = None, gpu: Any = "h100", efficiency: Any = None,
+                     dtype: str = "bf16", inflight_patches: int | None = None, fabric_devices: int | None = None,
+                     comm_streams: int = 1) -> Schedule:
+    """Lower PipeFusion for one image request to a task graph.
+
+    Args:
+        model: the DiT (None: ``workload.model``).
+        workload: :class:`~flitsim.workloads.DitWorkload` (image tokens P,
+            text tokens, steps, step batch with CFG).
+        devices: N device ids (stage j on ``devices[j]``) or a count; default N.
+        stages: N (<= the model's blocks); patches: M (default N), dividing P.
+        warmup_steps: synchronous full-image steps first (default 1, as xDiT).
+        steps: denoising steps (default ``workload.steps``), >= warmup_steps.
+        inflight_patches: credit bound per stage hand-off (None = unbounded).
+        gpu, efficiency, dtype: roofline model.
+
+    Returns:
+        :class:`~flitsim.schedules.Schedule` (``steps`` steps; task_step per task).
+
+    Raises:
+        ConfigError: not a DiT, more stages than blocks, M not dividing P,
+            warmup_steps > steps, device ids outside the fabric.
+    """
+    cfg, w = dit_model(model, workload)
+    N = check_int("stages", stages)
+    groups = dit_stage_layers(cfg, N)
+    M = N if patches is None else check_int("patches", patches)
+    P, B = w.image_tokens, w.step_batch
+    if P % M:
+        raise config_error("patches", M, f"a divisor of the image's {P} tokens (equal patches)")
+    S = w.steps if steps is None else check_int("steps", steps)
+    W = check_int("warmup_steps", warmup_steps, 0)
+    if W > S:
+        raise config_error("warmup_steps", W, f"at most steps = {S}")
+    ids, size = resolve_devices(N if devices is None else devices, N, fabric_devices)
+    hw = Hardware(gpu, efficiency, dtype)
+    gb = new_builder(size, hw, comm_streams)
+    T = w.text_tokens_
+    joint = is_joint(cfg)
+    p = P // M
+    tq = spread(T, M)
+    full = [patch_cost(cfg, P, P, layers=g, batch=B, text_query_tokens=T, text_tokens=T, dtype=dtype) for g in groups]
+    full_bytes = handoff_bytes(cfg, P, batch=B, text_tokens=T if joint else 0, dtype=dtype)
+    pc = [[patch_cost(cfg, p, P, layers=g, batch=B, text_query_tokens=tq[m], text_tokens=T, dtype=dtype)
+           for g in groups] for m in range(M)]
+    pbytes = [handoff_bytes(cfg, p, batch=B, text_tokens=tq[m] if joint else 0, dtype=dtype) for m in range(M)]
+
+    ret_prev: list[int] = []  # per patch (or one, after a warmup step): the return hop into stage 0
+    for s in range(W):
+        prev = ret_prev[0] if ret_prev else -1
+        for j in range(N):
+            c = gb.compute(ids[j], full[j], stage=j, item=-1, step=s, phase="warmup", label=f"warmup{s}.stage{j}")
+            if prev >= 0:
+                gb.edge(prev, c)
+            nxt = (j + 1) % N
+            if j + 1 < N or s + 1 < S:
+                prev = gb.transfer(ids[j], ids[nxt], full_bytes, stage=j, step=s, phase="warmup",
+                                   label=f"warmup{s}.{j}->{nxt}")
+                gb.edge(c, prev)
+        ret_prev = [prev]
+    credit = None if inflight_patches is None else check_int("inflight_patches", inflight_patches)
+    C: list[list[int]] = []
+    for s in range(W, S):
+        rets = []
+        for m in range(M):
+            k = (s - W) * M + m
+            row = []
+            prev = ret_prev[m] if len(ret_prev) == M else (ret_prev[0] if ret_prev else -1)
+            for j in range(N):
+                c = gb.compute(ids[j], pc[m][j], stage=j, item=m, step=s, label=f"step{s}.patch{m}.stage{j}")
+                row.append(c)
+                if prev >= 0:
+                    gb.edge(prev, c)
+                if credit is not None and k >= credit and j + 1 < N:
+                    gb.edge(C[k - credit][j + 1], c, "credit")
+                nxt = (j + 1) % N
+                if j + 1 < N or s + 1 < S:
+                    prev = gb.transfer(ids[j], ids[nxt], pbytes[m], stage=j, item=m, step=s,
+                                       label=f"step{s}.patch{m}.{j}->{nxt}")
+                    gb.edge(c, prev)
+            C.append(row)
+            rets.append(prev)
+        ret_prev = rets
+    opts = {"model": cfg.name, "image_tokens": P, "patches": M, "patch_tokens": p, "text_tokens": T,
+            "step_batch": B, "warmup_steps": W, "gpu": hw.gpu.name, "stage_layers": groups}
+    return finish("pipefusion", gb, ids, N, S, opts)

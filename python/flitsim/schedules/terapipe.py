@@ -1,0 +1,283 @@
+"""TeraPipe: token-level pipeline parallelism for causal LLM prefill
+(Li et al., "TeraPipe: Token-Level Pipeline Parallelism for Training
+Large-Scale Language Models", ICML 2021).
+
+The model's layers are split into K contiguous stages balanced by layer count
+(stage 0 also runs the embedding, the last stage the LM head); one sequence of
+T tokens is cut into slices. Slice i at stage j waits for slice i at stage j-1
+(data: a transfer of the slice's hidden states, :func:`flitsim.models.handoff_bytes`,
+between the stage devices) and for slice i-1 at stage j (same device: its K/V
+are the slice's context). Under causal attention slice i's cost grows with its
+context (the tokens before it), so equal slices make later pipeline beats
+longer.
+
+Slicing:
+
+- ``slicing="uniform"``: ``slices`` slices of (nearly) equal length
+  (``T // M`` tokens, the first ``T % M`` slices one more).
+- ``slicing="dp"``: the TeraPipe dynamic program. For a pipeline of K stages
+  whose per-stage time of slice i is t_i, the latency is
+  ``sum(t_i) + (K - 1) max(t_i)``; the paper (Sec. 3.3, Algorithm 1)
+  enumerates the maximum ``t_max`` over the candidate slice times in increasing
+  order and, for each, solves a 1-D DP minimising ``sum(t_i)`` over slice
+  boundaries on a token grid subject to ``t_i <= t_max``; it stops once
+  ``(K - 1) t_max`` alone reaches the best latency found. Here the candidates
+  are every slice time on the grid, the enumeration starts at the largest
+  single-grid-cell time (no plan can do better, since a slice's time never
+  decreases when it grows) and stops when ``min_sum + (K - 1) t_max`` reaches
+  the best, with ``min_sum`` the unconstrained minimum of the sum; the inner DPs
+  run in numpy, a batch of candidates at a time. ``t_i`` is the slowest
+  stage's roofline time for the slice (stages differ only by embed / head).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from flitsim.errors import config_error
+from flitsim.models import handoff_bytes, slice_cost
+from flitsim.models.config import _ensure_config
+from flitsim.schedules._common import (
+    Hardware,
+    Schedule,
+    check_int,
+    finish,
+    new_builder,
+    resolve_devices,
+    split_layers,
+)
+
+__all__ = ["build_terapipe", "terapipe_plan", "uniform_slices", "pipeline_latency", "slice_time_matrix_s"]
+
+_BASIS = ((1, 0), (2, 0), (3, 0), (1, 1), (1, 2), (2, 1), (3, 2))
+_FIELDS = ("matmul_flops", "attention_flops", "matmul_mem_bytes", "attention_mem_bytes")
+
+
+def causal_seq_tokens(workload: Any) -> int:
+    """Tokens of the one sequence a prefill schedule pipelines: ``workload`` is an int.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    if isinstance(workload, bool) or not isinstance(workload, (int, np.integer)) or workload < 1:
+        raise config_error("workload", workload, "the prefill length in tokens (an integer >= 1)")
+    return int(workload)
+
+
+def stage_layers(cfg: Any, stages: int, include_embed_head: bool) -> list[list[Any]]:
+    """Entry selections per stage: balanced layer ranges, plus embed on stage 0
+    and head on the last when ``include_embed_head``."""
+    groups = [list(r) for r in split_layers(cfg.n_layers, stages)]
+    if include_embed_head:
+        groups[0] = ["embed", *groups[0]]
+        groups[-1] = [*groups[-1], "head"]
+    return groups
+
+
+def slice_time_matrix_s(model: Any, seq_tokens: int, stages: int, *, grid_tokens: int = 128, batch: int = 1,
+                        hw: Hardware | None = None, include_embed_head: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Per-stage slice times on a token grid, vectorised.
+
+    Boundaries are ``0, g, 2g, ..., T`` (the last cell may be shorter). Every
+    cost field of :func:`flitsim.models.slice_cost` is a polynomial
+    ``k0 + k1 s + k2 c + k3 s c + k4 s^2`` in the slice length s and context c
+    (matmuls linear in s, causal pairs ``s c + s(s+1)/2``, K/V bytes linear), so
+    the fields are fitted exactly from a few calls and evaluated on the grid;
+    the roofline (:func:`flitsim.hardware.roofline_time_s`) is then applied
+    elementwise. The LM head's single sampled token is left out.
+
+    Returns:
+        (boundaries, t): ``boundaries`` int array of shape (n + 1,), tokens;
+        ``t`` shape (n + 1, n + 1), seconds, ``t[a, b]`` = the slowest stage's
+        time for the slice from boundary a to boundary b (a < b), +inf elsewhere.
+    """
+    hw = hw or Hardware()
+    cfg = _ensure_config(model)
+    g = check_int("grid_tokens", grid_tokens)
+    bounds = np.unique(np.r_[np.arange(0, seq_tokens, g), seq_tokens]).astype(np.int64)
+    a, b = np.meshgrid(bounds, bounds, indexing="ij")
+    s = (b - a).astype(np.float64)
+    c = a.astype(np.float64)
+    valid = s > 0
+    X = np.array([[1, s_, c_, s_ * c_, s_ * s_] for s_, c_ in _BASIS], dtype=np.float64)
+    eff = hw.efficiency
+    if eff is None:
+        from flitsim.hardware import Efficiency
+        eff = Efficiency()
+    peak = hw.gpu.peak_flop_per_s(hw.dtype)
+    hbm = hw.gpu.hbm_bytes_per_s
+    t = np.zeros_like(s)
+    for layers in stage_layers(cfg, stages, include_embed_head):
+        costs = [slice_cost(cfg, s_, c_, layers=layers, batch=batch, dtype=hw.dtype, logits_tokens=0)
+                 for s_, c_ in _BASIS]
+        Y = np.array([[getattr(k, f) for f in _FIELDS] for k in costs], dtype=np.float64)
+        coef, *_ = np.linalg.lstsq(X, Y, rcond=None)
+        mono = np.stack([np.ones_like(s), s, c, s * c, s * s], axis=-1)
+        v = mono @ coef  # (..., 4)
+        tj = (np.maximum(v[..., 0] / (peak * eff.matmul), v[..., 2] / (hbm * eff.memory))
+              + np.maximum(v[..., 1] / (peak * eff.attention), v[..., 3] / (hbm * eff.memory)))
+        t = np.maximum(t, tj)
+    t = np.where(valid, t, np.inf)
+    return bounds, t
+
+
+def pipeline_latency(times: Sequence[float], stages: int) -> float:
+    """TeraPipe's pipeline latency of slices with per-stage times ``times``
+    through ``stages`` identical stages: ``sum(t) + (K - 1) max(t)`` (Li et al. 2021, Eq. 1)."""
+    t = np.asarray(times, dtype=np.float64)
+    return float(t.sum() + (stages - 1) * t.max())
+
+
+def _dp_batch(t: np.ndarray, tmax: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Min-sum DPs for a batch of caps: f[c, b] = min_a f[c, a] + t[a, b], t[a, b] <= tmax[c]."""
+    n = t.shape[0] - 1
+    C = tmax.shape[0]
+    f = np.full((C, n + 1), np.inf)
+    f[:, 0] = 0.0
+    arg = np.zeros((C, n + 1), dtype=np.int64)
+    for b in range(1, n + 1):
+        col = t[:b, b]
+        vals = f[:, :b] + np.where(col[None, :] <= tmax[:, None], col[None, :], np.inf)
+        k = vals.argmin(axis=1)
+        arg[:, b] = k
+        f[:, b] = vals[np.arange(C), k]
+    return f, arg
+
+
+def _backtrack(arg: np.ndarray, n: int) -> list[int]:
+    out = [n]
+    while out[-1] > 0:
+        out.append(int(arg[out[-1]]))
+    return out[::-1]
+
+
+def terapipe_plan(t: np.ndarray, stages: int, *, batch_candidates: int = 256) -> tuple[list[int], float]:
+    """The TeraPipe DP over a slice-time matrix (see the module docstring).
+
+    Args:
+        t: shape (n + 1, n + 1), seconds, from :func:`slice_time_matrix_s`.
+        stages: K.
+
+    Returns:
+        (cut indices into the grid boundaries, increasing from 0 to n; the
+        optimal latency ``sum(t_i) + (K - 1) max(t_i)`` in seconds).
+    """
+    K = check_int("stages", stages)
+    n = t.shape[0] - 1
+    finite = t[np.isfinite(t)]
+    lower = max(t[b - 1, b] for b in range(1, n + 1))
+    cand = np.unique(finite[finite >= lower])
+    f0, _ = _dp_batch(t, np.array([np.inf]))
+    min_sum = f0[0, n]
+    best, best_cuts = np.inf, [0, n]
+    for i in range(0, len(cand), batch_candidates):
+        chunk = cand[i:i + batch_candidates]
+        if min_sum + (K - 1) * chunk[0] >= best:
+            break
+        f, arg = _dp_batch(t, chunk)
+        total = f[:, n] + (K - 1) * chunk
+        k = int(np.argmin(total))
+        if total[k] < best:
+            best, best_cuts = float(total[k]), _backtrack(arg[k], n)
+    return best_cuts, best
+
+
+def uniform_slices(seq_tokens: int, slices: int) -> np.ndarray:
+    """Slice lengths of ``slices`` nearly equal slices: ``T // M`` tokens each,
+    the first ``T % M`` one more. Shape (M,).
+
+    Raises:
+        ConfigError: slices < 1 or more slices than tokens.
+    """
+    m = check_int("slices", slices)
+    if m > seq_tokens:
+        raise config_error("slices", m, f"at most the sequence's {seq_tokens} tokens")
+    base, extra = divmod(seq_tokens, m)
+    return np.array([base + (1 if i < extra else 0) for i in range(m)], dtype=np.int64)
+
+
+def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: int = 4, slicing: str = "uniform",
+                   slices: int | None = None, slice_tokens: Sequence[int] | None = None, grid_tokens: int = 128,
+                   batch: int = 1, gpu: Any = "h100", efficiency: Any = None, dtype: str = "bf16",
+                   include_embed_head: bool = True, inflight_slices: int | None = None,
+                   fabric_devices: int | None = None, comm_streams: int = 1) -> Schedule:
+    """Lower a TeraPipe prefill of one ``workload``-token sequence to a task graph.
+
+    Args:
+        model: a causal model (zoo name or :class:`~flitsim.models.ModelConfig`).
+        workload: prefill length T, tokens (int).
+        devices: K device ids (stage j on ``devices[j]``) or a count; default K.
+        stages: K, pipeline stages (<= layers).
+        slicing: ``"uniform"`` (``slices`` equal slices, default K), ``"dp"``
+            (TeraPipe DP on a ``grid_tokens`` grid) or ``"given"``
+            (``slice_tokens``, summing to T).
+        batch: sequences processed together (each slice covers all of them).
+        gpu, efficiency, dtype: roofline model (:func:`flitsim.hardware.roofline_time_s`).
+        include_embed_head: charge the embedding to stage 0 and the LM head
+            (one sampled token) to the last stage.
+        inflight_slices: a stage holds at most this many slices not yet taken
+            by the next stage (credit edges); None = unbounded.
+        fabric_devices: devices of the fabric (default max id + 1).
+
+    Returns:
+        :class:`~flitsim.schedules.Schedule`; ``options["slice_tokens"]`` the
+        slice lengths, ``options["dp_latency_s"]`` the DP objective when
+        ``slicing="dp"``.
+
+    Raises:
+        ConfigError: not a causal model, more stages than layers, bad slicing or
+            slice lengths, device ids outside the fabric.
+    """
+    cfg = _ensure_config(model)
+    if cfg.kind != "causal":
+        raise config_error("model", cfg.name, "a causal LLM for TeraPipe (use pipefusion for DiTs)")
+    T = causal_seq_tokens(workload)
+    K = check_int("stages", stages)
+    groups = stage_layers(cfg, K, include_embed_head)
+    ids, size = resolve_devices(K if devices is None else devices, K, fabric_devices)
+    hw = Hardware(gpu, efficiency, dtype)
+    opts: dict[str, Any] = {"model": cfg.name, "seq_tokens": T, "slicing": slicing, "batch": batch,
+                            "gpu": hw.gpu.name, "stage_layers": [[x for x in g_] for g_ in groups]}
+    if slicing == "uniform":
+        lens = uniform_slices(T, K if slices is None else slices)
+    elif slicing == "dp":
+        bounds, tm = slice_time_matrix_s(cfg, T, K, grid_tokens=grid_tokens, batch=batch, hw=hw,
+                                         include_embed_head=include_embed_head)
+        cuts, lat = terapipe_plan(tm, K)
+        lens = np.diff(bounds[cuts])
+        opts.update(dp_latency_s=lat, grid_tokens=grid_tokens)
+    elif slicing == "given":
+        if slice_tokens is None:
+            raise config_error("slice_tokens", None, "slice lengths summing to the sequence length")
+        lens = np.array([check_int("slice_tokens", x) for x in slice_tokens], dtype=np.int64)
+        if lens.sum() != T:
+            raise config_error("slice_tokens", list(lens), f"lengths summing to {T}")
+    else:
+        raise config_error("slicing", slicing, "'uniform', 'dp' or 'given'")
+    opts["slice_tokens"] = [int(x) for x in lens]
+    credit = None if inflight_slices is None else check_int("inflight_slices", inflight_slices)
+
+    gb = new_builder(size, hw, comm_streams)
+    ctx = np.r_[0, np.cumsum(lens)[:-1]]
+    C = np.zeros((len(lens), K), dtype=np.int64)
+    for i, (s, c) in enumerate(zip(lens, ctx)):
+        hand = handoff_bytes(cfg, int(s), batch=batch, dtype=dtype)
+        prev_x = -1
+        for j in range(K):
+            cost = slice_cost(cfg, int(s), int(c), layers=groups[j], batch=batch, dtype=dtype,
+                              logits_tokens=1 if (i == len(lens) - 1 and include_embed_head) else 0)
+            C[i, j] = gb.compute(ids[j], cost, stage=j, item=i, step=0, label=f"slice{i}.stage{j}")
+            if prev_x >= 0:
+                gb.edge(prev_x, C[i, j])
+            if i > 0:
+                gb.edge(C[i - 1, j], C[i, j])
+            if j + 1 < K:
+                prev_x = gb.transfer(ids[j], ids[j + 1], hand, stage=j, item=i, step=0, label=f"slice{i}.{j}->{j + 1}")
+                gb.edge(C[i, j], prev_x)
+        if credit is not None and i >= credit:
+            for j in range(K - 1):
+                # stage j may start slice i only once stage j+1 has taken slice i - credit
+                gb.edge(C[i - credit, j + 1], C[i, j], "credit")
+    return finish("terapipe", gb, ids, K, 1, opts)
