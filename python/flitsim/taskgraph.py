@@ -80,6 +80,7 @@ class TaskGraphBuilder:
     _esrc: list[int] = field(default_factory=list)
     _edst: list[int] = field(default_factory=list)
     _ekind: list[int] = field(default_factory=list)
+    _release: list[int] = field(default_factory=list)
     _label: list[str] = field(default_factory=list)
     _stage: list[int] = field(default_factory=list)
     _flops: list[float] = field(default_factory=list)
@@ -95,8 +96,9 @@ class TaskGraphBuilder:
         return len(self._kind)
 
     def _add(self, kind: int, device: int, peer: int, dur: int, nbytes: int, coll: int, group: int,
-             label: str, stage: int, flops: float, mem: float) -> int:
+             label: str, stage: int, flops: float, mem: float, release_ps: int = 0) -> int:
         self._kind.append(kind)
+        self._release.append(release_ps)
         self._device.append(device)
         self._peer.append(peer)
         self._dur.append(dur)
@@ -121,11 +123,13 @@ class TaskGraphBuilder:
         return int(v)
 
     def add_compute(self, device: int, duration_ps: int, *, label: str = "", stage: int = -1,
-                    flops: float = 0.0, mem_bytes: float = 0.0) -> int:
+                    flops: float = 0.0, mem_bytes: float = 0.0, release_ps: int = 0) -> int:
         """A compute task on ``device`` lasting ``duration_ps`` (FLOPs and
-        memory bytes kept for reports)."""
+        memory bytes kept for reports); it starts no earlier than ``release_ps``
+        (e.g. a request's arrival)."""
         return self._add(0, self._check_device("device", device), 0, self._nonneg("duration_ps", duration_ps),
-                         0, 0, 0, label, stage, float(flops), float(mem_bytes))
+                         0, 0, 0, label, stage, float(flops), float(mem_bytes),
+                         self._nonneg("release_ps", release_ps))
 
     def add_transfer(self, src: int, dst: int, nbytes: int, *, label: str = "", stage: int = -1) -> int:
         """Move ``nbytes`` from ``src`` to ``dst`` (0 bytes or src == dst: done at once)."""
@@ -178,6 +182,7 @@ class TaskGraphBuilder:
             "group": np.array(self._group, u32), "group_offsets": np.array(offsets, u32),
             "group_members": np.array(members, u32), "edge_src": np.array(self._esrc, u32),
             "edge_dst": np.array(self._edst, u32), "edge_kind": np.array(self._ekind, u8),
+            "release_ps": np.array(self._release, u64),
         }
         meta = {"label": np.array(self._label, dtype=object), "stage": np.array(self._stage, np.int64),
                 "flops": np.array(self._flops), "mem_bytes": np.array(self._mem)}

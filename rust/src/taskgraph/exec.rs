@@ -28,6 +28,8 @@ pub struct TaskGraphResult {
 
 enum Ev<N> {
     End(u32),
+    /// A task whose dependencies are met reaches its release time.
+    Release(u32),
     Net(N),
 }
 
@@ -105,6 +107,16 @@ impl<'g, N: Network> Exec<'g, N> {
         Ok(true)
     }
 
+    /// Dependencies met: start now, or at the task's release time.
+    fn on_ready(&mut self, now: TimePs, t: u32, q: &mut EventQueue<Ev<N::Event>>) -> Result<bool> {
+        let rel = self.g.release_ps.get(t as usize).copied().unwrap_or(0);
+        if rel > now {
+            q.schedule(rel, Ev::Release(t));
+            return Ok(false);
+        }
+        self.try_start(now, t, q)
+    }
+
     fn flush_done(&mut self, q: &mut EventQueue<Ev<N::Event>>) {
         for (tag, t) in self.done_buf.drain(..) {
             q.schedule(t, Ev::End(tag));
@@ -131,7 +143,7 @@ impl<'g, N: Network> Exec<'g, N> {
             }
             self.remaining[s] -= 1;
             if self.remaining[s] == 0 {
-                self.try_start(now, s as u32, q)?;
+                self.on_ready(now, s as u32, q)?;
             }
         }
         // Freed streams go to the lowest-index waiting task that can start.
@@ -159,6 +171,7 @@ impl<N: Network> Model for Exec<'_, N> {
     fn handle(&mut self, now: TimePs, ev: Self::Event, q: &mut EventQueue<Self::Event>) -> Result<()> {
         match ev {
             Ev::End(t) => self.finish_task(now, t, q),
+            Ev::Release(t) => self.try_start(now, t, q).map(|_| ()),
             Ev::Net(e) => {
                 let mut sched = Mapped { queue: q, wrap: Ev::Net };
                 self.net.handle(now, e, &mut sched, &mut self.done_buf)?;
@@ -214,7 +227,7 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
     let mut q: EventQueue<Ev<N::Event>> = EventQueue::with_capacity(1024);
     for t in 0..n as u32 {
         if ex.remaining[t as usize] == 0 {
-            ex.try_start(0, t, &mut q)?;
+            ex.on_ready(0, t, &mut q)?;
         }
     }
     let summary = engine::run(&mut ex, &mut q, u64::MAX, interrupt)?;
@@ -272,6 +285,16 @@ mod tests {
         let mut net = IdealNetwork::new(k, 0, 0);
         let r = execute(&g, &mut net, &mut NoInterrupt).unwrap();
         assert_eq!(r.makespan_ps, (m + k - 1) as u64 * d);
+    }
+
+    #[test]
+    fn release_time_delays_a_ready_task() {
+        // Stage 0 of micro-batch 1 released at 5000 ps: it and its successor shift.
+        let mut g = chain_graph(2, 2, 1000);
+        g.release_ps = vec![0, 0, 5000, 0];
+        let r = execute(&g, &mut IdealNetwork::new(2, 0, 0), &mut NoInterrupt).unwrap();
+        assert_eq!(r.start_ps[2], 5000);
+        assert_eq!(r.end_ps[3], 7000);
     }
 
     #[test]

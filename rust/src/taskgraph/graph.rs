@@ -91,6 +91,9 @@ pub struct TaskGraph {
     /// CSR groups: members of group g are `group_members[group_offsets[g]..group_offsets[g+1]]`.
     pub group_offsets: Vec<u32>,
     pub group_members: Vec<u32>,
+    /// Earliest start per task, ps (empty = all 0): e.g. a request's arrival.
+    #[serde(default)]
+    pub release_ps: Vec<u64>,
     pub edge_src: Vec<u32>,
     pub edge_dst: Vec<u32>,
     /// [`EdgeKind`] codes.
@@ -134,6 +137,12 @@ impl TaskGraph {
         ] {
             ensure(len == n, name, format!("length {len}"), &format!("one entry per task ({n})"))?;
         }
+        ensure(
+            self.release_ps.is_empty() || self.release_ps.len() == n,
+            "release_ps",
+            format!("length {}", self.release_ps.len()),
+            &format!("empty or one entry per task ({n})"),
+        )?;
         ensure(
             self.edge_dst.len() == self.edge_src.len() && self.edge_kind.len() == self.edge_src.len(),
             "edge_dst",
