@@ -18,6 +18,7 @@ pub mod experiments;
 pub mod link;
 pub mod phy;
 pub mod stats;
+pub mod switch;
 
 #[cfg(feature = "python")]
 pub mod python;
