@@ -204,6 +204,7 @@ pub struct Switch {
     free_outputs: Vec<u64>,
     /// `ok[v*W ..]`: outputs whose VC v can take a maximum-size packet.
     ok: Vec<u64>,
+    okfree: Vec<u64>,
     credits: Vec<u32>,
     low_since: Vec<Option<u64>>,
     ob_space: Vec<u32>,
@@ -217,7 +218,15 @@ pub struct Switch {
     out_pending: Vec<u32>,
     out_pending_mark: Vec<bool>,
     // Time and events.
+    /// Far events (beyond the wheel's horizon); rare.
     heap: BinaryHeap<Ev>,
+    /// Timing wheel for near events (every event the switch schedules for
+    /// itself lies within `wheel.len()` slots): bucket = slot & mask.
+    wheel: Vec<Vec<(u8, u32, u32)>>,
+    wheel_slot: Vec<u64>,
+    wheel_bits: Vec<u64>,
+    wheel_mask: u64,
+    wheel_events: usize,
     now_cycle: u64,
     retry_slot: Option<u64>,
     dirty: bool,
@@ -261,6 +270,9 @@ impl Switch {
         for _ in 0..v {
             ok.extend_from_slice(&all);
         }
+        // Longest self-scheduled delay: ready (pipeline + packet) or a
+        // connection / link holding a whole packet, in slots.
+        let horizon = (((spec.pipeline_latency_cycles as u64 + spec.max_packet_flits as u64 + 2) * spec.speedup as u64) as usize).next_power_of_two();
         let mut sw = Switch {
             n,
             v,
@@ -290,6 +302,7 @@ impl Switch {
             conn_slot: vec![NONE; n],
             vc_ptr: vec![0; n],
             free_outputs: all,
+            okfree: vec![0; ok.len()],
             ok,
             credits: vec![spec.downstream_credits_per_vc_flits; n * v],
             low_since: vec![None; n * v],
@@ -303,7 +316,12 @@ impl Switch {
             link_vc_ptr: vec![0; n],
             out_pending: Vec::with_capacity(n),
             out_pending_mark: vec![false; n],
-            heap: BinaryHeap::with_capacity(n * v * slots_per_iv + 4 * n * v + 16),
+            heap: BinaryHeap::with_capacity(4 * n * v + 16),
+            wheel: (0..horizon).map(|_| Vec::with_capacity(2 * n + 4)).collect(),
+            wheel_slot: vec![0; horizon],
+            wheel_bits: vec![0; bits::words(horizon)],
+            wheel_mask: horizon as u64 - 1,
+            wheel_events: 0,
             now_cycle: 0,
             retry_slot: None,
             dirty: false,
@@ -333,6 +351,34 @@ impl Switch {
         };
         sw.spec.stall_timeout_cycles = spec.stall_timeout();
         Ok(sw)
+    }
+
+    /// Schedule an event at `slot` (>= the current cycle's first slot).
+    #[inline]
+    fn push_ev(&mut self, slot: u64, kind: u8, a: u32, b: u32) {
+        let base = self.now_cycle * self.s;
+        if slot >= base && slot - base <= self.wheel_mask {
+            let k = (slot & self.wheel_mask) as usize;
+            if self.wheel[k].is_empty() {
+                bits::set(&mut self.wheel_bits, k);
+                self.wheel_slot[k] = slot;
+            }
+            debug_assert_eq!(self.wheel_slot[k], slot);
+            self.wheel[k].push((kind, a, b));
+            self.wheel_events += 1;
+        } else {
+            self.heap.push(ev(slot, kind, a, b));
+        }
+    }
+
+    /// Earliest slot in the wheel.
+    #[inline]
+    fn wheel_next(&self) -> Option<u64> {
+        if self.wheel_events == 0 {
+            return None;
+        }
+        let start = ((self.now_cycle * self.s) & self.wheel_mask) as usize;
+        bits::next_cyclic(&self.wheel_bits, start, self.wheel.len()).map(|k| self.wheel_slot[k])
     }
 
     /// The validated spec (with the stall timeout resolved).
@@ -422,7 +468,13 @@ impl Switch {
         }
         self.q_tail[q] = sl;
         self.q_len[q] += 1;
-        self.heap.push(ev(ready_at * self.s, EV_READY, q as u32, 0));
+        if ready_at <= cycle && self.s == 1 {
+            // Ready on arrival (no pipeline): no event needed.
+            self.on_ready(q);
+            self.dirty = true;
+        } else {
+            self.push_ev(ready_at * self.s, EV_READY, q as u32, 0);
+        }
         self.last_progress = cycle;
         Ok(())
     }
@@ -437,18 +489,19 @@ impl Switch {
         if output >= self.n || vc >= self.v {
             return Err(FlitsimError::config("return_credits", format!("output {output} vc {vc}"), "an existing output port and VC"));
         }
-        self.heap.push(ev(cycle.max(self.now_cycle) * self.s, EV_CREDIT, (output * self.v + vc) as u32, flits));
+        if cycle <= self.now_cycle {
+            // Due now: usable from the next step on, as an event would be.
+            self.on_credit(output * self.v + vc, flits, self.now_cycle);
+        } else {
+            self.push_ev(cycle * self.s, EV_CREDIT, (output * self.v + vc) as u32, flits);
+        }
         Ok(())
     }
 
     /// Earliest cycle at which [`Self::step`] has work, if any.
     pub fn next_event_cycle(&self) -> Option<u64> {
-        let h = self.heap.peek().map(|Reverse((slot, ..))| slot / self.s);
-        let r = self.retry_slot.map(|s| s / self.s);
-        match (h, r) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let h = self.heap.peek().map(|Reverse((slot, ..))| *slot);
+        [h, self.wheel_next(), self.retry_slot].into_iter().flatten().min().map(|slot| slot / self.s)
     }
 
     /// Packets whose tail left an output during the last [`Self::step`].
@@ -471,6 +524,21 @@ impl Switch {
         for r in 0..self.s {
             let slot = cycle * self.s + r;
             let mut any = false;
+            while let Some(t) = self.wheel_next() {
+                if t > slot {
+                    break;
+                }
+                let k = (t & self.wheel_mask) as usize;
+                let mut evs = std::mem::take(&mut self.wheel[k]);
+                bits::clear(&mut self.wheel_bits, k);
+                self.wheel_events -= evs.len();
+                for &(kind, a, b) in &evs {
+                    self.handle(slot, kind, a as usize, b);
+                }
+                evs.clear();
+                self.wheel[k] = evs;
+                any = true;
+            }
             while let Some(&Reverse((t, kind, a, b))) = self.heap.peek() {
                 if t > slot {
                     break;
@@ -479,8 +547,11 @@ impl Switch {
                 self.handle(slot, kind, a as usize, b);
                 any = true;
             }
+            let _ = any;
             let retry = self.retry_slot.is_some_and(|s| s <= slot);
-            if any || retry || self.dirty {
+            // Only a new ready head, a freed port or regained credit/space can
+            // create a match that the last allocation did not find.
+            if retry || self.dirty {
                 self.retry_slot = None;
                 self.dirty = false;
                 self.stats.slots_processed += 1;
@@ -500,13 +571,7 @@ impl Switch {
     fn handle(&mut self, slot: u64, kind: u8, a: usize, b: u32) {
         let cycle = slot / self.s;
         match kind {
-            EV_READY => {
-                let q = a;
-                self.q_ready[q] += 1;
-                if self.q_ready[q] == 1 {
-                    self.mark_head_ready(q);
-                }
-            }
+            EV_READY => self.on_ready(a),
             EV_CONN_END => self.end_connection(a, slot),
             EV_LINK_FREE => {
                 let o = a;
@@ -518,20 +583,30 @@ impl Switch {
                 self.depart(o, &sl, cycle - 1, cycle);
                 self.pend_output(o);
             }
-            EV_CREDIT => {
-                let ov = a;
-                self.credits[ov] += b;
-                self.update_ok(ov, cycle);
-                if self.outbuf {
-                    self.pend_output(ov / self.v);
-                }
-            }
+            EV_CREDIT => self.on_credit(a, b, cycle),
             _ => unreachable!(),
+        }
+    }
+
+    #[inline]
+    fn on_ready(&mut self, q: usize) {
+        self.q_ready[q] += 1;
+        if self.q_ready[q] == 1 {
+            self.mark_head_ready(q);
+        }
+    }
+
+    fn on_credit(&mut self, ov: usize, flits: u32, cycle: u64) {
+        self.credits[ov] += flits;
+        self.update_ok(ov, cycle);
+        if self.outbuf {
+            self.pend_output(ov / self.v);
         }
     }
 
     /// The head of queue `q` is ready: set its request bit.
     fn mark_head_ready(&mut self, q: usize) {
+        self.dirty = true;
         let iv = q / self.q_per_iv;
         let head = self.q_head[q] as usize;
         let o = self.slots[head].pkt.dest as usize;
@@ -549,7 +624,10 @@ impl Switch {
         let avail = if self.outbuf { self.ob_space[ov] } else { self.credits[ov] };
         let row = &mut self.ok[vc * self.w..(vc + 1) * self.w];
         if avail >= self.max_f {
-            bits::set(row, o);
+            if !bits::get(row, o) {
+                bits::set(row, o);
+                self.dirty = true;
+            }
         } else {
             bits::clear(row, o);
         }
@@ -566,7 +644,6 @@ impl Switch {
             }
             _ => {}
         }
-        self.dirty = true;
     }
 
     #[inline]
@@ -594,25 +671,28 @@ impl Switch {
         let (n, v, w) = (self.n, self.v, self.w);
         self.req.clear();
         let needs_ages = self.alloc.needs_ages();
+        if bits::is_empty(&self.free_outputs) {
+            return;
+        }
+        // Outputs each VC may request this round: credit/space mask and free.
+        for vc in 0..v {
+            for k in 0..w {
+                self.okfree[vc * w + k] = self.ok[vc * w + k] & self.free_outputs[k];
+            }
+        }
         for wi in 0..w {
             let mut cand = self.has_ready[wi] & self.free_inputs[wi];
             while cand != 0 {
                 let i = wi << 6 | cand.trailing_zeros() as usize;
                 cand &= cand - 1;
-                let mut any = false;
-                {
-                    let row = &mut self.req.rows[i * w..(i + 1) * w];
-                    for vc in 0..v {
-                        let rr = &self.ready_rows[(i * v + vc) * w..(i * v + vc + 1) * w];
-                        let okr = &self.ok[vc * w..(vc + 1) * w];
-                        for k in 0..w {
-                            let x = rr[k] & okr[k] & self.free_outputs[k];
-                            row[k] |= x;
-                            any |= x != 0;
-                        }
+                let row = &mut self.req.rows[i * w..(i + 1) * w];
+                let rows = &self.ready_rows[i * v * w..(i + 1) * v * w];
+                for (rr, of) in rows.chunks_exact(w).zip(self.okfree.chunks_exact(w)) {
+                    for ((r, a), b) in row.iter_mut().zip(rr).zip(of) {
+                        *r |= a & b;
                     }
                 }
-                if any {
+                if row.iter().any(|&x| x != 0) {
                     self.req.active.push(i as u32);
                     if needs_ages {
                         for o in bits::iter(&self.req.rows[i * w..(i + 1) * w]) {
@@ -744,7 +824,7 @@ impl Switch {
             self.credits[ov] -= pkt.flits;
         }
         self.update_ok(ov, cycle);
-        self.heap.push(ev(slot + pkt.flits as u64, EV_CONN_END, i as u32, 0));
+        self.push_ev(slot + pkt.flits as u64, EV_CONN_END, i as u32, 0);
         self.last_progress = cycle;
     }
 
@@ -804,7 +884,7 @@ impl Switch {
             // Restore the grant-wait for the departure record.
             cur.queued = self.slots_wait_of(&sl);
             self.link_cur[o] = cur;
-            self.heap.push(ev((cycle + sl.pkt.flits as u64) * self.s, EV_LINK_FREE, o as u32, 0));
+            self.push_ev((cycle + sl.pkt.flits as u64) * self.s, EV_LINK_FREE, o as u32, 0);
             self.last_progress = cycle;
             return;
         }
