@@ -11,6 +11,7 @@ fn main() {
     let t0 = std::time::Instant::now();
     let r = flitsim::experiments::switch_lab::run(&spec, &mut flitsim::engine::NoInterrupt).expect("run");
     let s = t0.elapsed().as_secs_f64();
+    eprintln!("cycles_processed {} slots {} allocation_rounds {} conflicts_in {}", r.cycles_processed, r.switch.slots_processed, r.switch.allocation_rounds, r.switch.ports.iter().map(|p| p.input_conflicts).sum::<u64>());
     println!(
         "cycles {cycles}  delivered_flits {}  accepted {:.4}  wall_s {s:.3}  delivered_flits_per_s {:.3e}",
         r.delivered_flits,

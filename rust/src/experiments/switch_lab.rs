@@ -137,6 +137,69 @@ struct Source {
     active: bool,
 }
 
+/// Next-arrival calendar of the sources: a timing wheel for arrivals within
+/// `WHEEL` cycles (the common case) and a heap for later ones.
+struct Calendar {
+    buckets: Vec<Vec<u32>>,
+    bucket_cycle: Vec<u64>,
+    nonempty: Vec<u64>,
+    count: usize,
+    far: BinaryHeap<Reverse<(u64, u32)>>,
+}
+
+const WHEEL: usize = 1024;
+
+impl Calendar {
+    fn new(n: usize) -> Self {
+        Calendar {
+            buckets: (0..WHEEL).map(|_| Vec::with_capacity(n.min(64))).collect(),
+            bucket_cycle: vec![0; WHEEL],
+            nonempty: vec![0; WHEEL / 64],
+            count: 0,
+            far: BinaryHeap::with_capacity(n + 1),
+        }
+    }
+
+    /// Schedule source `i` at cycle `a` (`now` = current cycle, a >= now).
+    fn push(&mut self, a: u64, i: u32, now: u64) {
+        if a < now + WHEEL as u64 {
+            let k = a as usize % WHEEL;
+            if self.buckets[k].is_empty() {
+                bits::set(&mut self.nonempty, k);
+                self.bucket_cycle[k] = a;
+            }
+            self.buckets[k].push(i);
+            self.count += 1;
+        } else {
+            self.far.push(Reverse((a, i)));
+        }
+    }
+
+    /// Move far arrivals that entered the wheel's window at `now`.
+    fn promote(&mut self, now: u64) {
+        while let Some(&Reverse((a, i))) = self.far.peek() {
+            if a >= now + WHEEL as u64 {
+                break;
+            }
+            self.far.pop();
+            self.push(a, i, now);
+        }
+    }
+
+    fn next(&self, now: u64) -> Option<u64> {
+        let w = if self.count > 0 {
+            bits::next_cyclic(&self.nonempty, now as usize % WHEEL, WHEEL).map(|k| self.bucket_cycle[k])
+        } else {
+            None
+        };
+        let f = self.far.peek().map(|Reverse((a, _))| *a);
+        match (w, f) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        }
+    }
+}
+
 struct SourceQueues {
     ring: Vec<(u32, u32, u64)>,
     head: Vec<u32>,
@@ -228,7 +291,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
     let p_packet = t.load / f as f64;
     let off_mean = t.mean_burst_packets * f as f64 * (1.0 - t.load) / t.load;
     let mut sources: Vec<Source> = Vec::with_capacity(n);
-    let mut arrivals: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(n + 1);
+    let mut arrivals = Calendar::new(n);
     let mut active_sources = 0u32;
     for i in 0..n {
         let active = match t.pattern {
@@ -242,7 +305,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         };
         if active {
             active_sources += 1;
-            arrivals.push(Reverse((next, i as u32)));
+            arrivals.push(next, i as u32, 0);
         }
         sources.push(Source { rng, next, burst_left: 0, burst_dest: 0, active });
     }
@@ -260,7 +323,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
     loop {
         // The next cycle with work.
         let mut next = u64::MAX;
-        if let Some(&Reverse((a, _))) = arrivals.peek() {
+        if let Some(a) = arrivals.next(c) {
             next = next.min(a);
         }
         if let Some(e) = sw.next_event_cycle() {
@@ -287,11 +350,17 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         cycles_processed += 1;
         // Arrivals due at or before c (each at its own cycle: queue order and
         // birth times are exact even when cycles were skipped).
-        while let Some(&Reverse((a, i))) = arrivals.peek() {
-            if a > c {
-                break;
-            }
-            arrivals.pop();
+        arrivals.promote(c);
+        let k = c as usize % WHEEL;
+        let mut due = if !arrivals.buckets[k].is_empty() && arrivals.bucket_cycle[k] == c {
+            bits::clear(&mut arrivals.nonempty, k);
+            arrivals.count -= arrivals.buckets[k].len();
+            std::mem::take(&mut arrivals.buckets[k])
+        } else {
+            Vec::new()
+        };
+        for &i in &due {
+            let a = c;
             let i = i as usize;
             let s = &mut sources[i];
             debug_assert!(s.active);
@@ -323,7 +392,11 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
                 dropped += 1;
             }
             s.next = a + gap;
-            arrivals.push(Reverse((s.next, i as u32)));
+            arrivals.push(s.next, i as u32, c);
+        }
+        due.clear();
+        if due.capacity() > 0 {
+            arrivals.buckets[k] = due;
         }
         // Sources send their heads if the input link is free and credits allow.
         for wi in 0..w {

@@ -43,8 +43,12 @@ pub fn next_cyclic(row: &[u64], start: usize, n: usize) -> Option<usize> {
         return Some((w0 << 6) | first.trailing_zeros() as usize);
     }
     let nw = row.len();
+    let mut w = w0;
     for k in 1..=nw {
-        let w = (w0 + k) % nw;
+        w += 1;
+        if w == nw {
+            w = 0;
+        }
         let mut bits = row[w];
         if k == nw {
             // Wrapped back to the start word: only bits below b0 remain.

@@ -74,11 +74,13 @@ impl Allocator for Islip {
                 let i = self.granted_inputs[k] as usize;
                 let g = &mut self.grants[i * w..(i + 1) * w];
                 let o = bits::next_cyclic(g, self.accept_ptr[i] as usize, n).expect("granted");
-                g.fill(0);
+                for x in g.iter_mut() {
+                    *x = 0;
+                }
                 m.add(i, o);
                 if iter == 0 {
-                    self.accept_ptr[i] = ((o + 1) % n) as u32;
-                    self.grant_ptr[o] = ((i + 1) % n) as u32;
+                    self.accept_ptr[i] = if o + 1 == n { 0 } else { o as u32 + 1 };
+                    self.grant_ptr[o] = if i + 1 == n { 0 } else { i as u32 + 1 };
                 }
             }
             self.granted_inputs.clear();
