@@ -7,7 +7,10 @@ mod switch_spec;
 
 fn main() {
     let cycles: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200_000);
-    let spec = switch_spec::booksim_spec(cycles);
+    let mut spec = switch_spec::booksim_spec(cycles);
+    if let Some(l) = std::env::args().nth(2).and_then(|a| a.parse().ok()) {
+        spec.traffic.load = l;
+    }
     let t0 = std::time::Instant::now();
     let r = flitsim::experiments::switch_lab::run(&spec, &mut flitsim::engine::NoInterrupt).expect("run");
     let s = t0.elapsed().as_secs_f64();

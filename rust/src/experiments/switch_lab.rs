@@ -16,7 +16,7 @@
 use crate::engine::{Interrupt, SimRng};
 use crate::error::{ensure, Result};
 use crate::stats::Histogram;
-use crate::switch::{bits, Departure, Packet, Switch, SwitchSpec, SwitchStats};
+use crate::switch::{bits, Packet, Switch, SwitchSpec, SwitchStats};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -207,13 +207,24 @@ struct SourceQueues {
     nonempty: Vec<u64>,
 }
 
-fn geometric_ge1(rng: &mut SimRng, p: f64) -> u64 {
-    // Trials until the first success, success probability p: values 1, 2, ...
-    if p >= 1.0 {
+/// Trials until the first success (values 1, 2, ...), success probability p,
+/// by inversion; `ln_q` = ln(1 - p), precomputed (0 for p = 1).
+#[inline]
+fn geometric_ge1(rng: &mut SimRng, ln_q: f64) -> u64 {
+    if ln_q == 0.0 {
         return 1;
     }
     let u = 1.0 - rng.uniform(); // (0, 1]
-    1 + (u.ln() / (1.0 - p).ln()).floor() as u64
+    1 + (u.ln() / ln_q).floor() as u64
+}
+
+#[inline]
+fn ln_one_minus(p: f64) -> f64 {
+    if p >= 1.0 {
+        0.0
+    } else {
+        (1.0 - p).ln()
+    }
 }
 
 fn geometric_ge0_mean(rng: &mut SimRng, mean: f64) -> u64 {
@@ -289,6 +300,8 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         dead[d as usize] = true;
     }
     let p_packet = t.load / f as f64;
+    let ln_q_packet = ln_one_minus(p_packet);
+    let ln_q_burst = ln_one_minus(1.0 / t.mean_burst_packets);
     let off_mean = t.mean_burst_packets * f as f64 * (1.0 - t.load) / t.load;
     let mut sources: Vec<Source> = Vec::with_capacity(n);
     let mut arrivals = Calendar::new(n);
@@ -300,7 +313,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         };
         let mut rng = SimRng::substream(t.seed, i as u64);
         let next = match t.process {
-            Process::Bernoulli => geometric_ge1(&mut rng, p_packet) - 1,
+            Process::Bernoulli => geometric_ge1(&mut rng, ln_q_packet) - 1,
             Process::Bursty => geometric_ge0_mean(&mut rng, off_mean),
         };
         if active {
@@ -311,7 +324,6 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
     }
     let cap = spec.source_queue_packets as usize;
     let mut sq = SourceQueues { ring: vec![(0, 0, 0); n * cap], head: vec![0; n], len: vec![0; n], nonempty: vec![0; w] };
-    let mut dep: Vec<Departure> = Vec::with_capacity(4 * n);
     let mut latency = Histogram::new();
     let mut generated_flits = 0u64;
     let mut dropped = 0u64;
@@ -367,11 +379,11 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
             let (dest, gap) = match t.process {
                 Process::Bernoulli => {
                     let d = pick_dest(t, n, i, &perm, &mut s.rng);
-                    (d, geometric_ge1(&mut s.rng, p_packet))
+                    (d, geometric_ge1(&mut s.rng, ln_q_packet))
                 }
                 Process::Bursty => {
                     if s.burst_left == 0 {
-                        s.burst_left = geometric_ge1(&mut s.rng, 1.0 / t.mean_burst_packets);
+                        s.burst_left = geometric_ge1(&mut s.rng, ln_q_burst);
                         s.burst_dest = pick_dest(t, n, i, &perm, &mut s.rng);
                     }
                     s.burst_left -= 1;
@@ -404,6 +416,9 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
             while m != 0 {
                 let i = wi << 6 | m.trailing_zeros() as usize;
                 m &= m - 1;
+                if sw.input_link_free_cycle(i) > c {
+                    continue;
+                }
                 let (dest, vc, birth) = sq.ring[i * cap + sq.head[i] as usize];
                 if sw.can_accept(i, vc as usize, f, c) {
                     sw.inject(i, Packet { dest, vc, flits: f, birth_cycle: birth, tag: 0 }, c)?;
@@ -416,9 +431,8 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
             }
         }
         sw.step(c);
-        dep.clear();
-        dep.extend_from_slice(sw.departures());
-        for d in &dep {
+        for k in 0..sw.departures().len() {
+            let d = sw.departures()[k];
             if d.tail_out_cycle >= spec.warmup_cycles {
                 latency.record(d.tail_out_cycle + 1 - d.packet.birth_cycle);
             }

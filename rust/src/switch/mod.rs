@@ -153,6 +153,14 @@ struct Slot {
     queued: u64,
 }
 
+#[derive(Debug, Clone, Copy)]
+struct QueueState {
+    head: u32,
+    tail: u32,
+    len: u32,
+    ready: u32,
+}
+
 // Event kinds in the heap payload (top 4 bits).
 const EV_CONN_END: u8 = 0;
 const EV_LINK_FREE: u8 = 1;
@@ -179,6 +187,7 @@ pub struct Switch {
     max_f: u32,
     outbuf: bool,
     alloc: Box<dyn Allocator>,
+    needs_ages: bool,
     req: Requests,
     m: Matching,
     // Input side.
@@ -187,16 +196,17 @@ pub struct Switch {
     free_stack: Vec<u32>,
     free_top: Vec<u32>,
     slots_per_iv: usize,
-    q_head: Vec<u32>,
-    q_tail: Vec<u32>,
-    q_len: Vec<u32>,
-    q_ready: Vec<u32>,
+    /// Per queue (input, VC, output-or-0): head/tail slot, length, ready
+    /// count, kept together so one cache line serves a packet's visit.
+    qs: Vec<QueueState>,
     in_occ: Vec<u32>,
     in_occ_last: Vec<u64>,
     in_link_free: Vec<u64>,
     /// `ready_rows[(i*V+v)*W ..]`: outputs with a ready head at (i, v).
     ready_rows: Vec<u64>,
     has_ready: Vec<u64>,
+    /// Per input: bit `vc` set iff (input, vc) has a ready head.
+    ready_vcs: Vec<u64>,
     free_inputs: Vec<u64>,
     conn_slot: Vec<u32>,
     vc_ptr: Vec<u32>,
@@ -282,6 +292,7 @@ impl Switch {
             max_f: spec.max_packet_flits,
             outbuf,
             alloc,
+            needs_ages,
             req: Requests::new(n, needs_ages),
             m: Matching::new(n),
             slots: vec![Slot::default(); n * v * slots_per_iv],
@@ -289,15 +300,13 @@ impl Switch {
             free_stack,
             free_top: vec![slots_per_iv as u32; n * v],
             slots_per_iv,
-            q_head: vec![NONE; n * v * q_per_iv],
-            q_tail: vec![NONE; n * v * q_per_iv],
-            q_len: vec![0; n * v * q_per_iv],
-            q_ready: vec![0; n * v * q_per_iv],
+            qs: vec![QueueState { head: NONE, tail: NONE, len: 0, ready: 0 }; n * v * q_per_iv],
             in_occ: vec![0; n * v],
             in_occ_last: vec![0; n * v],
             in_link_free: vec![0; n],
             ready_rows: vec![0; n * v * w],
             has_ready: vec![0; w],
+            ready_vcs: vec![0; n],
             free_inputs: all.clone(),
             conn_slot: vec![NONE; n],
             vc_ptr: vec![0; n],
@@ -461,13 +470,13 @@ impl Switch {
         self.slots[sl as usize] = Slot { pkt, input: input as u32, head_in: cycle, ready_at, queued: 0 };
         self.next[sl as usize] = NONE;
         let q = iv * self.q_per_iv + if self.q_per_iv > 1 { pkt.dest as usize } else { 0 };
-        if self.q_tail[q] == NONE {
-            self.q_head[q] = sl;
+        if self.qs[q].tail == NONE {
+            self.qs[q].head = sl;
         } else {
-            self.next[self.q_tail[q] as usize] = sl;
+            self.next[self.qs[q].tail as usize] = sl;
         }
-        self.q_tail[q] = sl;
-        self.q_len[q] += 1;
+        self.qs[q].tail = sl;
+        self.qs[q].len += 1;
         if ready_at <= cycle && self.s == 1 {
             // Ready on arrival (no pipeline): no event needed.
             self.on_ready(q);
@@ -568,6 +577,7 @@ impl Switch {
         }
     }
 
+    #[inline]
     fn handle(&mut self, slot: u64, kind: u8, a: usize, b: u32) {
         let cycle = slot / self.s;
         match kind {
@@ -590,8 +600,8 @@ impl Switch {
 
     #[inline]
     fn on_ready(&mut self, q: usize) {
-        self.q_ready[q] += 1;
-        if self.q_ready[q] == 1 {
+        self.qs[q].ready += 1;
+        if self.qs[q].ready == 1 {
             self.mark_head_ready(q);
         }
     }
@@ -608,17 +618,19 @@ impl Switch {
     fn mark_head_ready(&mut self, q: usize) {
         self.dirty = true;
         let iv = q / self.q_per_iv;
-        let head = self.q_head[q] as usize;
+        let head = self.qs[q].head as usize;
         let o = self.slots[head].pkt.dest as usize;
         let i = iv / self.v;
         let row = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
         bits::set(row, o);
         bits::set(&mut self.has_ready, i);
+        self.ready_vcs[i] |= 1u64 << (iv % self.v);
         // Queueing delay counts from readiness, including time spent behind
         // earlier packets of the same queue.
         self.slots[head].queued = self.slots[head].ready_at;
     }
 
+    #[inline]
     fn update_ok(&mut self, ov: usize, cycle: u64) {
         let (o, vc) = (ov / self.v, ov % self.v);
         let avail = if self.outbuf { self.ob_space[ov] } else { self.credits[ov] };
@@ -667,10 +679,11 @@ impl Switch {
         }
     }
 
+    #[inline]
     fn allocate(&mut self, slot: u64) {
         let (n, v, w) = (self.n, self.v, self.w);
         self.req.clear();
-        let needs_ages = self.alloc.needs_ages();
+        let needs_ages = self.needs_ages;
         if bits::is_empty(&self.free_outputs) {
             return;
         }
@@ -686,8 +699,12 @@ impl Switch {
                 let i = wi << 6 | cand.trailing_zeros() as usize;
                 cand &= cand - 1;
                 let row = &mut self.req.rows[i * w..(i + 1) * w];
-                let rows = &self.ready_rows[i * v * w..(i + 1) * v * w];
-                for (rr, of) in rows.chunks_exact(w).zip(self.okfree.chunks_exact(w)) {
+                let mut vcs = self.ready_vcs[i];
+                while vcs != 0 {
+                    let vc = vcs.trailing_zeros() as usize;
+                    vcs &= vcs - 1;
+                    let rr = &self.ready_rows[(i * v + vc) * w..(i * v + vc + 1) * w];
+                    let of = &self.okfree[vc * w..(vc + 1) * w];
                     for ((r, a), b) in row.iter_mut().zip(rr).zip(of) {
                         *r |= a & b;
                     }
@@ -751,19 +768,21 @@ impl Switch {
     #[inline]
     fn candidate(&self, i: usize, vc: usize, o: usize) -> Option<usize> {
         let iv = i * self.v + vc;
-        if !bits::get(&self.ready_rows[iv * self.w..(iv + 1) * self.w], o) || !bits::get(&self.ok[vc * self.w..(vc + 1) * self.w], o) {
+        let (wo, bo) = (o >> 6, o & 63);
+        if (self.ready_rows[iv * self.w + wo] & self.ok[vc * self.w + wo]) >> bo & 1 == 0 {
             return None;
         }
         let q = iv * self.q_per_iv + if self.q_per_iv > 1 { o } else { 0 };
-        Some(self.q_head[q] as usize)
+        Some(self.qs[q].head as usize)
     }
 
+    #[inline]
     fn start_connection(&mut self, i: usize, o: usize, slot: u64, cycle: u64) {
         let v = self.v;
         // Pick the VC: round-robin from the input's pointer (oldest head for
         // the age-based allocator).
         let mut vc = NONE as usize;
-        if self.alloc.needs_ages() {
+        if self.needs_ages {
             let mut best = u64::MAX;
             for k in 0..v {
                 if let Some(sl) = self.candidate(i, k, o) {
@@ -788,18 +807,22 @@ impl Switch {
         let iv = i * v + vc;
         let q = iv * self.q_per_iv + if self.q_per_iv > 1 { o } else { 0 };
         // Dequeue the head.
-        let sl = self.q_head[q] as usize;
-        self.q_head[q] = self.next[sl];
-        if self.q_head[q] == NONE {
-            self.q_tail[q] = NONE;
+        let sl = self.qs[q].head as usize;
+        self.qs[q].head = self.next[sl];
+        if self.qs[q].head == NONE {
+            self.qs[q].tail = NONE;
         }
-        self.q_len[q] -= 1;
-        self.q_ready[q] -= 1;
-        bits::clear(&mut self.ready_rows[iv * self.w..(iv + 1) * self.w], o);
-        if self.q_ready[q] > 0 {
+        self.qs[q].len -= 1;
+        self.qs[q].ready -= 1;
+        let rr = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
+        bits::clear(rr, o);
+        if self.qs[q].ready > 0 {
             self.mark_head_ready(q);
-        } else if self.ready_rows[i * v * self.w..(i + 1) * v * self.w].iter().all(|&x| x == 0) {
-            bits::clear(&mut self.has_ready, i);
+        } else if bits::is_empty(rr) {
+            self.ready_vcs[i] &= !(1u64 << vc);
+            if self.ready_vcs[i] == 0 {
+                bits::clear(&mut self.has_ready, i);
+            }
         }
         let pkt = self.slots[sl].pkt;
         let waited = cycle - self.slots[sl].queued;
@@ -828,6 +851,7 @@ impl Switch {
         self.last_progress = cycle;
     }
 
+    #[inline]
     fn end_connection(&mut self, i: usize, slot: u64) {
         let cycle = slot / self.s;
         let sl = self.conn_slot[i] as usize;
@@ -897,6 +921,7 @@ impl Switch {
         sl.queued.saturating_sub(sl.ready_at)
     }
 
+    #[inline]
     fn depart(&mut self, o: usize, s: &Slot, tail_out: u64, now: u64) {
         let f = s.pkt.flits as u64;
         self.account_sys(now);
@@ -999,8 +1024,8 @@ impl Switch {
             let mut head = None;
             for k in 0..self.q_per_iv {
                 let q = iv * self.q_per_iv + k;
-                if self.q_head[q] != NONE {
-                    head = Some(self.slots[self.q_head[q] as usize].pkt);
+                if self.qs[q].head != NONE {
+                    head = Some(self.slots[self.qs[q].head as usize].pkt);
                     break;
                 }
             }
