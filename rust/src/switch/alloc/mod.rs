@@ -218,6 +218,107 @@ mod tests {
         }
     }
 
+    fn full_requests(n: usize, ages: bool) -> Requests {
+        let mut req = Requests::new(n, ages);
+        for i in 0..n {
+            for o in 0..n {
+                bits::set(req.row_mut(i), o);
+            }
+            req.active.push(i as u32);
+        }
+        req
+    }
+
+    /// McKeown 1999, Sec. III-B: with every VOQ backlogged, iSLIP's grant
+    /// pointers start synchronized (all outputs grant input 0, one match) and
+    /// the slip rule moves them apart by one accepted grant per round, so
+    /// round k (0-based) matches k + 1 pairs until every round is a perfect
+    /// matching. The same allocator without the slip rule (separable
+    /// output-first = RRM) moves every pointer past its grant and stays far
+    /// from perfect in this fixed request pattern.
+    #[test]
+    fn islip_pointers_desynchronize_under_full_load() {
+        let n = 4;
+        let req = full_requests(n, false);
+        let mut a = by_name("islip", n, 1, 0).unwrap();
+        let mut m = Matching::new(n);
+        let mut sizes = vec![];
+        for _ in 0..8 {
+            m.clear();
+            a.allocate(&req, &mut m);
+            sizes.push(m.matched.len());
+        }
+        assert_eq!(sizes, vec![1, 2, 3, 4, 4, 4, 4, 4]);
+    }
+
+    /// Wavefront (Tamir & Chi 1993) and oldest-first are maximal: no request is
+    /// left with both its input and output unmatched.
+    #[test]
+    fn wavefront_and_oldest_first_are_maximal() {
+        let n = 9;
+        let mut rng = crate::engine::SimRng::new(3);
+        for name in ["wavefront", "oldest_first"] {
+            let mut a = by_name(name, n, 1, 0).unwrap();
+            for _ in 0..200 {
+                let mut req = Requests::new(n, true);
+                for i in 0..n {
+                    for o in 0..n {
+                        if rng.bernoulli(0.3) {
+                            bits::set(req.row_mut(i), o);
+                            req.ages[i * n + o] = rng.below(50);
+                        }
+                    }
+                    if !bits::is_empty(req.row(i)) {
+                        req.active.push(i as u32);
+                    }
+                }
+                let mut m = Matching::new(n);
+                a.allocate(&req, &mut m);
+                for i in 0..n {
+                    for o in 0..n {
+                        if bits::get(req.row(i), o) {
+                            assert!(m.input_to_output[i] != NONE || m.output_to_input[o] != NONE, "{name}: ({i},{o}) left");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The oldest request is always granted (priority by age).
+    #[test]
+    fn oldest_first_grants_the_oldest_request() {
+        let n = 5;
+        let mut req = full_requests(n, true);
+        for k in 0..n * n {
+            req.ages[k] = 100 + k as u64;
+        }
+        req.ages[3 * n + 2] = 7;
+        let mut a = by_name("oldest_first", n, 1, 0).unwrap();
+        let mut m = Matching::new(n);
+        a.allocate(&req, &mut m);
+        assert_eq!(m.input_to_output[3], 2);
+    }
+
+    /// PIM is random but seeded: the same seed gives the same matchings.
+    #[test]
+    fn pim_is_reproducible_from_its_seed() {
+        let n = 16;
+        let req = full_requests(n, false);
+        let run = |seed| {
+            let mut a = by_name("pim", n, 1, seed).unwrap();
+            let mut out = vec![];
+            for _ in 0..20 {
+                let mut m = Matching::new(n);
+                a.allocate(&req, &mut m);
+                out.push(m.input_to_output.clone());
+            }
+            out
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+    }
+
     #[test]
     fn unknown_name_and_bad_iterations_are_config_errors() {
         assert!(matches!(by_name("fifo", 4, 1, 0), Err(FlitsimError::Config { .. })));
