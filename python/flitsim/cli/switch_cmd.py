@@ -49,10 +49,12 @@ def switch_cmd(ports: int, allocator: str, iterations: int, load_text: str, queu
     if output_buffer_flits is None:
         output_buffer_flits = 4 * packet_flits if speedup > 1 else 0
     sw = SwitchSpec(ports=ports, vcs=vcs, buffer_per_vc_flits=buffer_flits, max_packet_flits=packet_flits,
-                    queueing=queueing, speedup=speedup, pipeline_latency_cycles=pipeline_cycles,
+                    queueing=queueing,  # type: ignore[arg-type]  # click.Choice checked it
+                    speedup=speedup, pipeline_latency_cycles=pipeline_cycles,
                     output_buffer_per_vc_flits=output_buffer_flits, allocator=allocator, iterations=iterations,
                     clock_ghz=clock_ghz, seed=seed)
-    tr = TrafficSpec(pattern=pattern, process=process, packet_flits=packet_flits,
+    tr = TrafficSpec(pattern=pattern, process=process,  # type: ignore[arg-type]  # click.Choice checked them
+                     packet_flits=packet_flits,
                      mean_burst_packets=mean_burst_packets, seed=seed)
     curve = latency_curve(sw, parse_loads(load_text), tr, warmup_cycles=warmup_cycles, measure_cycles=measure_cycles)
     if plot_path:
@@ -63,8 +65,9 @@ def switch_cmd(ports: int, allocator: str, iterations: int, load_text: str, queu
     df = curve.to_pandas()
     t = Table(title=f"Switch lab: {ports} ports, {queueing.upper()}, {allocator} x{iterations}, {vcs} VCs x "
                     f"{buffer_flits} flits, {packet_flits}-flit packets, speedup {speedup}, {pattern}/{process}")
-    for col in ("offered", "accepted", "latency mean", "p50", "p99", "queueing mean", "mean (ns)", ""):
+    for col in ("offered", "accepted", "latency mean", "p50", "p99", "queueing mean", "mean (ns)"):
         t.add_column(col, justify="right")
+    t.add_column("", no_wrap=True, min_width=9)
     for r in df.itertuples():
         t.add_row(f"{r.offered_load:.3f}", f"{r.accepted_throughput:.3f}", f"{r.latency_mean_cycles:.1f}",
                   f"{r.latency_p50_cycles:.0f}", f"{r.latency_p99_cycles:.0f}", f"{r.queueing_mean_cycles:.1f}",
