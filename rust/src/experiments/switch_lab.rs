@@ -396,7 +396,11 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
                 generated_flits += f as u64;
             }
             if (sq.len[i] as usize) < cap {
-                let idx = i * cap + (sq.head[i] as usize + sq.len[i] as usize) % cap;
+                let mut t = sq.head[i] as usize + sq.len[i] as usize;
+                if t >= cap {
+                    t -= cap;
+                }
+                let idx = i * cap + t;
                 sq.ring[idx] = (dest, vc, a);
                 sq.len[i] += 1;
                 bits::set(&mut sq.nonempty, i);
@@ -422,7 +426,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
                 let (dest, vc, birth) = sq.ring[i * cap + sq.head[i] as usize];
                 if sw.can_accept(i, vc as usize, f, c) {
                     sw.inject(i, Packet { dest, vc, flits: f, birth_cycle: birth, tag: 0 }, c)?;
-                    sq.head[i] = ((sq.head[i] as usize + 1) % cap) as u32;
+                    sq.head[i] = if sq.head[i] as usize + 1 == cap { 0 } else { sq.head[i] + 1 };
                     sq.len[i] -= 1;
                     if sq.len[i] == 0 {
                         bits::clear(&mut sq.nonempty, i);

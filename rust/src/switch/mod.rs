@@ -148,6 +148,9 @@ pub struct SwitchStats {
 struct Slot {
     pkt: Packet,
     input: u32,
+    /// Next slot in the same queue (NONE at the tail); shares the slot's
+    /// cache line with the packet.
+    next: u32,
     head_in: u64,
     ready_at: u64,
     queued: u64,
@@ -192,7 +195,6 @@ pub struct Switch {
     m: Matching,
     // Input side.
     slots: Vec<Slot>,
-    next: Vec<u32>,
     free_stack: Vec<u32>,
     free_top: Vec<u32>,
     slots_per_iv: usize,
@@ -296,7 +298,6 @@ impl Switch {
             req: Requests::new(n, needs_ages),
             m: Matching::new(n),
             slots: vec![Slot::default(); n * v * slots_per_iv],
-            next: vec![NONE; n * v * slots_per_iv],
             free_stack,
             free_top: vec![slots_per_iv as u32; n * v],
             slots_per_iv,
@@ -360,6 +361,16 @@ impl Switch {
         };
         sw.spec.stall_timeout_cycles = spec.stall_timeout();
         Ok(sw)
+    }
+
+    /// The cycle of a slot (no division without speedup).
+    #[inline]
+    fn cycle_of(&self, slot: u64) -> u64 {
+        if self.s == 1 {
+            slot
+        } else {
+            slot / self.s
+        }
     }
 
     /// Schedule an event at `slot` (>= the current cycle's first slot).
@@ -467,13 +478,12 @@ impl Switch {
         let sl = self.free_stack[iv * self.slots_per_iv + self.free_top[iv] as usize];
         let extra = if self.s > 1 { pkt.flits as u64 - 1 } else { 0 };
         let ready_at = cycle + extra + self.spec.pipeline_latency_cycles as u64;
-        self.slots[sl as usize] = Slot { pkt, input: input as u32, head_in: cycle, ready_at, queued: 0 };
-        self.next[sl as usize] = NONE;
+        self.slots[sl as usize] = Slot { pkt, input: input as u32, next: NONE, head_in: cycle, ready_at, queued: 0 };
         let q = iv * self.q_per_iv + if self.q_per_iv > 1 { pkt.dest as usize } else { 0 };
         if self.qs[q].tail == NONE {
             self.qs[q].head = sl;
         } else {
-            self.next[self.qs[q].tail as usize] = sl;
+            self.slots[self.qs[q].tail as usize].next = sl;
         }
         self.qs[q].tail = sl;
         self.qs[q].len += 1;
@@ -500,9 +510,9 @@ impl Switch {
         }
         if cycle <= self.now_cycle {
             // Due now: usable from the next step on, as an event would be.
-            self.on_credit(output * self.v + vc, flits, self.now_cycle);
+            self.on_credit(output, vc, flits, self.now_cycle);
         } else {
-            self.push_ev(cycle * self.s, EV_CREDIT, (output * self.v + vc) as u32, flits);
+            self.push_ev(cycle * self.s, EV_CREDIT, (output << 8 | vc) as u32, flits);
         }
         Ok(())
     }
@@ -510,7 +520,7 @@ impl Switch {
     /// Earliest cycle at which [`Self::step`] has work, if any.
     pub fn next_event_cycle(&self) -> Option<u64> {
         let h = self.heap.peek().map(|Reverse((slot, ..))| *slot);
-        [h, self.wheel_next(), self.retry_slot].into_iter().flatten().min().map(|slot| slot / self.s)
+        [h, self.wheel_next(), self.retry_slot].into_iter().flatten().min().map(|slot| self.cycle_of(slot))
     }
 
     /// Packets whose tail left an output during the last [`Self::step`].
@@ -579,7 +589,7 @@ impl Switch {
 
     #[inline]
     fn handle(&mut self, slot: u64, kind: u8, a: usize, b: u32) {
-        let cycle = slot / self.s;
+        let cycle = self.cycle_of(slot);
         match kind {
             EV_READY => self.on_ready(a),
             EV_CONN_END => self.end_connection(a, slot),
@@ -589,11 +599,11 @@ impl Switch {
                 self.link_busy[o] = false;
                 let ov = o * self.v + sl.pkt.vc as usize;
                 self.ob_space[ov] += sl.pkt.flits;
-                self.update_ok(ov, cycle);
+                self.update_ok(o, sl.pkt.vc as usize, cycle);
                 self.depart(o, &sl, cycle - 1, cycle);
                 self.pend_output(o);
             }
-            EV_CREDIT => self.on_credit(a, b, cycle),
+            EV_CREDIT => self.on_credit(a >> 8, a & 0xFF, b, cycle),
             _ => unreachable!(),
         }
     }
@@ -606,33 +616,33 @@ impl Switch {
         }
     }
 
-    fn on_credit(&mut self, ov: usize, flits: u32, cycle: u64) {
+    fn on_credit(&mut self, o: usize, vc: usize, flits: u32, cycle: u64) {
+        let ov = o * self.v + vc;
         self.credits[ov] += flits;
-        self.update_ok(ov, cycle);
+        self.update_ok(o, vc, cycle);
         if self.outbuf {
-            self.pend_output(ov / self.v);
+            self.pend_output(o);
         }
     }
 
     /// The head of queue `q` is ready: set its request bit.
     fn mark_head_ready(&mut self, q: usize) {
         self.dirty = true;
-        let iv = q / self.q_per_iv;
         let head = self.qs[q].head as usize;
-        let o = self.slots[head].pkt.dest as usize;
-        let i = iv / self.v;
+        let (o, i, vc) = (self.slots[head].pkt.dest as usize, self.slots[head].input as usize, self.slots[head].pkt.vc as usize);
+        let iv = i * self.v + vc;
         let row = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
         bits::set(row, o);
         bits::set(&mut self.has_ready, i);
-        self.ready_vcs[i] |= 1u64 << (iv % self.v);
+        self.ready_vcs[i] |= 1u64 << vc;
         // Queueing delay counts from readiness, including time spent behind
         // earlier packets of the same queue.
         self.slots[head].queued = self.slots[head].ready_at;
     }
 
     #[inline]
-    fn update_ok(&mut self, ov: usize, cycle: u64) {
-        let (o, vc) = (ov / self.v, ov % self.v);
+    fn update_ok(&mut self, o: usize, vc: usize, cycle: u64) {
+        let ov = o * self.v + vc;
         let avail = if self.outbuf { self.ob_space[ov] } else { self.credits[ov] };
         let row = &mut self.ok[vc * self.w..(vc + 1) * self.w];
         if avail >= self.max_f {
@@ -744,7 +754,7 @@ impl Switch {
                 }
             }
         }
-        let cycle = slot / self.s;
+        let cycle = self.cycle_of(slot);
         for k in 0..self.m.matched.len() {
             let i = self.m.matched[k] as usize;
             let o = self.m.input_to_output[i] as usize;
@@ -794,21 +804,25 @@ impl Switch {
             }
         } else {
             let start = self.vc_ptr[i] as usize;
-            for k in 0..v {
-                let c = (start + k) % v;
+            let mut c = start;
+            for _ in 0..v {
                 if self.candidate(i, c, o).is_some() {
                     vc = c;
                     break;
                 }
+                c += 1;
+                if c == v {
+                    c = 0;
+                }
             }
         }
         debug_assert!(vc != NONE as usize);
-        self.vc_ptr[i] = ((vc + 1) % v) as u32;
+        self.vc_ptr[i] = if vc + 1 == v { 0 } else { vc as u32 + 1 };
         let iv = i * v + vc;
         let q = iv * self.q_per_iv + if self.q_per_iv > 1 { o } else { 0 };
         // Dequeue the head.
         let sl = self.qs[q].head as usize;
-        self.qs[q].head = self.next[sl];
+        self.qs[q].head = self.slots[sl].next;
         if self.qs[q].head == NONE {
             self.qs[q].tail = NONE;
         }
@@ -846,14 +860,14 @@ impl Switch {
         } else {
             self.credits[ov] -= pkt.flits;
         }
-        self.update_ok(ov, cycle);
+        self.update_ok(o, vc, cycle);
         self.push_ev(slot + pkt.flits as u64, EV_CONN_END, i as u32, 0);
         self.last_progress = cycle;
     }
 
     #[inline]
     fn end_connection(&mut self, i: usize, slot: u64) {
-        let cycle = slot / self.s;
+        let cycle = self.cycle_of(slot);
         let sl = self.conn_slot[i] as usize;
         self.conn_slot[i] = NONE;
         let s = self.slots[sl];
@@ -874,7 +888,7 @@ impl Switch {
             let wait = s.queued;
             let mut d = s;
             d.queued = wait;
-            self.depart(o, &d, (slot - 1) / self.s, cycle);
+            self.depart(o, &d, self.cycle_of(slot - 1), cycle);
         }
         self.last_progress = cycle;
     }
@@ -901,7 +915,7 @@ impl Switch {
             self.ob_head[ov] = ((self.ob_head[ov] as usize + 1) % self.ob_cap) as u32;
             self.ob_len[ov] -= 1;
             self.credits[ov] -= sl.pkt.flits;
-            self.update_ok(ov, cycle);
+            self.update_ok(o, vc, cycle);
             self.link_busy[o] = true;
             self.link_vc_ptr[o] = ((vc + 1) % v) as u32;
             let mut cur = sl;
