@@ -197,3 +197,26 @@ def test_package_exports_switchlab():
     assert flitsim.switchlab.ALLOCATORS[0] == "islip"
     assert math.isclose(SwitchSpec(clock_ghz=2.0).clock_ghz, 2.0)
     assert np.all(np.asarray(flitsim.switchlab.ALLOCATORS) != "")
+
+
+def test_hotspot_port_receives_its_share():
+    # Each of N sources sends a packet to the hot port with probability
+    # f + (1 - f)/N, so the hot output carries N rho (f + (1 - f)/N) flits per
+    # cycle when that is below 1: N=8, rho=0.1, f=0.5 -> 0.45. s.e. of a
+    # 20k-cycle mean ~0.45 x sqrt(8 / (0.45 x 20k)) x 3 (bursts of 4 flits)
+    # ~ 1.3 %; tolerance 5 %.
+    sw = SwitchSpec(ports=8, vcs=2, buffer_per_vc_flits=16, max_packet_flits=4)
+    tr = TrafficSpec(load=0.1, pattern="hotspot", hotspot_port=5, hotspot_fraction=0.5, seed=4)
+    r = run(sw, tr, warmup_cycles=1_000, measure_cycles=20_000)
+    df = r.to_pandas()
+    hot = df.loc[df.port == 5, "throughput_flits_per_cycle"].sum()
+    assert hot == pytest.approx(8 * 0.1 * (0.5 + 0.5 / 8), rel=0.05)
+
+
+@pytest.mark.parametrize("args", [["--speedup", "2"], ["--queueing", "fifo"], ["--process", "bursty", "--pattern", "permutation"]])
+def test_cli_variants_run(args):
+    res = CliRunner().invoke(cli, ["switch", "--ports", "8", "--load", "0.3", "--cycles", "2000", "--warmup", "200",
+                                   "--json", *args])
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.output)["curve"][0]
+    assert row["accepted_throughput"] == pytest.approx(row["offered_load"], rel=0.05)

@@ -453,7 +453,7 @@ impl Switch {
             return Err(FlitsimError::config(
                 "packet",
                 format!("input {input}, dest {}, vc {}, {} flits", pkt.dest, pkt.vc, pkt.flits),
-                &format!("ports < {n}, vc < {v}, 1..={} flits", self.max_f),
+                format!("ports < {n}, vc < {v}, 1..={} flits", self.max_f),
             ));
         }
         if !self.can_accept(input, pkt.vc as usize, pkt.flits, cycle) || cycle < self.now_cycle {
@@ -542,7 +542,6 @@ impl Switch {
         self.now_cycle = cycle;
         for r in 0..self.s {
             let slot = cycle * self.s + r;
-            let mut any = false;
             while let Some(t) = self.wheel_next() {
                 if t > slot {
                     break;
@@ -556,7 +555,6 @@ impl Switch {
                 }
                 evs.clear();
                 self.wheel[k] = evs;
-                any = true;
             }
             while let Some(&Reverse((t, kind, a, b))) = self.heap.peek() {
                 if t > slot {
@@ -564,9 +562,7 @@ impl Switch {
                 }
                 self.heap.pop();
                 self.handle(slot, kind, a as usize, b);
-                any = true;
             }
-            let _ = any;
             let retry = self.retry_slot.is_some_and(|s| s <= slot);
             // Only a new ready head, a freed port or regained credit/space can
             // create a match that the last allocation did not find.

@@ -134,7 +134,7 @@ pub fn by_name(name: &str, n: usize, iterations: u32, seed: u64) -> Result<Box<d
         "separable_output_first" => Box::new(SeparableOutputFirst::new(n)),
         "wavefront" => Box::new(Wavefront::new(n)),
         "oldest_first" => Box::new(OldestFirst::new(n)),
-        _ => return Err(FlitsimError::config("allocator.name", name, &format!("one of {}", NAMES.join(", ")))),
+        _ => return Err(FlitsimError::config("allocator.name", name, format!("one of {}", NAMES.join(", ")))),
     })
 }
 

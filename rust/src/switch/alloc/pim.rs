@@ -29,7 +29,7 @@ impl Pim {
         let w = bits::words(n);
         Pim {
             iterations,
-            rng: SimRng::substream(seed, 0x5049_4d),
+            rng: SimRng::substream(seed, 0x0050_494d),
             cols: vec![0; n * w],
             touched: Vec::with_capacity(n),
             grants: vec![0; n * w],
