@@ -11,6 +11,12 @@ fn main() {
     if let Some(l) = std::env::args().nth(2).and_then(|a| a.parse().ok()) {
         spec.traffic.load = l;
     }
+    if let Some(p) = std::env::args().nth(3).and_then(|a| a.parse().ok()) {
+        spec.switch.ports = p;
+    }
+    if let Some(v) = std::env::args().nth(4).and_then(|a| a.parse().ok()) {
+        spec.switch.vcs = v;
+    }
     let t0 = std::time::Instant::now();
     let r = flitsim::experiments::switch_lab::run(&spec, &mut flitsim::engine::NoInterrupt).expect("run");
     let s = t0.elapsed().as_secs_f64();

@@ -209,6 +209,11 @@ pub struct Switch {
     has_ready: Vec<u64>,
     /// Per input: bit `vc` set iff (input, vc) has a ready head.
     ready_vcs: Vec<u64>,
+    /// `ready_any[i*W ..]`: outputs some VC of input i has a ready head for,
+    /// with `ready_cnt[i*N+o]` VCs behind each bit. Lets allocation skip, in
+    /// one AND, inputs whose ready heads all wait for busy outputs.
+    ready_any: Vec<u64>,
+    ready_cnt: Vec<u8>,
     free_inputs: Vec<u64>,
     conn_slot: Vec<u32>,
     vc_ptr: Vec<u32>,
@@ -308,6 +313,8 @@ impl Switch {
             ready_rows: vec![0; n * v * w],
             has_ready: vec![0; w],
             ready_vcs: vec![0; n],
+            ready_any: vec![0; n * w],
+            ready_cnt: vec![0; n * n],
             free_inputs: all.clone(),
             conn_slot: vec![NONE; n],
             vc_ptr: vec![0; n],
@@ -628,7 +635,14 @@ impl Switch {
         let (o, i, vc) = (self.slots[head].pkt.dest as usize, self.slots[head].input as usize, self.slots[head].pkt.vc as usize);
         let iv = i * self.v + vc;
         let row = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
-        bits::set(row, o);
+        if !bits::get(row, o) {
+            bits::set(row, o);
+            let c = &mut self.ready_cnt[i * self.n + o];
+            *c += 1;
+            if *c == 1 {
+                bits::set(&mut self.ready_any[i * self.w..(i + 1) * self.w], o);
+            }
+        }
         bits::set(&mut self.has_ready, i);
         self.ready_vcs[i] |= 1u64 << vc;
         // Queueing delay counts from readiness, including time spent behind
@@ -704,6 +718,10 @@ impl Switch {
             while cand != 0 {
                 let i = wi << 6 | cand.trailing_zeros() as usize;
                 cand &= cand - 1;
+                let ra = &self.ready_any[i * w..(i + 1) * w];
+                if ra.iter().zip(&self.free_outputs).all(|(a, b)| a & b == 0) {
+                    continue;
+                }
                 let row = &mut self.req.rows[i * w..(i + 1) * w];
                 let mut vcs = self.ready_vcs[i];
                 while vcs != 0 {
@@ -744,9 +762,14 @@ impl Switch {
             let c = bits::count(row) as u64;
             let granted = self.m.input_to_output[i] != NONE;
             self.stats.ports[i].input_conflicts += c - granted as u64;
-            for o in bits::iter(row) {
-                if self.m.output_to_input[o] as usize != i {
-                    self.stats.ports[o].output_conflicts += 1;
+            for (wi, &word) in row.iter().enumerate() {
+                let mut b = word;
+                while b != 0 {
+                    let o = wi << 6 | b.trailing_zeros() as usize;
+                    b &= b - 1;
+                    if self.m.output_to_input[o] as usize != i {
+                        self.stats.ports[o].output_conflicts += 1;
+                    }
                 }
             }
         }
@@ -826,6 +849,11 @@ impl Switch {
         self.qs[q].ready -= 1;
         let rr = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
         bits::clear(rr, o);
+        let c = &mut self.ready_cnt[i * self.n + o];
+        *c -= 1;
+        if *c == 0 {
+            bits::clear(&mut self.ready_any[i * self.w..(i + 1) * self.w], o);
+        }
         if self.qs[q].ready > 0 {
             self.mark_head_ready(q);
         } else if bits::is_empty(rr) {

@@ -149,15 +149,21 @@ pub(crate) fn columns(req: &Requests, m: &Matching, cols: &mut [u64], touched: &
         if m.input_to_output[i] != NONE {
             continue;
         }
-        for o in bits::iter(req.row(i)) {
-            if m.output_to_input[o] != NONE {
-                continue;
+        let (iw, ib) = (i >> 6, 1u64 << (i & 63));
+        for (wi, &word) in req.row(i).iter().enumerate() {
+            let mut b = word;
+            while b != 0 {
+                let o = wi << 6 | b.trailing_zeros() as usize;
+                b &= b - 1;
+                if m.output_to_input[o] != NONE {
+                    continue;
+                }
+                let col = &mut cols[o * w..(o + 1) * w];
+                if col.iter().all(|&x| x == 0) {
+                    touched.push(o as u32);
+                }
+                col[iw] |= ib;
             }
-            let col = &mut cols[o * w..(o + 1) * w];
-            if bits::is_empty(col) {
-                touched.push(o as u32);
-            }
-            bits::set(col, i);
         }
     }
 }
