@@ -215,15 +215,16 @@ fn geometric_ge1(rng: &mut SimRng, ln_q: f64) -> u64 {
         return 1;
     }
     let u = 1.0 - rng.uniform(); // (0, 1]
-    1 + (u.ln() / ln_q).floor() as u64
+    ((u.ln() / ln_q).floor() as u64).saturating_add(1)
 }
 
+/// ln(1 - p), accurate for tiny p (ln_1p), 0 for p >= 1; never 0 for 0 < p < 1.
 #[inline]
 fn ln_one_minus(p: f64) -> f64 {
     if p >= 1.0 {
         0.0
     } else {
-        (1.0 - p).ln()
+        (-p).ln_1p().min(-f64::MIN_POSITIVE)
     }
 }
 
@@ -263,6 +264,12 @@ impl SwitchLabSpec {
             "source_queue_packets",
             self.source_queue_packets,
             "1..=2^20 packets",
+        )?;
+        ensure(
+            (n as u64) * self.source_queue_packets as u64 <= 1 << 26,
+            "source_queue_packets",
+            self.source_queue_packets,
+            &format!("ports x source_queue_packets at most 2^26 (memory); {n} ports allow {}", (1u64 << 26) / n as u64),
         )?;
         for &d in &self.dead_outputs {
             ensure(d < n, "dead_outputs", d, &format!("ports below {n}"))?;
@@ -313,7 +320,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         };
         let mut rng = SimRng::substream(t.seed, i as u64);
         let next = match t.process {
-            Process::Bernoulli => geometric_ge1(&mut rng, ln_q_packet) - 1,
+            Process::Bernoulli => geometric_ge1(&mut rng, ln_q_packet).saturating_sub(1),
             Process::Bursty => geometric_ge0_mean(&mut rng, off_mean),
         };
         if active {
@@ -387,7 +394,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
                         s.burst_dest = pick_dest(t, n, i, &perm, &mut s.rng);
                     }
                     s.burst_left -= 1;
-                    let gap = if s.burst_left == 0 { f as u64 + geometric_ge0_mean(&mut s.rng, off_mean) } else { f as u64 };
+                    let gap = if s.burst_left == 0 { (f as u64).saturating_add(geometric_ge0_mean(&mut s.rng, off_mean)) } else { f as u64 };
                     (s.burst_dest, gap)
                 }
             };
@@ -407,7 +414,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
             } else {
                 dropped += 1;
             }
-            s.next = a + gap;
+            s.next = a.saturating_add(gap);
             arrivals.push(s.next, i as u32, c);
         }
         due.clear();

@@ -512,8 +512,12 @@ impl Switch {
     /// `Config` for an out-of-range port or VC, or credits beyond the
     /// configured count.
     pub fn return_credits(&mut self, output: usize, vc: usize, flits: u32, cycle: u64) -> Result<()> {
-        if output >= self.n || vc >= self.v {
-            return Err(FlitsimError::config("return_credits", format!("output {output} vc {vc}"), "an existing output port and VC"));
+        if output >= self.n || vc >= self.v || flits > self.spec.downstream_credits_per_vc_flits {
+            return Err(FlitsimError::config(
+                "return_credits",
+                format!("output {output} vc {vc}, {flits} flits"),
+                "an existing output port and VC, at most the configured credits",
+            ));
         }
         if cycle <= self.now_cycle {
             // Due now: usable from the next step on, as an event would be.
@@ -621,7 +625,8 @@ impl Switch {
 
     fn on_credit(&mut self, o: usize, vc: usize, flits: u32, cycle: u64) {
         let ov = o * self.v + vc;
-        self.credits[ov] += flits;
+        // A misbehaving owner cannot push credits past the configured count.
+        self.credits[ov] = self.credits[ov].saturating_add(flits).min(self.spec.downstream_credits_per_vc_flits);
         self.update_ok(o, vc, cycle);
         if self.outbuf {
             self.pend_output(o);

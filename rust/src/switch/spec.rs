@@ -114,6 +114,17 @@ impl SwitchSpec {
         )?;
         ensure(self.pipeline_latency_cycles <= 1 << 16, "switch.pipeline_latency_cycles", self.pipeline_latency_cycles, "0..=65536")?;
         ensure(self.clock_ghz.is_finite() && self.clock_ghz > 0.0 && self.clock_ghz <= 1000.0, "switch.clock_ghz", self.clock_ghz, "a positive clock up to 1000 GHz")?;
+        // Memory guard: preallocated state grows as ports x VCs x (buffer
+        // slots + queues); refuse sizes that would not fit instead of aborting.
+        let (n, v) = (self.ports as u64, self.vcs as u64);
+        let queues = if self.queueing == Queueing::Voq { n * v * n } else { n * v };
+        let cells = n * v * (self.buffer_per_vc_flits as u64 + self.output_buffer_per_vc_flits as u64) + queues + n * n;
+        ensure(
+            cells <= 1 << 25,
+            "switch",
+            format!("{} ports x {} VCs x ({} + {} buffer flits), {} queues", n, v, self.buffer_per_vc_flits, self.output_buffer_per_vc_flits, queues),
+            "at most 2^25 buffer slots and queues in all (about 2 GiB of state)",
+        )?;
         super::alloc::by_name(&self.allocator, self.ports as usize, self.iterations, self.seed).map(|_| ())
     }
 
