@@ -9,13 +9,15 @@
 mod islip;
 mod oldest_first;
 mod pim;
-mod separable;
+mod separable_input_first;
+mod separable_output_first;
 mod wavefront;
 
 pub use islip::Islip;
 pub use oldest_first::OldestFirst;
 pub use pim::Pim;
-pub use separable::{SeparableInputFirst, SeparableOutputFirst};
+pub use separable_input_first::SeparableInputFirst;
+pub use separable_output_first::SeparableOutputFirst;
 pub use wavefront::Wavefront;
 
 use super::bits;
