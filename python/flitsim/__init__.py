@@ -2,7 +2,7 @@
 class) driven by inference workloads.
 
 Entry points: :func:`ledger` (the bandwidth ledger of a link or system),
-:func:`link_transfer` (the link lab). Presets live in :mod:`flitsim.hardware`.
+:func:`link_transfer` (the link lab), :mod:`flitsim.switchlab` (the switch lab). Presets live in :mod:`flitsim.hardware`.
 Errors: :class:`ConfigError` (a ValueError), :class:`StalledError` (a RuntimeError).
 """
 
@@ -11,9 +11,10 @@ from flitsim.errors import ConfigError, StalledError
 from flitsim.hardware import LinkSpec, PacketFormat, SerdesSpec, SystemPreset, link_preset, system_preset
 from flitsim.ledger import Ledger, ledger
 from flitsim.linklab import LinkTransferResult, link_transfer
+from flitsim import switchlab
 
 __all__ = [
     "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
-    "link_transfer",
+    "link_transfer", "switchlab",
 ]

@@ -24,6 +24,10 @@ def link_timing(spec: Any) -> dict[str, Any]:
 def link_transfer(spec: Any) -> dict[str, Any]:
     """Run the two-endpoint link experiment; arrays ``start_ps``/``arrival_ps`` are uint64."""
 
+def switch_lab(spec: Any) -> dict[str, Any]:
+    """Run one switch-lab experiment (spec dict mirrors ``SwitchLabSpec``); per
+    (port, VC) arrays in ``inputs``/``outputs`` are flat uint64, index ``port * vcs + vc``."""
+
 def hold_model_events_per_s(pending: int, operations: int, seed: int) -> float:
     """Events per wall-second of the hold model with ``pending`` events queued."""
 

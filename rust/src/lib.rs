@@ -6,7 +6,8 @@
 //!
 //! Layers (bottom up): [`engine`] (event kernel, integer picoseconds),
 //! [`phy`] (SerDes lane timing and the rate chain), [`link`] (one direction of a
-//! link: serializer, propagation, per-VC credits), [`experiments`] (small,
+//! link: serializer, propagation, per-VC credits), [`switch`] (cycle-level
+//! input-queued crossbar with pluggable allocators), [`experiments`] (small,
 //! self-contained experiments built from the layers above).
 
 // `_gBps` / `_GBps` unit suffixes (DESIGN.md conventions) are not snake case.
@@ -20,6 +21,7 @@ pub mod link;
 pub mod phy;
 pub mod stats;
 pub mod taskgraph;
+pub mod switch;
 
 #[cfg(feature = "python")]
 pub mod python;

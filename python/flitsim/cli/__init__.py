@@ -9,6 +9,7 @@ from flitsim import __version__
 from flitsim.cli.ledger_cmd import ledger_cmd
 from flitsim.cli.link_cmd import link_cmd
 from flitsim.cli.workload_cmd import workload_cmd
+from flitsim.cli.switch_cmd import switch_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,6 +21,7 @@ def cli() -> None:
 cli.add_command(ledger_cmd)
 cli.add_command(link_cmd)
 cli.add_command(workload_cmd)
+cli.add_command(switch_cmd)
 
 
 def main() -> None:

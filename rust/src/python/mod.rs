@@ -10,6 +10,7 @@ mod taskgraph;
 
 use crate::error::FlitsimError;
 use crate::experiments::link_transfer as lt;
+use crate::experiments::switch_lab as sl;
 use convert::{from_py, hist_dict, to_py};
 use numpy::IntoPyArray;
 use pyo3::create_exception;
@@ -84,6 +85,59 @@ fn link_transfer<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>) -> PyResult<Bou
     Ok(d)
 }
 
+/// Run one switch-lab experiment; see `flitsim.switchlab.run`. Per (port, VC)
+/// arrays are flat, index `port * vcs + vc`; per port arrays have `ports` entries.
+#[pyfunction]
+fn switch_lab<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let s: sl::SwitchLabSpec = from_py(spec, "spec")?;
+    let r = py.detach(|| sl::run(&s, &mut signal_check))?;
+    let d = PyDict::new(py);
+    d.set_item("ports", r.ports)?;
+    d.set_item("vcs", r.vcs)?;
+    d.set_item("measure_cycles", r.measure_cycles)?;
+    d.set_item("cycle_ps", r.cycle_ps)?;
+    d.set_item("active_sources", r.active_sources)?;
+    d.set_item("offered_load", r.offered_load)?;
+    d.set_item("accepted_throughput", r.accepted_throughput)?;
+    d.set_item("delivered_flits", r.delivered_flits)?;
+    d.set_item("source_dropped_packets", r.source_dropped_packets)?;
+    d.set_item("source_backlog_packets", r.source_backlog_packets)?;
+    d.set_item("mean_occupancy_flits", r.mean_occupancy_flits)?;
+    d.set_item("throughput_flits_per_cycle", r.throughput_flits_per_cycle)?;
+    d.set_item("mean_sojourn_cycles", r.mean_sojourn_cycles)?;
+    d.set_item("cycles_processed", r.cycles_processed)?;
+    let st = &r.switch;
+    d.set_item("allocation_rounds", st.allocation_rounds)?;
+    d.set_item("slots_processed", st.slots_processed)?;
+    d.set_item("latency_cycles", hist_dict(py, &r.latency)?)?;
+    d.set_item("network_latency_cycles", hist_dict(py, &st.network_latency)?)?;
+    d.set_item("queueing_cycles", hist_dict(py, &st.queueing)?)?;
+    let col = |f: &dyn Fn(usize) -> u64, len: usize| (0..len).map(f).collect::<Vec<u64>>();
+    let nv = st.inputs.len();
+    let inp = PyDict::new(py);
+    inp.set_item("packets_in", col(&|k| st.inputs[k].packets_in, nv).into_pyarray(py))?;
+    inp.set_item("flits_in", col(&|k| st.inputs[k].flits_in, nv).into_pyarray(py))?;
+    inp.set_item("packets_granted", col(&|k| st.inputs[k].packets_granted, nv).into_pyarray(py))?;
+    inp.set_item("queueing_cycles_sum", col(&|k| st.inputs[k].queueing_cycles_sum, nv).into_pyarray(py))?;
+    inp.set_item("occupancy_flit_cycles", col(&|k| st.inputs[k].occupancy_flit_cycles, nv).into_pyarray(py))?;
+    inp.set_item("occupancy_max_flits", col(&|k| st.inputs[k].occupancy_max_flits, nv).into_pyarray(py))?;
+    d.set_item("inputs", inp)?;
+    let out = PyDict::new(py);
+    out.set_item("packets_out", col(&|k| st.outputs[k].packets_out, nv).into_pyarray(py))?;
+    out.set_item("flits_out", col(&|k| st.outputs[k].flits_out, nv).into_pyarray(py))?;
+    out.set_item("credit_exhaustion_episodes", col(&|k| st.outputs[k].credit_exhaustion_episodes, nv).into_pyarray(py))?;
+    out.set_item("credit_exhaustion_cycles", col(&|k| st.outputs[k].credit_exhaustion_cycles, nv).into_pyarray(py))?;
+    d.set_item("outputs", out)?;
+    let np = st.ports.len();
+    let ports = PyDict::new(py);
+    ports.set_item("input_conflicts", col(&|k| st.ports[k].input_conflicts, np).into_pyarray(py))?;
+    ports.set_item("output_conflicts", col(&|k| st.ports[k].output_conflicts, np).into_pyarray(py))?;
+    ports.set_item("latency_mean_cycles", st.output_latency.iter().map(|h| h.mean()).collect::<Vec<f64>>().into_pyarray(py))?;
+    ports.set_item("latency_p99_cycles", col(&|k| st.output_latency[k].quantile(0.99), np).into_pyarray(py))?;
+    d.set_item("ports_stats", ports)?;
+    Ok(d)
+}
+
 /// Events per wall-second of the classic hold model with `pending` events
 /// (the engine bench, callable from Python for benches/bench.py).
 #[pyfunction]
@@ -116,6 +170,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(link_timing, m)?)?;
     m.add_function(wrap_pyfunction!(link_transfer, m)?)?;
     m.add_function(wrap_pyfunction!(fabric_check, m)?)?;
+    m.add_function(wrap_pyfunction!(switch_lab, m)?)?;
     m.add_function(wrap_pyfunction!(hold_model_events_per_s, m)?)?;
     m.add_function(wrap_pyfunction!(taskgraph::execute_taskgraph, m)?)?;
     Ok(())

@@ -1,0 +1,72 @@
+"""Delivered flits per wall-second of the BookSim2 comparison run (issue 3).
+
+One 72-port input-queued switch, 4 VCs x 16-flit buffers, 8-flit packets,
+iSLIP with one iteration, uniform Bernoulli traffic at 0.5 flits/port/cycle —
+the configuration BookSim2 runs at about 660,000 delivered flits per
+wall-second on the 2-core development machine. The target is >= 30x that.
+
+Usage: python benches/switch_bench.py [--cycles 300000] [--repeat 5]
+
+Prints the best and median wall-clock rate, the CPU-time rate (robust when the
+machine is shared: wall = CPU on an idle core), the ratio to BookSim2, and the
+peak RSS of the process. Not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import time
+
+from flitsim import _core
+
+BOOKSIM2_FLITS_PER_S = 660_000.0
+
+
+def booksim_spec(measure_cycles: int) -> dict:
+    """The same spec as benches/common/switch_spec.rs."""
+    return {
+        "switch": {
+            "ports": 72, "vcs": 4, "buffer_per_vc_flits": 16, "max_packet_flits": 8, "queueing": "voq",
+            "speedup": 1, "pipeline_latency_cycles": 0, "output_buffer_per_vc_flits": 0,
+            "downstream_credits_per_vc_flits": 16, "allocator": "islip", "iterations": 1, "clock_ghz": 1.0,
+            "seed": 1,
+        },
+        "traffic": {"pattern": "uniform", "process": "bernoulli", "load": 0.5, "packet_flits": 8, "seed": 1},
+        "warmup_cycles": 0,
+        "measure_cycles": measure_cycles,
+        "credit_return_cycles": 0,
+        "source_queue_packets": 1024,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cycles", type=int, default=300_000, help="switch cycles per run")
+    ap.add_argument("--repeat", type=int, default=5, help="runs (best and median reported)")
+    args = ap.parse_args()
+    spec = booksim_spec(args.cycles)
+    _core.switch_lab(booksim_spec(10_000))  # warm caches and the allocator
+    wall, cpu, flits = [], [], 0
+    for _ in range(args.repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        r = _core.switch_lab(spec)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        flits = r["delivered_flits"]
+    best = flits / min(wall)
+    median = flits / statistics.median(wall)
+    per_cpu = flits / min(cpu)
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("switch bench: 72 ports, 4 VCs x 16 flits, 8-flit packets, iSLIP x1, uniform 0.5 flits/port/cycle")
+    print(f"  cycles per run            {args.cycles:,}  (delivered {flits:,} flits, accepted {r['accepted_throughput']:.4f})")
+    print(f"  delivered flits / wall-s  best {best / 1e6:.2f} M, median {median / 1e6:.2f} M")
+    print(f"  delivered flits / CPU-s   {per_cpu / 1e6:.2f} M")
+    print(f"  vs BookSim2 (0.66 M/s)    {best / BOOKSIM2_FLITS_PER_S:.1f}x wall (best), "
+          f"{per_cpu / BOOKSIM2_FLITS_PER_S:.1f}x CPU  (target >= 30x)")
+    print(f"  peak RSS                  {rss_mib:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
