@@ -19,6 +19,7 @@ pub mod fabric;
 pub mod link;
 pub mod phy;
 pub mod stats;
+pub mod switch;
 pub mod taskgraph;
 
 #[cfg(feature = "python")]

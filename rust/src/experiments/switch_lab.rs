@@ -1,0 +1,406 @@
+//! The switch lab: one switch driven by synthetic traffic, in Rust for speed
+//! (spec in, results out).
+//!
+//! Each input has a source that creates packets (Bernoulli i.i.d. or bursty
+//! on/off arrivals; uniform, permutation, hotspot or incast destinations) into
+//! an unbounded-in-principle source queue (bounded here by
+//! `source_queue_packets`; overflow is counted and marks the run saturated).
+//! The source sends its queue's head over the input link (one flit per cycle)
+//! when the switch's input buffer holds the whole packet (credits). Each output
+//! feeds a sink that consumes a packet as its tail arrives and returns its
+//! credits `credit_return_cycles` later; outputs listed in `dead_outputs` never
+//! return credits (a failed downstream), which is how stalls are provoked.
+//!
+//! Statistics cover `measure_cycles` after `warmup_cycles`.
+
+use crate::engine::{Interrupt, SimRng};
+use crate::error::{ensure, Result};
+use crate::stats::Histogram;
+use crate::switch::{bits, Departure, Packet, Switch, SwitchSpec, SwitchStats};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Destination pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pattern {
+    /// Each packet to an output drawn uniformly from all N.
+    Uniform,
+    /// A fixed random permutation (seeded): input i always sends to perm(i).
+    Permutation,
+    /// With probability `hotspot_fraction` to `hotspot_port`, else uniform.
+    Hotspot,
+    /// `incast_sources` inputs all send to `incast_target`; others are idle.
+    Incast,
+}
+
+/// Arrival process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Process {
+    /// A new packet each cycle with probability load / packet_flits.
+    Bernoulli,
+    /// On/off: bursts of geometrically many packets (mean
+    /// `mean_burst_packets`) back to back to one destination, separated by
+    /// geometric idle gaps sized so the mean rate is `load`.
+    Bursty,
+}
+
+/// Synthetic traffic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficSpec {
+    pub pattern: Pattern,
+    pub process: Process,
+    /// Offered load per active source, flits per cycle, in (0, 1].
+    pub load: f64,
+    /// Packet length, flits.
+    pub packet_flits: u32,
+    #[serde(default = "one_f")]
+    pub mean_burst_packets: f64,
+    #[serde(default)]
+    pub hotspot_port: u32,
+    #[serde(default)]
+    pub hotspot_fraction: f64,
+    #[serde(default)]
+    pub incast_target: u32,
+    /// Number of senders for incast (the lowest-numbered ports other than the
+    /// target); 0 = every other port.
+    #[serde(default)]
+    pub incast_sources: u32,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn one_f() -> f64 {
+    1.0
+}
+fn default_sq() -> u32 {
+    4096
+}
+
+/// One switch-lab run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchLabSpec {
+    pub switch: SwitchSpec,
+    pub traffic: TrafficSpec,
+    pub warmup_cycles: u64,
+    pub measure_cycles: u64,
+    /// Cycles from a tail leaving an output to its credits reaching the switch.
+    #[serde(default)]
+    pub credit_return_cycles: u64,
+    /// Outputs whose downstream never returns credits.
+    #[serde(default)]
+    pub dead_outputs: Vec<u32>,
+    /// Source queue bound per input, packets.
+    #[serde(default = "default_sq")]
+    pub source_queue_packets: u32,
+}
+
+/// Results of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SwitchLabResult {
+    pub ports: u32,
+    pub vcs: u32,
+    pub measure_cycles: u64,
+    pub cycle_ps: f64,
+    pub active_sources: u32,
+    /// Flits created in the window / (cycles x active sources).
+    pub offered_load: f64,
+    /// Flits delivered in the window / (cycles x ports).
+    pub accepted_throughput: f64,
+    /// Flits delivered in the window.
+    pub delivered_flits: u64,
+    /// Packets dropped at full source queues (offered load above capacity).
+    pub source_dropped_packets: u64,
+    /// Packets waiting in source queues at the end.
+    pub source_backlog_packets: u64,
+    /// Packet latency from creation to tail out (tail_out + 1 - birth), cycles.
+    pub latency: Histogram,
+    pub switch: SwitchStats,
+    /// Little's law terms over the window, whole switch: L (flits), lambda
+    /// (flits/cycle), W (cycles per flit).
+    pub mean_occupancy_flits: f64,
+    pub throughput_flits_per_cycle: f64,
+    pub mean_sojourn_cycles: f64,
+    /// Cycles at which the switch did work (idle cycles are skipped).
+    pub cycles_processed: u64,
+}
+
+struct Source {
+    rng: SimRng,
+    next: u64,
+    burst_left: u64,
+    burst_dest: u32,
+    active: bool,
+}
+
+struct SourceQueues {
+    ring: Vec<(u32, u32, u64)>,
+    head: Vec<u32>,
+    len: Vec<u32>,
+    nonempty: Vec<u64>,
+}
+
+fn geometric_ge1(rng: &mut SimRng, p: f64) -> u64 {
+    // Trials until the first success, success probability p: values 1, 2, ...
+    if p >= 1.0 {
+        return 1;
+    }
+    let u = 1.0 - rng.uniform(); // (0, 1]
+    1 + (u.ln() / (1.0 - p).ln()).floor() as u64
+}
+
+fn geometric_ge0_mean(rng: &mut SimRng, mean: f64) -> u64 {
+    if mean <= 0.0 {
+        return 0;
+    }
+    let q = mean / (1.0 + mean);
+    let u = 1.0 - rng.uniform();
+    (u.ln() / q.ln()).floor() as u64
+}
+
+impl SwitchLabSpec {
+    /// # Errors
+    /// `Config` naming the first invalid field.
+    pub fn validate(&self) -> Result<()> {
+        self.switch.validate()?;
+        let n = self.switch.ports;
+        let t = &self.traffic;
+        ensure(t.load > 0.0 && t.load <= 1.0, "traffic.load", t.load, "offered load in (0, 1] flits per port per cycle")?;
+        ensure(
+            t.packet_flits >= 1 && t.packet_flits <= self.switch.max_packet_flits,
+            "traffic.packet_flits",
+            t.packet_flits,
+            &format!("1..={} (switch.max_packet_flits)", self.switch.max_packet_flits),
+        )?;
+        ensure(t.mean_burst_packets.is_finite() && t.mean_burst_packets >= 1.0, "traffic.mean_burst_packets", t.mean_burst_packets, "at least 1 packet")?;
+        ensure(t.hotspot_port < n, "traffic.hotspot_port", t.hotspot_port, &format!("a port below {n}"))?;
+        ensure((0.0..=1.0).contains(&t.hotspot_fraction), "traffic.hotspot_fraction", t.hotspot_fraction, "a probability in [0, 1]")?;
+        ensure(t.incast_target < n, "traffic.incast_target", t.incast_target, &format!("a port below {n}"))?;
+        ensure(t.incast_sources < n, "traffic.incast_sources", t.incast_sources, &format!("0 (all others) or fewer than {n}"))?;
+        ensure(self.measure_cycles >= 1 && self.measure_cycles <= 1 << 40, "measure_cycles", self.measure_cycles, "1..=2^40 cycles")?;
+        ensure(self.warmup_cycles <= 1 << 40, "warmup_cycles", self.warmup_cycles, "at most 2^40 cycles")?;
+        ensure(self.credit_return_cycles <= 1 << 30, "credit_return_cycles", self.credit_return_cycles, "at most 2^30 cycles")?;
+        ensure(
+            self.source_queue_packets >= 1 && self.source_queue_packets <= 1 << 20,
+            "source_queue_packets",
+            self.source_queue_packets,
+            "1..=2^20 packets",
+        )?;
+        for &d in &self.dead_outputs {
+            ensure(d < n, "dead_outputs", d, &format!("ports below {n}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Run the lab.
+///
+/// # Errors
+/// `Config` for an invalid spec; `Stalled` if packets are inside the switch and
+/// no flit moves for the stall timeout; `Interrupted` from the hook.
+pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<SwitchLabResult> {
+    spec.validate()?;
+    let mut sw = Switch::new(&spec.switch)?;
+    let n = spec.switch.ports as usize;
+    let vcs = spec.switch.vcs as u64;
+    let t = &spec.traffic;
+    let f = t.packet_flits;
+    let cycle_ps = spec.switch.cycle_ps();
+    let w = bits::words(n);
+    let end = spec.warmup_cycles + spec.measure_cycles;
+
+    // Destinations for the permutation pattern (Fisher-Yates, seeded).
+    let mut perm: Vec<u32> = (0..n as u32).collect();
+    let mut prng = SimRng::substream(t.seed, u64::MAX);
+    for i in (1..n).rev() {
+        let j = prng.below(i as u64 + 1) as usize;
+        perm.swap(i, j);
+    }
+    let incast_k = if t.incast_sources == 0 { n - 1 } else { t.incast_sources as usize };
+    let mut dead = vec![false; n];
+    for &d in &spec.dead_outputs {
+        dead[d as usize] = true;
+    }
+    let p_packet = t.load / f as f64;
+    let off_mean = t.mean_burst_packets * f as f64 * (1.0 - t.load) / t.load;
+    let mut sources: Vec<Source> = Vec::with_capacity(n);
+    let mut arrivals: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(n + 1);
+    let mut active_sources = 0u32;
+    for i in 0..n {
+        let active = match t.pattern {
+            Pattern::Incast => i != t.incast_target as usize && (i - (i > t.incast_target as usize) as usize) < incast_k,
+            _ => true,
+        };
+        let mut rng = SimRng::substream(t.seed, i as u64);
+        let next = match t.process {
+            Process::Bernoulli => geometric_ge1(&mut rng, p_packet) - 1,
+            Process::Bursty => geometric_ge0_mean(&mut rng, off_mean),
+        };
+        if active {
+            active_sources += 1;
+            arrivals.push(Reverse((next, i as u32)));
+        }
+        sources.push(Source { rng, next, burst_left: 0, burst_dest: 0, active });
+    }
+    let cap = spec.source_queue_packets as usize;
+    let mut sq = SourceQueues { ring: vec![(0, 0, 0); n * cap], head: vec![0; n], len: vec![0; n], nonempty: vec![0; w] };
+    let mut dep: Vec<Departure> = Vec::with_capacity(4 * n);
+    let mut latency = Histogram::new();
+    let mut generated_flits = 0u64;
+    let mut dropped = 0u64;
+    let mut reset_done = spec.warmup_cycles == 0;
+    let mut cycles_processed = 0u64;
+    let mut c: u64 = 0;
+    let mut first = true;
+
+    loop {
+        // The next cycle with work.
+        let mut next = u64::MAX;
+        if let Some(&Reverse((a, _))) = arrivals.peek() {
+            next = next.min(a);
+        }
+        if let Some(e) = sw.next_event_cycle() {
+            next = next.min(e);
+        }
+        if !bits::is_empty(&sq.nonempty) {
+            next = next.min(if first { c } else { c + 1 });
+        }
+        if next == u64::MAX || next >= end {
+            if next == u64::MAX && sw.packets_inside() > 0 {
+                sw.check_stall(c, cycle_ps)?;
+            }
+            break;
+        }
+        if !first && next <= c {
+            next = c + 1;
+        }
+        first = false;
+        if !reset_done && next >= spec.warmup_cycles {
+            sw.reset_stats(spec.warmup_cycles);
+            reset_done = true;
+        }
+        c = next;
+        cycles_processed += 1;
+        // Arrivals due at or before c (each at its own cycle: queue order and
+        // birth times are exact even when cycles were skipped).
+        while let Some(&Reverse((a, i))) = arrivals.peek() {
+            if a > c {
+                break;
+            }
+            arrivals.pop();
+            let i = i as usize;
+            let s = &mut sources[i];
+            debug_assert!(s.active);
+            let (dest, gap) = match t.process {
+                Process::Bernoulli => {
+                    let d = pick_dest(t, n, i, &perm, &mut s.rng);
+                    (d, geometric_ge1(&mut s.rng, p_packet))
+                }
+                Process::Bursty => {
+                    if s.burst_left == 0 {
+                        s.burst_left = geometric_ge1(&mut s.rng, 1.0 / t.mean_burst_packets);
+                        s.burst_dest = pick_dest(t, n, i, &perm, &mut s.rng);
+                    }
+                    s.burst_left -= 1;
+                    let gap = if s.burst_left == 0 { f as u64 + geometric_ge0_mean(&mut s.rng, off_mean) } else { f as u64 };
+                    (s.burst_dest, gap)
+                }
+            };
+            let vc = if vcs > 1 { s.rng.below(vcs) as u32 } else { 0 };
+            if a >= spec.warmup_cycles {
+                generated_flits += f as u64;
+            }
+            if (sq.len[i] as usize) < cap {
+                let idx = i * cap + (sq.head[i] as usize + sq.len[i] as usize) % cap;
+                sq.ring[idx] = (dest, vc, a);
+                sq.len[i] += 1;
+                bits::set(&mut sq.nonempty, i);
+            } else {
+                dropped += 1;
+            }
+            s.next = a + gap;
+            arrivals.push(Reverse((s.next, i as u32)));
+        }
+        // Sources send their heads if the input link is free and credits allow.
+        for wi in 0..w {
+            let mut m = sq.nonempty[wi];
+            while m != 0 {
+                let i = wi << 6 | m.trailing_zeros() as usize;
+                m &= m - 1;
+                let (dest, vc, birth) = sq.ring[i * cap + sq.head[i] as usize];
+                if sw.can_accept(i, vc as usize, f, c) {
+                    sw.inject(i, Packet { dest, vc, flits: f, birth_cycle: birth, tag: 0 }, c)?;
+                    sq.head[i] = ((sq.head[i] as usize + 1) % cap) as u32;
+                    sq.len[i] -= 1;
+                    if sq.len[i] == 0 {
+                        bits::clear(&mut sq.nonempty, i);
+                    }
+                }
+            }
+        }
+        sw.step(c);
+        dep.clear();
+        dep.extend_from_slice(sw.departures());
+        for d in &dep {
+            if d.tail_out_cycle >= spec.warmup_cycles {
+                latency.record(d.tail_out_cycle + 1 - d.packet.birth_cycle);
+            }
+            let o = d.output as usize;
+            if !dead[o] {
+                sw.return_credits(o, d.packet.vc as usize, d.packet.flits, d.tail_out_cycle + 1 + spec.credit_return_cycles)?;
+            }
+        }
+        if cycles_processed % 1024 == 0 {
+            sw.check_stall(c, cycle_ps)?;
+            if cycles_processed % 16384 == 0 {
+                interrupt.check((c as f64 * cycle_ps) as u64)?;
+            }
+        }
+    }
+    if !reset_done {
+        sw.reset_stats(spec.warmup_cycles);
+    }
+    let stats = sw.finish_stats(end).clone();
+    let cycles = spec.measure_cycles as f64;
+    let delivered = stats.flits_out;
+    let backlog: u64 = sq.len.iter().map(|&x| x as u64).sum();
+    let lambda = delivered as f64 / cycles;
+    Ok(SwitchLabResult {
+        ports: spec.switch.ports,
+        vcs: spec.switch.vcs,
+        measure_cycles: spec.measure_cycles,
+        cycle_ps,
+        active_sources,
+        offered_load: generated_flits as f64 / (cycles * active_sources.max(1) as f64),
+        accepted_throughput: delivered as f64 / (cycles * n as f64),
+        delivered_flits: delivered,
+        source_dropped_packets: dropped,
+        source_backlog_packets: backlog,
+        latency,
+        mean_occupancy_flits: stats.system_flit_cycles as f64 / cycles,
+        throughput_flits_per_cycle: lambda,
+        mean_sojourn_cycles: if delivered > 0 { stats.flit_sojourn_cycles as f64 / delivered as f64 } else { 0.0 },
+        switch: stats,
+        cycles_processed,
+    })
+}
+
+#[inline]
+fn pick_dest(t: &TrafficSpec, n: usize, i: usize, perm: &[u32], rng: &mut SimRng) -> u32 {
+    match t.pattern {
+        Pattern::Uniform => rng.below(n as u64) as u32,
+        Pattern::Permutation => perm[i],
+        Pattern::Hotspot => {
+            if rng.bernoulli(t.hotspot_fraction) {
+                t.hotspot_port
+            } else {
+                rng.below(n as u64) as u32
+            }
+        }
+        Pattern::Incast => t.incast_target,
+    }
+}

@@ -1,0 +1,113 @@
+//! Fixed-width bitsets over port indices, stored as `u64` words in caller-owned
+//! slices so that request matrices live in one preallocated buffer.
+
+/// Words needed for `n` bits.
+#[inline]
+pub fn words(n: usize) -> usize {
+    n.div_ceil(64)
+}
+
+#[inline]
+pub fn set(row: &mut [u64], i: usize) {
+    row[i >> 6] |= 1u64 << (i & 63);
+}
+
+#[inline]
+pub fn clear(row: &mut [u64], i: usize) {
+    row[i >> 6] &= !(1u64 << (i & 63));
+}
+
+#[inline]
+pub fn get(row: &[u64], i: usize) -> bool {
+    row[i >> 6] >> (i & 63) & 1 == 1
+}
+
+#[inline]
+pub fn is_empty(row: &[u64]) -> bool {
+    row.iter().all(|&w| w == 0)
+}
+
+#[inline]
+pub fn count(row: &[u64]) -> u32 {
+    row.iter().map(|w| w.count_ones()).sum()
+}
+
+/// First set bit at index >= `start` (cyclically, over `n` bits); `None` if empty.
+/// This is a round-robin arbiter whose highest-priority element is `start`.
+#[inline]
+pub fn next_cyclic(row: &[u64], start: usize, n: usize) -> Option<usize> {
+    let start = if start >= n { 0 } else { start };
+    let (w0, b0) = (start >> 6, start & 63);
+    let first = row[w0] & (!0u64 << b0);
+    if first != 0 {
+        return Some((w0 << 6) | first.trailing_zeros() as usize);
+    }
+    let nw = row.len();
+    for k in 1..=nw {
+        let w = (w0 + k) % nw;
+        let mut bits = row[w];
+        if k == nw {
+            // Wrapped back to the start word: only bits below b0 remain.
+            bits &= if b0 == 0 { 0 } else { (1u64 << b0) - 1 };
+        }
+        if bits != 0 {
+            let i = (w << 6) | bits.trailing_zeros() as usize;
+            return if i < n { Some(i) } else { None };
+        }
+    }
+    None
+}
+
+/// The `k`-th set bit (0-based) of `row`; the caller ensures `k < count(row)`.
+#[inline]
+pub fn nth(row: &[u64], mut k: u32) -> usize {
+    for (w, &word) in row.iter().enumerate() {
+        let c = word.count_ones();
+        if k < c {
+            let mut bits = word;
+            for _ in 0..k {
+                bits &= bits - 1;
+            }
+            return (w << 6) | bits.trailing_zeros() as usize;
+        }
+        k -= c;
+    }
+    unreachable!("nth: k beyond popcount")
+}
+
+/// Iterate the set bits of `row` in increasing order.
+#[inline]
+pub fn iter(row: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    row.iter().enumerate().flat_map(|(w, &word)| {
+        let mut bits = word;
+        std::iter::from_fn(move || {
+            if bits == 0 {
+                None
+            } else {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                Some((w << 6) | b)
+            }
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cyclic_search_wraps() {
+        let mut r = vec![0u64; 2];
+        set(&mut r, 3);
+        set(&mut r, 70);
+        assert_eq!(next_cyclic(&r, 0, 72), Some(3));
+        assert_eq!(next_cyclic(&r, 4, 72), Some(70));
+        assert_eq!(next_cyclic(&r, 71, 72), Some(3));
+        assert_eq!(next_cyclic(&r, 3, 72), Some(3));
+        assert_eq!(nth(&r, 1), 70);
+        assert_eq!(iter(&r).collect::<Vec<_>>(), vec![3, 70]);
+        clear(&mut r, 3);
+        assert_eq!(next_cyclic(&r, 71, 72), Some(70));
+    }
+}

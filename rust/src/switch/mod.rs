@@ -1,0 +1,1032 @@
+//! Cycle-level input-queued crossbar switch (the NVSwitch model).
+//!
+//! # Model
+//! - N ports on the switch's own clock; every port moves at most one flit per
+//!   cycle in and one out (the links' rate in flits per switch cycle).
+//! - Per input and VC a buffer of `buffer_per_vc_flits`, organized as VOQs or as
+//!   one FIFO ([`Queueing`]). A packet is admitted only if the whole packet
+//!   fits (credit-based flow control upstream, virtual cut-through).
+//! - A head flit may request `pipeline_latency_cycles` after it arrives. With
+//!   speedup S each cycle has S allocation rounds (slots); a granted input-output
+//!   pair stays connected for the whole packet (packet-mode scheduling, VCT),
+//!   moving one flit per slot. With S > 1 a packet requests only once its tail
+//!   is in the buffer, so the faster crossbar never runs ahead of the input link.
+//! - Without output buffers (S = 1) the crossbar drives the output link and a
+//!   grant needs downstream credits for the whole packet. With output buffers a
+//!   grant needs space there, and the output link drains one flit per cycle,
+//!   round-robin over VCs, sending a packet once the downstream holds credits
+//!   for all of it (cut-through from the output buffer).
+//! - Credit masks are applied before arbitration; the allocator ([`alloc`])
+//!   sees only free inputs, free outputs and requests that can proceed.
+//!
+//! # Event-driven
+//! Work happens only at slots where something changes: a head becomes ready,
+//! a connection ends, an output link frees, credits return, a packet is
+//! injected, or a previous round left grantable requests unmatched. Those
+//! times live in one min-heap; the owner asks [`Switch::next_event_cycle`] and
+//! skips idle time. Within a slot only ports with work are touched (bitsets of
+//! free ports and of inputs with ready heads). After construction nothing
+//! allocates.
+//!
+//! # API for a fabric
+//! [`Switch::can_accept`] / [`Switch::inject`] at an input (the upstream link's
+//! credit check and delivery), [`Switch::step`] per busy cycle,
+//! [`Switch::departures`] (packets whose tail left an output this cycle), and
+//! [`Switch::return_credits`] when the downstream frees buffer. Upstream credit
+//! returns are reported in [`Switch::upstream_credits`] (input, VC, flits, cycle).
+
+pub mod alloc;
+pub mod bits;
+mod spec;
+
+pub use spec::{Queueing, SwitchSpec, MAX_PORTS};
+
+use crate::error::{FlitsimError, Result};
+use crate::stats::Histogram;
+use alloc::{Allocator, Matching, Requests, NONE};
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// A packet as the switch sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Packet {
+    /// Output port.
+    pub dest: u32,
+    /// Virtual channel (kept from input to output).
+    pub vc: u32,
+    /// Length, flits (1..=max_packet_flits).
+    pub flits: u32,
+    /// Creation cycle at the source (for end-to-end latency; the switch orders
+    /// oldest-first by it).
+    pub birth_cycle: u64,
+    /// Opaque owner tag (e.g. a fabric's packet id).
+    pub tag: u64,
+}
+
+/// A packet that left an output port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Departure {
+    pub input: u32,
+    pub output: u32,
+    pub packet: Packet,
+    /// Cycle the head flit entered the input buffer.
+    pub head_in_cycle: u64,
+    /// Cycle the tail flit left the output port.
+    pub tail_out_cycle: u64,
+    /// Cycles the packet waited, ready, for a grant.
+    pub queueing_cycles: u64,
+}
+
+/// Counters per (input port, VC).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct InputVcStats {
+    pub packets_in: u64,
+    pub flits_in: u64,
+    /// Packets granted by the allocator.
+    pub packets_granted: u64,
+    /// Sum over granted packets of cycles waited ready for a grant.
+    pub queueing_cycles_sum: u64,
+    /// Time integral of buffer occupancy, flit-cycles (mean = this / cycles).
+    pub occupancy_flit_cycles: u64,
+    /// Largest occupancy seen, flits.
+    pub occupancy_max_flits: u64,
+}
+
+/// Counters per (output port, VC).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct OutputVcStats {
+    pub packets_out: u64,
+    pub flits_out: u64,
+    /// Episodes in which downstream credits fell below one maximum-size packet
+    /// (the VC could not take a packet: exhausted for virtual cut-through).
+    pub credit_exhaustion_episodes: u64,
+    /// Cycles spent exhausted.
+    pub credit_exhaustion_cycles: u64,
+}
+
+/// Counters per port.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PortStats {
+    /// Requests this input made that were not granted, summed over rounds.
+    pub input_conflicts: u64,
+    /// Requests to this output that were not granted, summed over rounds.
+    pub output_conflicts: u64,
+}
+
+/// All switch statistics since the last [`Switch::reset_stats`].
+#[derive(Debug, Clone, Serialize)]
+pub struct SwitchStats {
+    /// First cycle of the window.
+    pub since_cycle: u64,
+    /// Index `port * vcs + vc`.
+    pub inputs: Vec<InputVcStats>,
+    pub outputs: Vec<OutputVcStats>,
+    pub ports: Vec<PortStats>,
+    /// Packet latency inside the switch, head in to tail out inclusive
+    /// (tail_out - head_in + 1), cycles.
+    pub network_latency: Histogram,
+    /// Cycles a ready head waited for a grant.
+    pub queueing: Histogram,
+    /// Per output port, network latency.
+    pub output_latency: Vec<Histogram>,
+    /// Time integral of flits inside the switch (admitted, not yet departed),
+    /// flit-cycles: Little's law L.
+    pub system_flit_cycles: u64,
+    /// Sum over departed flits of their time in the switch, cycles
+    /// (tail_out + 1 - head_in per flit): Little's law W x departures.
+    pub flit_sojourn_cycles: u64,
+    pub flits_out: u64,
+    pub packets_out: u64,
+    /// Allocation rounds run (work done: idle slots cost none).
+    pub allocation_rounds: u64,
+    /// Slots processed.
+    pub slots_processed: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    pkt: Packet,
+    input: u32,
+    head_in: u64,
+    ready_at: u64,
+    queued: u64,
+}
+
+// Event kinds in the heap payload (top 4 bits).
+const EV_CONN_END: u8 = 0;
+const EV_LINK_FREE: u8 = 1;
+const EV_READY: u8 = 2;
+const EV_CREDIT: u8 = 3;
+
+/// Heap entry: (slot, kind, index, value); ties at one slot resolve by kind,
+/// then index, so runs are deterministic.
+type Ev = Reverse<(u64, u8, u32, u32)>;
+
+#[inline]
+fn ev(slot: u64, kind: u8, a: u32, b: u32) -> Ev {
+    Reverse((slot, kind, a, b))
+}
+
+/// Runtime state of one switch.
+pub struct Switch {
+    spec: SwitchSpec,
+    n: usize,
+    v: usize,
+    w: usize,
+    s: u64,
+    q_per_iv: usize,
+    max_f: u32,
+    outbuf: bool,
+    alloc: Box<dyn Allocator>,
+    req: Requests,
+    m: Matching,
+    // Input side.
+    slots: Vec<Slot>,
+    next: Vec<u32>,
+    free_stack: Vec<u32>,
+    free_top: Vec<u32>,
+    slots_per_iv: usize,
+    q_head: Vec<u32>,
+    q_tail: Vec<u32>,
+    q_len: Vec<u32>,
+    q_ready: Vec<u32>,
+    in_occ: Vec<u32>,
+    in_occ_last: Vec<u64>,
+    in_link_free: Vec<u64>,
+    /// `ready_rows[(i*V+v)*W ..]`: outputs with a ready head at (i, v).
+    ready_rows: Vec<u64>,
+    has_ready: Vec<u64>,
+    free_inputs: Vec<u64>,
+    conn_slot: Vec<u32>,
+    vc_ptr: Vec<u32>,
+    // Output side.
+    free_outputs: Vec<u64>,
+    /// `ok[v*W ..]`: outputs whose VC v can take a maximum-size packet.
+    ok: Vec<u64>,
+    okfree: Vec<u64>,
+    credits: Vec<u32>,
+    low_since: Vec<Option<u64>>,
+    ob_space: Vec<u32>,
+    ob_ring: Vec<Slot>,
+    ob_head: Vec<u32>,
+    ob_len: Vec<u32>,
+    ob_cap: usize,
+    link_busy: Vec<bool>,
+    link_cur: Vec<Slot>,
+    link_vc_ptr: Vec<u32>,
+    out_pending: Vec<u32>,
+    out_pending_mark: Vec<bool>,
+    // Time and events.
+    /// Far events (beyond the wheel's horizon); rare.
+    heap: BinaryHeap<Ev>,
+    /// Timing wheel for near events (every event the switch schedules for
+    /// itself lies within `wheel.len()` slots): bucket = slot & mask.
+    wheel: Vec<Vec<(u8, u32, u32)>>,
+    wheel_slot: Vec<u64>,
+    wheel_bits: Vec<u64>,
+    wheel_mask: u64,
+    wheel_events: usize,
+    now_cycle: u64,
+    retry_slot: Option<u64>,
+    dirty: bool,
+    sys_flits: u64,
+    sys_last: u64,
+    packets_inside: u64,
+    last_progress: u64,
+    departures: Vec<Departure>,
+    upstream: Vec<(u32, u32, u32, u64)>,
+    record_upstream: bool,
+    stats: SwitchStats,
+}
+
+impl Switch {
+    /// Build a switch with empty buffers and full downstream credits at cycle 0.
+    ///
+    /// # Errors
+    /// `Config` if the spec is invalid.
+    pub fn new(spec: &SwitchSpec) -> Result<Self> {
+        spec.validate()?;
+        let n = spec.ports as usize;
+        let v = spec.vcs as usize;
+        let w = bits::words(n);
+        let q_per_iv = if spec.queueing == Queueing::Voq { n } else { 1 };
+        let slots_per_iv = spec.buffer_per_vc_flits as usize;
+        let alloc = alloc::by_name(&spec.allocator, n, spec.iterations, spec.seed)?;
+        let needs_ages = alloc.needs_ages();
+        let outbuf = spec.output_buffer_per_vc_flits > 0;
+        let ob_cap = if outbuf { spec.output_buffer_per_vc_flits as usize } else { 0 };
+        let mut free_stack = Vec::with_capacity(n * v * slots_per_iv);
+        for iv in 0..n * v {
+            for k in (0..slots_per_iv).rev() {
+                free_stack.push((iv * slots_per_iv + k) as u32);
+            }
+        }
+        let mut all = vec![0u64; w];
+        for i in 0..n {
+            bits::set(&mut all, i);
+        }
+        let mut ok = Vec::with_capacity(v * w);
+        for _ in 0..v {
+            ok.extend_from_slice(&all);
+        }
+        // Longest self-scheduled delay: ready (pipeline + packet) or a
+        // connection / link holding a whole packet, in slots.
+        let horizon = (((spec.pipeline_latency_cycles as u64 + spec.max_packet_flits as u64 + 2) * spec.speedup as u64) as usize).next_power_of_two();
+        let mut sw = Switch {
+            n,
+            v,
+            w,
+            s: spec.speedup as u64,
+            q_per_iv,
+            max_f: spec.max_packet_flits,
+            outbuf,
+            alloc,
+            req: Requests::new(n, needs_ages),
+            m: Matching::new(n),
+            slots: vec![Slot::default(); n * v * slots_per_iv],
+            next: vec![NONE; n * v * slots_per_iv],
+            free_stack,
+            free_top: vec![slots_per_iv as u32; n * v],
+            slots_per_iv,
+            q_head: vec![NONE; n * v * q_per_iv],
+            q_tail: vec![NONE; n * v * q_per_iv],
+            q_len: vec![0; n * v * q_per_iv],
+            q_ready: vec![0; n * v * q_per_iv],
+            in_occ: vec![0; n * v],
+            in_occ_last: vec![0; n * v],
+            in_link_free: vec![0; n],
+            ready_rows: vec![0; n * v * w],
+            has_ready: vec![0; w],
+            free_inputs: all.clone(),
+            conn_slot: vec![NONE; n],
+            vc_ptr: vec![0; n],
+            free_outputs: all,
+            okfree: vec![0; ok.len()],
+            ok,
+            credits: vec![spec.downstream_credits_per_vc_flits; n * v],
+            low_since: vec![None; n * v],
+            ob_space: vec![spec.output_buffer_per_vc_flits; n * v],
+            ob_ring: vec![Slot::default(); n * v * ob_cap],
+            ob_head: vec![0; n * v],
+            ob_len: vec![0; n * v],
+            ob_cap,
+            link_busy: vec![false; n],
+            link_cur: vec![Slot::default(); n],
+            link_vc_ptr: vec![0; n],
+            out_pending: Vec::with_capacity(n),
+            out_pending_mark: vec![false; n],
+            heap: BinaryHeap::with_capacity(4 * n * v + 16),
+            wheel: (0..horizon).map(|_| Vec::with_capacity(2 * n + 4)).collect(),
+            wheel_slot: vec![0; horizon],
+            wheel_bits: vec![0; bits::words(horizon)],
+            wheel_mask: horizon as u64 - 1,
+            wheel_events: 0,
+            now_cycle: 0,
+            retry_slot: None,
+            dirty: false,
+            sys_flits: 0,
+            sys_last: 0,
+            packets_inside: 0,
+            last_progress: 0,
+            departures: Vec::with_capacity(4 * n),
+            upstream: Vec::with_capacity(4 * n),
+            record_upstream: false,
+            stats: SwitchStats {
+                since_cycle: 0,
+                inputs: vec![InputVcStats::default(); n * v],
+                outputs: vec![OutputVcStats::default(); n * v],
+                ports: vec![PortStats::default(); n],
+                network_latency: Histogram::new(),
+                queueing: Histogram::new(),
+                output_latency: vec![Histogram::new(); n],
+                system_flit_cycles: 0,
+                flit_sojourn_cycles: 0,
+                flits_out: 0,
+                packets_out: 0,
+                allocation_rounds: 0,
+                slots_processed: 0,
+            },
+            spec: spec.clone(),
+        };
+        sw.spec.stall_timeout_cycles = spec.stall_timeout();
+        Ok(sw)
+    }
+
+    /// Schedule an event at `slot` (>= the current cycle's first slot).
+    #[inline]
+    fn push_ev(&mut self, slot: u64, kind: u8, a: u32, b: u32) {
+        let base = self.now_cycle * self.s;
+        if slot >= base && slot - base <= self.wheel_mask {
+            let k = (slot & self.wheel_mask) as usize;
+            if self.wheel[k].is_empty() {
+                bits::set(&mut self.wheel_bits, k);
+                self.wheel_slot[k] = slot;
+            }
+            debug_assert_eq!(self.wheel_slot[k], slot);
+            self.wheel[k].push((kind, a, b));
+            self.wheel_events += 1;
+        } else {
+            self.heap.push(ev(slot, kind, a, b));
+        }
+    }
+
+    /// Earliest slot in the wheel.
+    #[inline]
+    fn wheel_next(&self) -> Option<u64> {
+        if self.wheel_events == 0 {
+            return None;
+        }
+        let start = ((self.now_cycle * self.s) & self.wheel_mask) as usize;
+        bits::next_cyclic(&self.wheel_bits, start, self.wheel.len()).map(|k| self.wheel_slot[k])
+    }
+
+    /// The validated spec (with the stall timeout resolved).
+    pub fn spec(&self) -> &SwitchSpec {
+        &self.spec
+    }
+
+    /// Keep a log of upstream credit returns in [`Self::upstream_credits`].
+    pub fn set_record_upstream_credits(&mut self, on: bool) {
+        self.record_upstream = on;
+    }
+
+    /// Cycle of the last [`Self::step`].
+    pub fn now_cycle(&self) -> u64 {
+        self.now_cycle
+    }
+
+    /// Packets admitted and not yet departed.
+    pub fn packets_inside(&self) -> u64 {
+        self.packets_inside
+    }
+
+    /// Free input buffer at (input, vc), flits (the upstream sender's credits).
+    #[inline]
+    pub fn input_free_flits(&self, input: usize, vc: usize) -> u32 {
+        self.spec.buffer_per_vc_flits - self.in_occ[input * self.v + vc]
+    }
+
+    /// Whether `inject(input, vc, flits)` at `cycle` would be accepted: the
+    /// input link is free and the buffer holds the whole packet.
+    #[inline]
+    pub fn can_accept(&self, input: usize, vc: usize, flits: u32, cycle: u64) -> bool {
+        self.in_link_free[input] <= cycle && self.input_free_flits(input, vc) >= flits
+    }
+
+    /// First cycle the input link can deliver another head flit.
+    #[inline]
+    pub fn input_link_free_cycle(&self, input: usize) -> u64 {
+        self.in_link_free[input]
+    }
+
+    /// Deliver a packet's head flit to `input` at `cycle` (its body follows one
+    /// flit per cycle). Call before [`Self::step`] for that cycle.
+    ///
+    /// # Errors
+    /// `Config` for an out-of-range port, VC, destination or length; `Config`
+    /// too if the buffer lacks room or the input link is still busy (the
+    /// caller must check [`Self::can_accept`], as a sender checks credits).
+    pub fn inject(&mut self, input: usize, pkt: Packet, cycle: u64) -> Result<()> {
+        let (n, v) = (self.n, self.v);
+        if input >= n || pkt.dest as usize >= n || pkt.vc as usize >= v || pkt.flits == 0 || pkt.flits > self.max_f {
+            return Err(FlitsimError::config(
+                "packet",
+                format!("input {input}, dest {}, vc {}, {} flits", pkt.dest, pkt.vc, pkt.flits),
+                &format!("ports < {n}, vc < {v}, 1..={} flits", self.max_f),
+            ));
+        }
+        if !self.can_accept(input, pkt.vc as usize, pkt.flits, cycle) || cycle < self.now_cycle {
+            return Err(FlitsimError::config(
+                "inject",
+                format!("input {input} vc {} at cycle {cycle}", pkt.vc),
+                "a free input link and buffer room for the whole packet (check can_accept)",
+            ));
+        }
+        let iv = input * v + pkt.vc as usize;
+        self.account_occ(iv, cycle);
+        self.in_occ[iv] += pkt.flits;
+        let st = &mut self.stats.inputs[iv];
+        st.packets_in += 1;
+        st.flits_in += pkt.flits as u64;
+        st.occupancy_max_flits = st.occupancy_max_flits.max(self.in_occ[iv] as u64);
+        self.account_sys(cycle);
+        self.sys_flits += pkt.flits as u64;
+        self.packets_inside += 1;
+        self.in_link_free[input] = cycle + pkt.flits as u64;
+        self.free_top[iv] -= 1;
+        let sl = self.free_stack[iv * self.slots_per_iv + self.free_top[iv] as usize];
+        let extra = if self.s > 1 { pkt.flits as u64 - 1 } else { 0 };
+        let ready_at = cycle + extra + self.spec.pipeline_latency_cycles as u64;
+        self.slots[sl as usize] = Slot { pkt, input: input as u32, head_in: cycle, ready_at, queued: 0 };
+        self.next[sl as usize] = NONE;
+        let q = iv * self.q_per_iv + if self.q_per_iv > 1 { pkt.dest as usize } else { 0 };
+        if self.q_tail[q] == NONE {
+            self.q_head[q] = sl;
+        } else {
+            self.next[self.q_tail[q] as usize] = sl;
+        }
+        self.q_tail[q] = sl;
+        self.q_len[q] += 1;
+        if ready_at <= cycle && self.s == 1 {
+            // Ready on arrival (no pipeline): no event needed.
+            self.on_ready(q);
+            self.dirty = true;
+        } else {
+            self.push_ev(ready_at * self.s, EV_READY, q as u32, 0);
+        }
+        self.last_progress = cycle;
+        Ok(())
+    }
+
+    /// Downstream credits for `flits` on (output, vc) arrive at `cycle`
+    /// (>= the current cycle).
+    ///
+    /// # Errors
+    /// `Config` for an out-of-range port or VC, or credits beyond the
+    /// configured count.
+    pub fn return_credits(&mut self, output: usize, vc: usize, flits: u32, cycle: u64) -> Result<()> {
+        if output >= self.n || vc >= self.v {
+            return Err(FlitsimError::config("return_credits", format!("output {output} vc {vc}"), "an existing output port and VC"));
+        }
+        if cycle <= self.now_cycle {
+            // Due now: usable from the next step on, as an event would be.
+            self.on_credit(output * self.v + vc, flits, self.now_cycle);
+        } else {
+            self.push_ev(cycle * self.s, EV_CREDIT, (output * self.v + vc) as u32, flits);
+        }
+        Ok(())
+    }
+
+    /// Earliest cycle at which [`Self::step`] has work, if any.
+    pub fn next_event_cycle(&self) -> Option<u64> {
+        let h = self.heap.peek().map(|Reverse((slot, ..))| *slot);
+        [h, self.wheel_next(), self.retry_slot].into_iter().flatten().min().map(|slot| slot / self.s)
+    }
+
+    /// Packets whose tail left an output during the last [`Self::step`].
+    pub fn departures(&self) -> &[Departure] {
+        &self.departures
+    }
+
+    /// Upstream credit returns (input, vc, flits, cycle) of the last step, if
+    /// recording is on.
+    pub fn upstream_credits(&self) -> &[(u32, u32, u32, u64)] {
+        &self.upstream
+    }
+
+    /// Process cycle `cycle` (non-decreasing across calls): events due, S
+    /// allocation rounds, output links. Injections for `cycle` come first.
+    pub fn step(&mut self, cycle: u64) {
+        self.departures.clear();
+        self.upstream.clear();
+        self.now_cycle = cycle;
+        for r in 0..self.s {
+            let slot = cycle * self.s + r;
+            let mut any = false;
+            while let Some(t) = self.wheel_next() {
+                if t > slot {
+                    break;
+                }
+                let k = (t & self.wheel_mask) as usize;
+                let mut evs = std::mem::take(&mut self.wheel[k]);
+                bits::clear(&mut self.wheel_bits, k);
+                self.wheel_events -= evs.len();
+                for &(kind, a, b) in &evs {
+                    self.handle(slot, kind, a as usize, b);
+                }
+                evs.clear();
+                self.wheel[k] = evs;
+                any = true;
+            }
+            while let Some(&Reverse((t, kind, a, b))) = self.heap.peek() {
+                if t > slot {
+                    break;
+                }
+                self.heap.pop();
+                self.handle(slot, kind, a as usize, b);
+                any = true;
+            }
+            let _ = any;
+            let retry = self.retry_slot.is_some_and(|s| s <= slot);
+            // Only a new ready head, a freed port or regained credit/space can
+            // create a match that the last allocation did not find.
+            if retry || self.dirty {
+                self.retry_slot = None;
+                self.dirty = false;
+                self.stats.slots_processed += 1;
+                self.allocate(slot);
+            }
+        }
+        if self.outbuf {
+            for k in 0..self.out_pending.len() {
+                let o = self.out_pending[k] as usize;
+                self.out_pending_mark[o] = false;
+                self.serve_output(o, cycle);
+            }
+            self.out_pending.clear();
+        }
+    }
+
+    fn handle(&mut self, slot: u64, kind: u8, a: usize, b: u32) {
+        let cycle = slot / self.s;
+        match kind {
+            EV_READY => self.on_ready(a),
+            EV_CONN_END => self.end_connection(a, slot),
+            EV_LINK_FREE => {
+                let o = a;
+                let sl = self.link_cur[o];
+                self.link_busy[o] = false;
+                let ov = o * self.v + sl.pkt.vc as usize;
+                self.ob_space[ov] += sl.pkt.flits;
+                self.update_ok(ov, cycle);
+                self.depart(o, &sl, cycle - 1, cycle);
+                self.pend_output(o);
+            }
+            EV_CREDIT => self.on_credit(a, b, cycle),
+            _ => unreachable!(),
+        }
+    }
+
+    #[inline]
+    fn on_ready(&mut self, q: usize) {
+        self.q_ready[q] += 1;
+        if self.q_ready[q] == 1 {
+            self.mark_head_ready(q);
+        }
+    }
+
+    fn on_credit(&mut self, ov: usize, flits: u32, cycle: u64) {
+        self.credits[ov] += flits;
+        self.update_ok(ov, cycle);
+        if self.outbuf {
+            self.pend_output(ov / self.v);
+        }
+    }
+
+    /// The head of queue `q` is ready: set its request bit.
+    fn mark_head_ready(&mut self, q: usize) {
+        self.dirty = true;
+        let iv = q / self.q_per_iv;
+        let head = self.q_head[q] as usize;
+        let o = self.slots[head].pkt.dest as usize;
+        let i = iv / self.v;
+        let row = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
+        bits::set(row, o);
+        bits::set(&mut self.has_ready, i);
+        // Queueing delay counts from readiness, including time spent behind
+        // earlier packets of the same queue.
+        self.slots[head].queued = self.slots[head].ready_at;
+    }
+
+    fn update_ok(&mut self, ov: usize, cycle: u64) {
+        let (o, vc) = (ov / self.v, ov % self.v);
+        let avail = if self.outbuf { self.ob_space[ov] } else { self.credits[ov] };
+        let row = &mut self.ok[vc * self.w..(vc + 1) * self.w];
+        if avail >= self.max_f {
+            if !bits::get(row, o) {
+                bits::set(row, o);
+                self.dirty = true;
+            }
+        } else {
+            bits::clear(row, o);
+        }
+        // Credit exhaustion bookkeeping (downstream credits).
+        let low = self.credits[ov] < self.max_f;
+        match (low, self.low_since[ov]) {
+            (true, None) => {
+                self.low_since[ov] = Some(cycle);
+                self.stats.outputs[ov].credit_exhaustion_episodes += 1;
+            }
+            (false, Some(since)) => {
+                self.low_since[ov] = None;
+                self.stats.outputs[ov].credit_exhaustion_cycles += cycle.saturating_sub(since.max(self.stats.since_cycle));
+            }
+            _ => {}
+        }
+    }
+
+    #[inline]
+    fn account_occ(&mut self, iv: usize, cycle: u64) {
+        let last = self.in_occ_last[iv].max(self.stats.since_cycle);
+        self.stats.inputs[iv].occupancy_flit_cycles += self.in_occ[iv] as u64 * cycle.saturating_sub(last);
+        self.in_occ_last[iv] = cycle;
+    }
+
+    #[inline]
+    fn account_sys(&mut self, cycle: u64) {
+        let last = self.sys_last.max(self.stats.since_cycle);
+        self.stats.system_flit_cycles += self.sys_flits * cycle.saturating_sub(last);
+        self.sys_last = cycle;
+    }
+
+    fn pend_output(&mut self, o: usize) {
+        if !self.out_pending_mark[o] {
+            self.out_pending_mark[o] = true;
+            self.out_pending.push(o as u32);
+        }
+    }
+
+    fn allocate(&mut self, slot: u64) {
+        let (n, v, w) = (self.n, self.v, self.w);
+        self.req.clear();
+        let needs_ages = self.alloc.needs_ages();
+        if bits::is_empty(&self.free_outputs) {
+            return;
+        }
+        // Outputs each VC may request this round: credit/space mask and free.
+        for vc in 0..v {
+            for k in 0..w {
+                self.okfree[vc * w + k] = self.ok[vc * w + k] & self.free_outputs[k];
+            }
+        }
+        for wi in 0..w {
+            let mut cand = self.has_ready[wi] & self.free_inputs[wi];
+            while cand != 0 {
+                let i = wi << 6 | cand.trailing_zeros() as usize;
+                cand &= cand - 1;
+                let row = &mut self.req.rows[i * w..(i + 1) * w];
+                let rows = &self.ready_rows[i * v * w..(i + 1) * v * w];
+                for (rr, of) in rows.chunks_exact(w).zip(self.okfree.chunks_exact(w)) {
+                    for ((r, a), b) in row.iter_mut().zip(rr).zip(of) {
+                        *r |= a & b;
+                    }
+                }
+                if row.iter().any(|&x| x != 0) {
+                    self.req.active.push(i as u32);
+                    if needs_ages {
+                        for o in bits::iter(&self.req.rows[i * w..(i + 1) * w]) {
+                            let mut age = u64::MAX;
+                            for vc in 0..v {
+                                if let Some(sl) = self.candidate(i, vc, o) {
+                                    age = age.min(self.slots[sl].pkt.birth_cycle);
+                                }
+                            }
+                            self.req.ages[i * n + o] = age;
+                        }
+                    }
+                }
+            }
+        }
+        if self.req.active.is_empty() {
+            return;
+        }
+        self.stats.allocation_rounds += 1;
+        self.m.clear();
+        self.alloc.allocate(&self.req, &mut self.m);
+        // Conflicts: requests not granted, per input and per output.
+        for k in 0..self.req.active.len() {
+            let i = self.req.active[k] as usize;
+            let row = &self.req.rows[i * w..(i + 1) * w];
+            let c = bits::count(row) as u64;
+            let granted = self.m.input_to_output[i] != NONE;
+            self.stats.ports[i].input_conflicts += c - granted as u64;
+            for o in bits::iter(row) {
+                if self.m.output_to_input[o] as usize != i {
+                    self.stats.ports[o].output_conflicts += 1;
+                }
+            }
+        }
+        let cycle = slot / self.s;
+        for k in 0..self.m.matched.len() {
+            let i = self.m.matched[k] as usize;
+            let o = self.m.input_to_output[i] as usize;
+            self.start_connection(i, o, slot, cycle);
+        }
+        // Unmatched requests between still-free ports: try again next slot.
+        for k in 0..self.req.active.len() {
+            let i = self.req.active[k] as usize;
+            if self.m.input_to_output[i] != NONE {
+                continue;
+            }
+            let row = &self.req.rows[i * w..(i + 1) * w];
+            if row.iter().zip(&self.free_outputs).any(|(a, b)| a & b != 0) {
+                self.retry_slot = Some(slot + 1);
+                break;
+            }
+        }
+    }
+
+    /// The slot of the ready head at (i, vc) bound for `o`, if it can go.
+    #[inline]
+    fn candidate(&self, i: usize, vc: usize, o: usize) -> Option<usize> {
+        let iv = i * self.v + vc;
+        if !bits::get(&self.ready_rows[iv * self.w..(iv + 1) * self.w], o) || !bits::get(&self.ok[vc * self.w..(vc + 1) * self.w], o) {
+            return None;
+        }
+        let q = iv * self.q_per_iv + if self.q_per_iv > 1 { o } else { 0 };
+        Some(self.q_head[q] as usize)
+    }
+
+    fn start_connection(&mut self, i: usize, o: usize, slot: u64, cycle: u64) {
+        let v = self.v;
+        // Pick the VC: round-robin from the input's pointer (oldest head for
+        // the age-based allocator).
+        let mut vc = NONE as usize;
+        if self.alloc.needs_ages() {
+            let mut best = u64::MAX;
+            for k in 0..v {
+                if let Some(sl) = self.candidate(i, k, o) {
+                    if self.slots[sl].pkt.birth_cycle < best {
+                        best = self.slots[sl].pkt.birth_cycle;
+                        vc = k;
+                    }
+                }
+            }
+        } else {
+            let start = self.vc_ptr[i] as usize;
+            for k in 0..v {
+                let c = (start + k) % v;
+                if self.candidate(i, c, o).is_some() {
+                    vc = c;
+                    break;
+                }
+            }
+        }
+        debug_assert!(vc != NONE as usize);
+        self.vc_ptr[i] = ((vc + 1) % v) as u32;
+        let iv = i * v + vc;
+        let q = iv * self.q_per_iv + if self.q_per_iv > 1 { o } else { 0 };
+        // Dequeue the head.
+        let sl = self.q_head[q] as usize;
+        self.q_head[q] = self.next[sl];
+        if self.q_head[q] == NONE {
+            self.q_tail[q] = NONE;
+        }
+        self.q_len[q] -= 1;
+        self.q_ready[q] -= 1;
+        bits::clear(&mut self.ready_rows[iv * self.w..(iv + 1) * self.w], o);
+        if self.q_ready[q] > 0 {
+            self.mark_head_ready(q);
+        } else if self.ready_rows[i * v * self.w..(i + 1) * v * self.w].iter().all(|&x| x == 0) {
+            bits::clear(&mut self.has_ready, i);
+        }
+        let pkt = self.slots[sl].pkt;
+        let waited = cycle - self.slots[sl].queued;
+        let st = &mut self.stats.inputs[iv];
+        st.packets_granted += 1;
+        st.queueing_cycles_sum += waited;
+        self.stats.queueing.record(waited);
+        self.slots[sl].queued = waited;
+        // Connect.
+        bits::clear(&mut self.free_inputs, i);
+        bits::clear(&mut self.free_outputs, o);
+        self.conn_slot[i] = sl as u32;
+        let ov = o * v + vc;
+        if self.outbuf {
+            self.ob_space[ov] -= pkt.flits;
+            let idx = ov * self.ob_cap + ((self.ob_head[ov] + self.ob_len[ov]) as usize % self.ob_cap);
+            self.ob_ring[idx] = self.slots[sl];
+            self.ob_ring[idx].queued = cycle; // head reaches the output buffer
+            self.ob_len[ov] += 1;
+            self.pend_output(o);
+        } else {
+            self.credits[ov] -= pkt.flits;
+        }
+        self.update_ok(ov, cycle);
+        self.push_ev(slot + pkt.flits as u64, EV_CONN_END, i as u32, 0);
+        self.last_progress = cycle;
+    }
+
+    fn end_connection(&mut self, i: usize, slot: u64) {
+        let cycle = slot / self.s;
+        let sl = self.conn_slot[i] as usize;
+        self.conn_slot[i] = NONE;
+        let s = self.slots[sl];
+        let (vc, o, f) = (s.pkt.vc as usize, s.pkt.dest as usize, s.pkt.flits);
+        let iv = i * self.v + vc;
+        self.account_occ(iv, cycle);
+        self.in_occ[iv] -= f;
+        self.free_stack[iv * self.slots_per_iv + self.free_top[iv] as usize] = sl as u32;
+        self.free_top[iv] += 1;
+        if self.record_upstream {
+            self.upstream.push((i as u32, vc as u32, f, cycle));
+        }
+        bits::set(&mut self.free_inputs, i);
+        bits::set(&mut self.free_outputs, o);
+        self.dirty = true;
+        if !self.outbuf {
+            // The crossbar drove the link: the tail left in the previous slot.
+            let wait = s.queued;
+            let mut d = s;
+            d.queued = wait;
+            self.depart(o, &d, (slot - 1) / self.s, cycle);
+        }
+        self.last_progress = cycle;
+    }
+
+    /// Output link service (output-buffered switches): start the next packet,
+    /// round-robin over VCs, if the downstream has credits for all of it.
+    fn serve_output(&mut self, o: usize, cycle: u64) {
+        if self.link_busy[o] {
+            return;
+        }
+        let v = self.v;
+        let start = self.link_vc_ptr[o] as usize;
+        for k in 0..v {
+            let vc = (start + k) % v;
+            let ov = o * v + vc;
+            if self.ob_len[ov] == 0 {
+                continue;
+            }
+            let idx = ov * self.ob_cap + self.ob_head[ov] as usize;
+            let sl = self.ob_ring[idx];
+            if sl.queued > cycle || self.credits[ov] < sl.pkt.flits {
+                continue;
+            }
+            self.ob_head[ov] = ((self.ob_head[ov] as usize + 1) % self.ob_cap) as u32;
+            self.ob_len[ov] -= 1;
+            self.credits[ov] -= sl.pkt.flits;
+            self.update_ok(ov, cycle);
+            self.link_busy[o] = true;
+            self.link_vc_ptr[o] = ((vc + 1) % v) as u32;
+            let mut cur = sl;
+            // Restore the grant-wait for the departure record.
+            cur.queued = self.slots_wait_of(&sl);
+            self.link_cur[o] = cur;
+            self.push_ev((cycle + sl.pkt.flits as u64) * self.s, EV_LINK_FREE, o as u32, 0);
+            self.last_progress = cycle;
+            return;
+        }
+    }
+
+    #[inline]
+    fn slots_wait_of(&self, sl: &Slot) -> u64 {
+        // In the output buffer `queued` holds the cycle the head crossed; the
+        // grant wait is that minus the ready time.
+        sl.queued.saturating_sub(sl.ready_at)
+    }
+
+    fn depart(&mut self, o: usize, s: &Slot, tail_out: u64, now: u64) {
+        let f = s.pkt.flits as u64;
+        self.account_sys(now);
+        self.sys_flits -= f;
+        self.packets_inside -= 1;
+        let ov = o * self.v + s.pkt.vc as usize;
+        let lat = tail_out + 1 - s.head_in;
+        let st = &mut self.stats;
+        st.outputs[ov].packets_out += 1;
+        st.outputs[ov].flits_out += f;
+        st.flits_out += f;
+        st.packets_out += 1;
+        st.flit_sojourn_cycles += f * lat;
+        st.network_latency.record(lat);
+        st.output_latency[o].record(lat);
+        self.departures.push(Departure {
+            input: s.input,
+            output: o as u32,
+            packet: s.pkt,
+            head_in_cycle: s.head_in,
+            tail_out_cycle: tail_out,
+            queueing_cycles: s.queued,
+        });
+    }
+
+    /// Start a new statistics window at `cycle` (e.g. after warm-up). Integrals
+    /// restart from the current state; open exhaustion episodes count as new.
+    pub fn reset_stats(&mut self, cycle: u64) {
+        let nv = self.n * self.v;
+        for iv in 0..nv {
+            self.in_occ_last[iv] = cycle;
+        }
+        self.sys_last = cycle;
+        let st = &mut self.stats;
+        st.since_cycle = cycle;
+        st.inputs.iter_mut().for_each(|x| *x = InputVcStats::default());
+        st.outputs.iter_mut().for_each(|x| *x = OutputVcStats::default());
+        st.ports.iter_mut().for_each(|x| *x = PortStats::default());
+        st.network_latency = Histogram::new();
+        st.queueing = Histogram::new();
+        st.output_latency.iter_mut().for_each(|h| *h = Histogram::new());
+        st.system_flit_cycles = 0;
+        st.flit_sojourn_cycles = 0;
+        st.flits_out = 0;
+        st.packets_out = 0;
+        st.allocation_rounds = 0;
+        st.slots_processed = 0;
+        for iv in 0..nv {
+            st.inputs[iv].occupancy_max_flits = self.in_occ[iv] as u64;
+            if self.low_since[iv].is_some() {
+                self.low_since[iv] = Some(cycle);
+                st.outputs[iv].credit_exhaustion_episodes += 1;
+            }
+        }
+    }
+
+    /// Close the window at `cycle` and return the statistics.
+    pub fn finish_stats(&mut self, cycle: u64) -> &SwitchStats {
+        for iv in 0..self.n * self.v {
+            self.account_occ(iv, cycle);
+            if let Some(since) = self.low_since[iv] {
+                self.stats.outputs[iv].credit_exhaustion_cycles += cycle.saturating_sub(since.max(self.stats.since_cycle));
+                self.low_since[iv] = Some(cycle);
+            }
+        }
+        self.account_sys(cycle);
+        &self.stats
+    }
+
+    /// Statistics so far (integrals up to the last change).
+    pub fn stats(&self) -> &SwitchStats {
+        &self.stats
+    }
+
+    /// Stall check: `Stalled` if packets are inside and no flit has moved
+    /// for the stall timeout (or nothing can ever happen again).
+    ///
+    /// # Errors
+    /// `Stalled` describing the blocked inputs, VCs and outputs.
+    pub fn check_stall(&self, cycle: u64, ps_per_cycle: f64) -> Result<()> {
+        if self.packets_inside == 0 {
+            return Ok(());
+        }
+        let idle = cycle.saturating_sub(self.last_progress);
+        if idle < self.spec.stall_timeout_cycles && self.next_event_cycle().is_some() {
+            return Ok(());
+        }
+        Err(FlitsimError::Stalled { time_ps: (cycle as f64 * ps_per_cycle) as u64, detail: self.describe_blocked(idle) })
+    }
+
+    /// Human-readable account of what is blocked.
+    pub fn describe_blocked(&self, idle_cycles: u64) -> String {
+        let mut parts = Vec::new();
+        let mut shown = 0;
+        for iv in 0..self.n * self.v {
+            if self.in_occ[iv] == 0 {
+                continue;
+            }
+            let (i, vc) = (iv / self.v, iv % self.v);
+            let mut head = None;
+            for k in 0..self.q_per_iv {
+                let q = iv * self.q_per_iv + k;
+                if self.q_head[q] != NONE {
+                    head = Some(self.slots[self.q_head[q] as usize].pkt);
+                    break;
+                }
+            }
+            if let Some(p) = head {
+                if shown < 8 {
+                    let ov = p.dest as usize * self.v + vc;
+                    let what = if self.outbuf {
+                        format!("output buffer space {} flits, downstream credits {} flits", self.ob_space[ov], self.credits[ov])
+                    } else {
+                        format!("downstream credits {} flits", self.credits[ov])
+                    };
+                    parts.push(format!(
+                        "input {i} VC{vc} holds {} flits, head packet ({} flits) waits for output {} VC{vc} ({what}, needs {})",
+                        self.in_occ[iv], p.flits, p.dest, self.max_f
+                    ));
+                }
+                shown += 1;
+            }
+        }
+        if shown > 8 {
+            parts.push(format!("... and {} more blocked input VCs", shown - 8));
+        }
+        format!(
+            "{} packets inside the switch, no flit moved for {idle_cycles} cycles (credits not returning?): {}",
+            self.packets_inside,
+            parts.join("; ")
+        )
+    }
+}
