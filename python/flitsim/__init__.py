@@ -11,9 +11,10 @@ from flitsim.errors import ConfigError, StalledError
 from flitsim.hardware import LinkSpec, PacketFormat, SerdesSpec, SystemPreset, link_preset, system_preset
 from flitsim.ledger import Ledger, ledger
 from flitsim.linklab import LinkTransferResult, link_transfer
+from flitsim.transfers import FabricNetwork, TransferResult, transfers
 
 __all__ = [
     "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
-    "link_transfer",
+    "link_transfer", "FabricNetwork", "TransferResult", "transfers",
 ]
