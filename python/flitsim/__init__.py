@@ -12,9 +12,10 @@ from flitsim.hardware import LinkSpec, PacketFormat, SerdesSpec, SystemPreset, l
 from flitsim.ledger import Ledger, ledger
 from flitsim.linklab import LinkTransferResult, link_transfer
 from flitsim import switchlab
+from flitsim.transfers import FabricNetwork, TransferResult, transfers
 
 __all__ = [
     "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
-    "link_transfer", "switchlab",
+    "link_transfer", "switchlab", "FabricNetwork", "TransferResult", "transfers",
 ]

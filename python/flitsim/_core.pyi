@@ -36,3 +36,6 @@ def execute_taskgraph(graph: dict[str, Any], network: Any) -> dict[str, Any]:
 
 def fabric_check(spec: Any) -> None:
     """Validate a fabric spec dict; raises ConfigError naming the wire or GPU at fault."""
+
+def fabric_transfers(spec: Any, batch: dict[str, Any]) -> dict[str, Any]:
+    """Run a batch of transfers (numpy columns src, dst, bytes, start_ps, after) on a fabric spec dict."""

@@ -20,8 +20,8 @@ pub mod fabric;
 pub mod link;
 pub mod phy;
 pub mod stats;
-pub mod taskgraph;
 pub mod switch;
+pub mod taskgraph;
 
 #[cfg(feature = "python")]
 pub mod python;

@@ -158,11 +158,13 @@ impl Model for Sim {
 /// # Errors
 /// `Config` for an invalid spec; `Interrupted` if the hook cancels.
 pub fn run(spec: &LinkTransferSpec, interrupt: &mut dyn Interrupt) -> Result<LinkTransferResult> {
-    let (rates, timing) = spec.link.derive().map_err(|e| crate::link::prefix_field(e, "link"))?;
+    let (rates, mut timing) = spec.link.derive().map_err(|e| crate::link::prefix_field(e, "link"))?;
     ensure(spec.total_bytes >= 1, "total_bytes", spec.total_bytes, "at least 1 byte")?;
     spec.link.packet.check_payload(spec.payload_bytes)?;
     let pf = spec.link.packet;
     let flits_full = pf.flits_per_packet(spec.payload_bytes) as u32;
+    // Exhausted = the VC cannot start one of this experiment's packets.
+    timing.exhaustion_below_flits = flits_full;
     let rec = spec.max_recorded_packets.min(pf.transfer(spec.total_bytes, spec.payload_bytes).packets) as usize;
     let mut sim = Sim {
         link: LinkDirection::new(timing),

@@ -19,9 +19,10 @@ use serde::Serialize;
 /// Per-VC credit statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct VcStats {
-    /// Episodes in which the VC's credit count reached zero.
+    /// Episodes in which the VC's credits fell below
+    /// `LinkTiming::exhaustion_below_flits` (it could not start a packet).
     pub exhaustion_episodes: u64,
-    /// Total time spent with zero credits, ps.
+    /// Total time spent exhausted, ps.
     pub exhaustion_ps: u64,
     /// Packets sent on this VC.
     pub packets: u64,
@@ -61,7 +62,7 @@ pub struct LinkDirection {
     timing: LinkTiming,
     busy_until_ps: TimePs,
     credits: Vec<u32>,
-    zero_since_ps: Vec<Option<TimePs>>,
+    exhausted_since_ps: Vec<Option<TimePs>>,
     vc_stats: Vec<VcStats>,
     stats: LinkStats,
 }
@@ -72,7 +73,7 @@ impl LinkDirection {
         let vcs = timing.vcs as usize;
         Self {
             credits: vec![timing.credits_per_vc_flits; vcs],
-            zero_since_ps: vec![None; vcs],
+            exhausted_since_ps: vec![None; vcs],
             vc_stats: vec![VcStats::default(); vcs],
             busy_until_ps: 0,
             stats: LinkStats::default(),
@@ -112,8 +113,8 @@ impl LinkDirection {
     pub fn send(&mut self, now_ps: TimePs, vc: usize, flits: u32, payload_bytes: u32) -> Transmission {
         debug_assert!(self.credits[vc] >= flits, "send without credits");
         self.credits[vc] -= flits;
-        if self.credits[vc] == 0 {
-            self.zero_since_ps[vc] = Some(now_ps);
+        if self.credits[vc] < self.timing.exhaustion_below_flits && self.exhausted_since_ps[vc].is_none() {
+            self.exhausted_since_ps[vc] = Some(now_ps);
             self.vc_stats[vc].exhaustion_episodes += 1;
         }
         let t = &self.timing;
@@ -140,16 +141,18 @@ impl LinkDirection {
     /// Credits for `flits` flits arrive back at the sender at `now_ps`.
     #[inline]
     pub fn return_credits(&mut self, now_ps: TimePs, vc: usize, flits: u32) {
-        if let Some(since) = self.zero_since_ps[vc].take() {
-            self.vc_stats[vc].exhaustion_ps += now_ps.saturating_sub(since);
-        }
         self.credits[vc] += flits;
+        if self.credits[vc] >= self.timing.exhaustion_below_flits {
+            if let Some(since) = self.exhausted_since_ps[vc].take() {
+                self.vc_stats[vc].exhaustion_ps += now_ps.saturating_sub(since);
+            }
+        }
         debug_assert!(self.credits[vc] <= self.timing.credits_per_vc_flits, "credit overflow");
     }
 
     /// Close open zero-credit episodes at `end_ps` (call once at the end of a run).
     pub fn finish(&mut self, end_ps: TimePs) {
-        for (vc, z) in self.zero_since_ps.iter_mut().enumerate() {
+        for (vc, z) in self.exhausted_since_ps.iter_mut().enumerate() {
             if let Some(since) = z.take() {
                 self.vc_stats[vc].exhaustion_ps += end_ps.saturating_sub(since);
             }

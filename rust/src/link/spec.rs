@@ -48,6 +48,10 @@ pub struct LinkTiming {
     pub vcs: u32,
     pub credits_per_vc_flits: u32,
     pub credit_return_ps: u64,
+    /// A VC counts as credit-exhausted while it holds fewer credits than this
+    /// (default: one maximum-size packet, which virtual cut-through needs to
+    /// start a packet; equal to "zero credits" when credits are a multiple of it).
+    pub exhaustion_below_flits: u32,
 }
 
 impl LinkTiming {
@@ -90,6 +94,7 @@ impl LinkSpec {
             vcs: self.vcs,
             credits_per_vc_flits: self.credits_per_vc_flits,
             credit_return_ps: self.credit_return_ps,
+            exhaustion_below_flits: max_pkt as u32,
         };
         Ok((rates, timing))
     }

@@ -6,6 +6,7 @@
 //! Ctrl-C raises `KeyboardInterrupt` promptly.
 
 mod convert;
+mod fabric;
 mod taskgraph;
 
 use crate::error::FlitsimError;
@@ -171,6 +172,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(link_transfer, m)?)?;
     m.add_function(wrap_pyfunction!(fabric_check, m)?)?;
     m.add_function(wrap_pyfunction!(switch_lab, m)?)?;
+    m.add_function(wrap_pyfunction!(fabric::fabric_transfers, m)?)?;
     m.add_function(wrap_pyfunction!(hold_model_events_per_s, m)?)?;
     m.add_function(wrap_pyfunction!(taskgraph::execute_taskgraph, m)?)?;
     Ok(())

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::Deserialize;
 
-fn col<'py, T: numpy::Element + Copy>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Vec<T>> {
+pub(crate) fn col<'py, T: numpy::Element + Copy>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Vec<T>> {
     let v = d.get_item(key)?.ok_or_else(|| ConfigError::new_err(format!("graph.{key}: missing column")))?;
     let a: PyReadonlyArray1<T> = v.extract().map_err(|e| {
         ConfigError::new_err(format!("graph.{key}: expected a 1-D numpy array of {} ({e})", std::any::type_name::<T>()))
@@ -32,6 +32,8 @@ enum NetworkSpec {
         #[serde(default)]
         bandwidth_bytes_per_s: u64,
     },
+    /// The cycle-level fabric.
+    Fabric { fabric: crate::fabric::FabricSpec },
 }
 
 /// Execute a columnar task graph over a network spec; returns per-task arrays.
@@ -63,6 +65,14 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             let d = PyDict::new(py);
             d.set_item("kind", "ideal")?;
             d.set_item("bytes_moved", net.bytes_moved)?;
+            (r, d)
+        }
+        NetworkSpec::Fabric { fabric } => {
+            let mut net = crate::fabric::FabricNetwork::new(&fabric)?;
+            let r = py.detach(|| execute(&g, &mut net, &mut signal_check))?;
+            let d = PyDict::new(py);
+            d.set_item("kind", "fabric")?;
+            d.set_item("packets", net.sim.packets_sent)?;
             (r, d)
         }
     };

@@ -1,0 +1,168 @@
+"""Transfers on a whole fabric: (src, dst, bytes, start, dependency) arrays in,
+completion times and fabric statistics out.
+
+Every transfer is cut into packets (``gpu.payload_bytes`` each, or coalesced
+into ``sim_packet_bytes`` simulated packets), sprayed over the source GPU's
+ports, switched cycle by cycle and drained at the destination. Statistics
+stream: memory is bounded by the fabric, not by the number of packets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from flitsim import _core
+from flitsim.errors import ConfigError
+from flitsim.hardware.fabric import FabricSpec, fabric_preset
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class FabricNetwork:
+    """The cycle-level fabric as the network of a task graph
+    (``flitsim.taskgraph.execute(graph, FabricNetwork(spec))``): transfer tasks
+    run packet by packet. Plane folding is not applied (work arrives over time)."""
+
+    fabric: FabricSpec
+
+    def to_core(self, devices: int) -> dict[str, Any]:
+        if devices > self.fabric.gpus:
+            raise ConfigError(f"devices = {devices}: the task graph uses more devices than the fabric's "
+                              f"{self.fabric.gpus} GPUs")
+        return {"kind": "fabric", "fabric": self.fabric.core_dict()}
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    """Outcome of :func:`transfers`.
+
+    Attributes:
+        transfers: one row per transfer: src, dst, bytes, start_ps, end_ps,
+            duration_ps, GBps (bytes / duration, 1e9 B/s).
+        links: one row per GPU port (GPU -> switch direction): gpu, port,
+            switch, utilization (busy / makespan), payload_bytes, wire_bytes,
+            packets, credit_exhaustion_episodes, credit_exhaustion_ps.
+        switch_ports: one row per (switch, port): gpu (wired to it),
+            output_utilization (switch -> GPU link), input_conflicts,
+            output_conflicts (requests not granted), mean_queueing_ns (ready to
+            grant), input_occupancy_max_flits, output_credit_exhaustion_episodes,
+            output_credit_exhaustion_ns.
+        reorder: per GPU: max_packets and mean_packets held in its reorder buffer.
+        makespan_ps: last completion.
+        folded_planes: identical switch planes simulated as one (1 = none);
+            statistics then describe one plane. fold_reason says why or why not.
+    """
+
+    transfers: "pd.DataFrame"
+    links: "pd.DataFrame"
+    switch_ports: "pd.DataFrame"
+    reorder: "pd.DataFrame"
+    makespan_ps: int
+    folded_planes: int
+    fold_reason: str
+    packets: int
+    events: int
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-safe headline figures."""
+        t = self.transfers
+        return {
+            "transfers": len(t), "bytes": int(t.bytes.sum()), "makespan_us": self.makespan_ps / 1e6,
+            "aggregate_GBps": float(t.bytes.sum() / self.makespan_ps * 1e3) if self.makespan_ps else 0.0,
+            "max_link_utilization": float(self.links.utilization.max()),
+            "credit_exhaustion_episodes": int(self.links.credit_exhaustion_episodes.sum()),
+            "arbitration_conflicts": int(self.switch_ports.output_conflicts.sum()),
+            "max_reorder_packets": int(self.reorder.max_packets.max()),
+            "folded_planes": self.folded_planes, "fold_reason": self.fold_reason,
+            "packets": self.packets, "events": self.events,
+        }
+
+
+def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None) -> np.ndarray:
+    if v is None:
+        if default is None:
+            raise ConfigError(f"{name} = None: required")
+        return np.full(n, default, dtype=dtype)
+    a = np.asarray(v)
+    if a.ndim == 0:
+        a = np.full(n, a)
+    if a.shape != (n,):
+        raise ConfigError(f"{name}: shape {a.shape}, expected ({n},) (one entry per transfer)")
+    if a.dtype.kind not in "iu":
+        raise ConfigError(f"{name}: dtype {a.dtype}, expected integers")
+    lo = -1 if name == "after" else 0
+    if a.size and a.min() < lo:
+        raise ConfigError(f"{name} = {int(a.min())}: expected values >= {lo}")
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
+              nbytes: Sequence[int] | np.ndarray | int, *, start_ps: Any = None, after: Any = None) -> TransferResult:
+    """Run transfers on a fabric.
+
+    Args:
+        fabric: a :class:`FabricSpec` or preset name (``gb200-nvl72``, ...).
+        src, dst: GPU ids, shape (n,).
+        nbytes: bytes per transfer, shape (n,) or a scalar.
+        start_ps: earliest start per transfer, ps (default 0).
+        after: index of a transfer that must finish first, or -1 (default -1).
+
+    Returns:
+        :class:`TransferResult`.
+
+    Raises:
+        ConfigError: GPU ids outside the fabric, mismatched shapes, negative
+            sizes, a dependency cycle, an invalid fabric.
+        StalledError: transfers that can never finish (the message says what
+            is blocked).
+    """
+    if isinstance(fabric, str):
+        fabric = fabric_preset(fabric)
+    if not isinstance(fabric, FabricSpec):
+        raise ConfigError(f"fabric = {fabric!r}: expected a FabricSpec or a preset name")
+    s = np.asarray(src)
+    if s.ndim != 1 or s.size == 0:
+        raise ConfigError(f"src: shape {s.shape}, expected a non-empty 1-D array of GPU ids")
+    n = s.size
+    batch = {"src": _col("src", src, n, np.uint32), "dst": _col("dst", dst, n, np.uint32),
+             "bytes": _col("nbytes", nbytes, n, np.uint64), "start_ps": _col("start_ps", start_ps, n, np.uint64, 0),
+             "after": _col("after", after, n, np.int64, -1)}
+    r = _core.fabric_transfers(fabric.core_dict(), batch)
+    return _result(r, batch, fabric)
+
+
+def _result(r: dict[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec) -> TransferResult:
+    import pandas as pd
+
+    mk = max(int(r["makespan_ps"]), 1)
+    start = r["start_ps"].astype(np.int64)
+    end = r["end_ps"].astype(np.int64)
+    dur = end - start
+    t = pd.DataFrame({"src": batch["src"], "dst": batch["dst"], "bytes": batch["bytes"].astype(np.int64),
+                      "start_ps": start, "end_ps": end, "duration_ps": dur,
+                      "GBps": np.where(dur > 0, batch["bytes"] / np.maximum(dur, 1) * 1e3, np.nan)})
+    lk = {k: np.asarray(v).astype(np.int64) for k, v in r["links"].items()}
+    links = pd.DataFrame(lk)
+    links.insert(3, "utilization", links.busy_ps / mk)
+    sp = {k: np.asarray(v).astype(np.int64) for k, v in r["switch_ports"].items()}
+    ports = pd.DataFrame(sp)
+    cyc = float(r["switch_cycle_ps"])
+    gpu_of = {}
+    folded = int(r["folded_planes"])
+    for w in fabric.wires:
+        if folded == 1 or w.switch == 0:
+            gpu_of[(w.switch, w.switch_port)] = w.gpu
+    ports.insert(2, "gpu", [gpu_of.get((a, b), -1) for a, b in zip(ports.switch, ports.port)])
+    ports["output_utilization"] = ports.output_flits * cyc / mk
+    ports["mean_queueing_ns"] = np.where(ports.packets_granted > 0,
+                                         ports.queueing_cycles_sum * cyc / 1e3 / np.maximum(ports.packets_granted, 1), 0.0)
+    ports["output_credit_exhaustion_ns"] = ports.output_credit_exhaustion_cycles * cyc / 1e3
+    ro = pd.DataFrame({k: np.asarray(v) for k, v in r["reorder"].items()})
+    ro.insert(0, "gpu", np.arange(len(ro)))
+    return TransferResult(t, links, ports, ro, int(r["makespan_ps"]), folded, str(r["fold_reason"]),
+                          int(r["packets"]), int(r["events"]))

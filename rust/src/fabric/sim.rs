@@ -1,0 +1,648 @@
+//! The fabric simulator: GPU ports with their links, cycle-level switches,
+//! and the events between them, on one event queue.
+//!
+//! Path of a packet: a GPU port picks the next packet of one of its transfer
+//! shares (round-robin over shares) when its serializer is free, the packet's
+//! VC holds credits for all its flits (the switch input buffer), and the GPU's
+//! outstanding/injection limits allow; the head reaches the switch input after
+//! one flit time plus the link latency and is injected on the switch's clock;
+//! the switch allocates and drives its output link one flit per cycle; the
+//! tail reaches the destination GPU the link latency after leaving; the GPU
+//! drains it (at once, or at its ejection rate) and returns the credits to
+//! the switch output after `credit_return_ps`. The switch returns input-buffer
+//! credits to the GPU port the same way.
+//!
+//! Switch steps happen only at cycles where a switch has work. A wake event
+//! re-queues itself once at the same picosecond before stepping, so every
+//! packet head due in that cycle (all scheduled earlier, since link latency is
+//! positive) is injected first.
+
+use super::spec::{FabricSpec, Spray};
+use super::topology::Topology;
+use crate::engine::{Scheduler, TimePs};
+use crate::error::{FlitsimError, Result};
+use crate::link::{LinkDirection, LinkTiming};
+use crate::phy::PacketFormat;
+use crate::switch::{Packet, Queueing, Switch, SwitchSpec};
+use std::collections::VecDeque;
+
+/// Bits in a transfer's reorder window.
+const REORDER_WINDOW: u64 = 4096;
+const NONE: u32 = u32::MAX;
+
+/// Fabric events.
+#[derive(Debug, Clone, Copy)]
+pub enum FEv {
+    StartTransfer(u32),
+    PortTry(u32),
+    Arrive { sw: u32, input: u32, pkt: u32 },
+    Wake { sw: u32, cycle: u64, deferred: bool },
+    Deliver { port: u32, pkt: u32 },
+    Consume { port: u32, pkt: u32 },
+    CreditGpu { port: u32, vc: u32, flits: u32 },
+    CreditSw { sw: u32, out: u32, vc: u32, flits: u32 },
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct PktInfo {
+    xfer: u32,
+    bytes: u32,
+    flits: u32,
+    vc: u32,
+    seq: u64,
+    src_port: u32,
+    sw: u32,
+    out: u32,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Share {
+    xfer: u32,
+    full_left: u64,
+    last_bytes: u32,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Xfer {
+    pub src: u32,
+    pub dst: u32,
+    pub bytes: u64,
+    pub start_ps: TimePs,
+    pub end_ps: TimePs,
+    pub done: bool,
+    pub tag: u32,
+    vc: u32,
+    left: u64,
+    next_seq: u64,
+    prefix: u64,
+    received: u64,
+    window: u32,
+}
+
+struct Port {
+    sw: u32,
+    sw_port: u32,
+    link: LinkDirection,
+    rx: LinkTiming,
+    queue: VecDeque<u32>,
+    try_at: Option<TimePs>,
+    blocked: bool,
+    outstanding: u32,
+    max_outstanding: u32,
+    next_inject_ps: TimePs,
+    inj_ps_per_byte: f64,
+    rx_free_ps: TimePs,
+    rx_ps_per_byte: f64,
+}
+
+struct Sw {
+    sw: Switch,
+    cycle_ps: f64,
+    wake_at: Option<u64>,
+    stepped: Option<u64>,
+}
+
+/// Per-GPU reorder-buffer statistics.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct ReorderStats {
+    /// Packets held (arrived after a gap) at the worst moment.
+    pub max_packets: u64,
+    /// Sum over deliveries of packets held just after each delivery.
+    pub held_sum: u64,
+    pub deliveries: u64,
+    /// Packets that arrived beyond the 4096-packet tracking window.
+    pub window_overflows: u64,
+}
+
+/// The simulator state.
+pub struct FabricSim {
+    pub(crate) topo: Topology,
+    spray: Spray,
+    ports: Vec<Port>,
+    sws: Vec<Sw>,
+    pub(crate) xfers: Vec<Xfer>,
+    shares: Vec<Share>,
+    pkts: Vec<PktInfo>,
+    free_pkts: Vec<u32>,
+    windows: Vec<[u64; (REORDER_WINDOW / 64) as usize]>,
+    free_windows: Vec<u32>,
+    rr_out: Vec<u32>,
+    fmt: PacketFormat,
+    payload: u64,
+    sim_bytes: u64,
+    vcs: u32,
+    scratch: Vec<u32>,
+    in_flight: Vec<u64>,
+    pub(crate) reorder: Vec<ReorderStats>,
+    /// Completed transfers not yet collected by the owner: (transfer, time).
+    pub(crate) completed: Vec<(u32, TimePs)>,
+    pub(crate) packets_sent: u64,
+}
+
+fn ceil_div_f(t: f64) -> u64 {
+    (t - 1e-6).ceil().max(0.0) as u64
+}
+
+impl FabricSim {
+    /// Build from a validated spec. `port_divisor` is the GPU port count that
+    /// GPU-wide limits are split over (the spec's own unless plane-folded).
+    pub fn new(spec: &FabricSpec, port_divisor: u32) -> Result<Self> {
+        spec.validate()?;
+        let topo = Topology::new(spec);
+        let link0 = &spec.links[0];
+        let fmt = link0.packet;
+        let payload = spec.gpu.payload_bytes as u64;
+        let sim_bytes = if spec.sim_packet_bytes == 0 { payload } else { spec.sim_packet_bytes };
+        let proto = sim_bytes / payload;
+        let max_f = (proto * fmt.flits_per_packet(payload)) as u32;
+        let vcs = link0.vcs;
+        let mut ports = Vec::with_capacity(topo.gpu_port_to.len());
+        let mut rate_bps = None;
+        let div = port_divisor.max(1) as f64;
+        for p in 0..topo.gpu_port_to.len() {
+            let (sw, sw_port, li) = topo.gpu_port_to[p].unwrap_or((NONE, NONE, 0));
+            let (_, mut timing) = spec.links[li as usize].derive()?;
+            let rx = timing;
+            rate_bps.get_or_insert(timing.rate_bps);
+            let buf = if spec.switch.buffer_per_vc_flits > 0 { spec.switch.buffer_per_vc_flits } else { timing.credits_per_vc_flits };
+            // Coalesced packets: every buffer holds at least two simulated packets.
+            timing.credits_per_vc_flits = buf.max(2 * max_f);
+            timing.exhaustion_below_flits = max_f;
+            let g = &spec.gpu;
+            ports.push(Port {
+                sw,
+                sw_port,
+                link: LinkDirection::new(timing),
+                rx,
+                queue: VecDeque::new(),
+                try_at: None,
+                blocked: false,
+                outstanding: 0,
+                max_outstanding: if g.max_outstanding_packets == 0 { 0 } else { ((g.max_outstanding_packets as f64 / div).ceil() as u32).max(1) },
+                next_inject_ps: 0,
+                inj_ps_per_byte: if g.injection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.injection_bytes_per_s as f64 },
+                rx_free_ps: 0,
+                rx_ps_per_byte: if g.ejection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.ejection_bytes_per_s as f64 },
+            });
+        }
+        let rate = rate_bps.unwrap_or(1) as f64;
+        let flit_bits = fmt.flit_bytes as f64 * 8.0;
+        let clock_ghz = if spec.switch.clock_ghz > 0.0 { spec.switch.clock_ghz } else { rate / flit_bits / 1e9 };
+        let (_, t0) = link0.derive()?;
+        let sb = if spec.switch.buffer_per_vc_flits > 0 { spec.switch.buffer_per_vc_flits } else { t0.credits_per_vc_flits };
+        let mut sws = Vec::with_capacity(spec.switches as usize);
+        for _ in 0..spec.switches {
+            let ss = SwitchSpec {
+                ports: spec.switch_ports.max(1),
+                vcs,
+                buffer_per_vc_flits: sb.max(2 * max_f),
+                max_packet_flits: max_f,
+                queueing: if spec.switch.queueing == "fifo" { Queueing::Fifo } else { Queueing::Voq },
+                speedup: spec.switch.speedup,
+                pipeline_latency_cycles: spec.switch.pipeline_latency_cycles,
+                output_buffer_per_vc_flits: if spec.switch.output_buffer_per_vc_flits == 0 { 0 } else { spec.switch.output_buffer_per_vc_flits.max(2 * max_f) },
+                downstream_credits_per_vc_flits: t0.credits_per_vc_flits.max(2 * max_f),
+                allocator: spec.switch.allocator.clone(),
+                iterations: spec.switch.iterations,
+                clock_ghz,
+                seed: 0,
+                stall_timeout_cycles: 0,
+            };
+            let mut sw = Switch::new(&ss).map_err(|e| crate::link::prefix_field(e, "switch"))?;
+            sw.set_record_upstream_credits(true);
+            sws.push(Sw { sw, cycle_ps: 1000.0 / clock_ghz, wake_at: None, stepped: None });
+        }
+        Ok(FabricSim {
+            rr_out: vec![0; (topo.switches * topo.gpus) as usize],
+            reorder: vec![ReorderStats::default(); topo.gpus as usize],
+            in_flight: vec![0; topo.gpus as usize],
+            topo,
+            spray: spec.spray,
+            ports,
+            sws,
+            xfers: Vec::new(),
+            shares: Vec::new(),
+            pkts: Vec::new(),
+            free_pkts: Vec::new(),
+            windows: Vec::new(),
+            free_windows: Vec::new(),
+            fmt,
+            payload,
+            sim_bytes,
+            vcs,
+            scratch: Vec::new(),
+            completed: Vec::new(),
+            packets_sent: 0,
+        })
+    }
+
+    /// Register a transfer; start it by scheduling `FEv::StartTransfer(id)`.
+    pub fn add_transfer(&mut self, src: u32, dst: u32, bytes: u64, tag: u32) -> Result<u32> {
+        let g = self.topo.gpus;
+        if src >= g || dst >= g {
+            return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &format!("GPU ids in 0..{g} (the fabric has {g} GPUs)")));
+        }
+        let id = self.xfers.len() as u32;
+        self.xfers.push(Xfer {
+            src,
+            dst,
+            bytes,
+            start_ps: 0,
+            end_ps: 0,
+            done: false,
+            tag,
+            vc: id % self.vcs,
+            left: bytes,
+            next_seq: 0,
+            prefix: 0,
+            received: 0,
+            window: NONE,
+        });
+        Ok(id)
+    }
+
+    #[inline]
+    fn t_of(&self, sw: usize, cycle: u64) -> TimePs {
+        ceil_div_f(cycle as f64 * self.sws[sw].cycle_ps)
+    }
+
+    #[inline]
+    fn c_of(&self, sw: usize, t: TimePs) -> u64 {
+        ((t as f64 / self.sws[sw].cycle_ps) - 1e-9).ceil().max(0.0) as u64
+    }
+
+    fn flits_for(&self, bytes: u64) -> u32 {
+        let k = bytes.div_ceil(self.payload);
+        ((k - 1) * self.fmt.flits_per_packet(self.payload) + self.fmt.flits_per_packet(bytes - (k - 1) * self.payload)) as u32
+    }
+
+    fn complete(&mut self, x: u32, now: TimePs) {
+        let t = &mut self.xfers[x as usize];
+        t.done = true;
+        t.end_ps = now;
+        if t.window != NONE {
+            self.free_windows.push(t.window);
+            t.window = NONE;
+        }
+        self.completed.push((x, now));
+    }
+
+    /// Make sure switch `s` is stepped at its next event cycle, and no later
+    /// than `at` if given (after an injection or a credit return, which the
+    /// switch acts on at its next step without an event of its own).
+    fn ensure_wake(&mut self, s: usize, at: Option<u64>, q: &mut dyn Scheduler<FEv>) {
+        let sw = &self.sws[s];
+        let next = match (sw.sw.next_event_cycle(), at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let Some(mut c) = next else { return };
+        if let Some(st) = sw.stepped {
+            c = c.max(st + 1);
+        }
+        if sw.wake_at.is_some_and(|w| w <= c) {
+            return;
+        }
+        self.sws[s].wake_at = Some(c);
+        let t = self.t_of(s, c);
+        q.schedule(t, FEv::Wake { sw: s as u32, cycle: c, deferred: false });
+    }
+
+    fn schedule_try(&mut self, p: usize, at: TimePs, q: &mut dyn Scheduler<FEv>) {
+        let port = &mut self.ports[p];
+        if port.try_at.is_some_and(|t| t <= at) {
+            return;
+        }
+        port.try_at = Some(at);
+        q.schedule(at, FEv::PortTry(p as u32));
+    }
+
+    /// Handle one event.
+    pub fn handle(&mut self, now: TimePs, ev: FEv, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+        match ev {
+            FEv::StartTransfer(x) => self.start_transfer(now, x, q),
+            FEv::PortTry(p) => {
+                let p = p as usize;
+                if self.ports[p].try_at != Some(now) {
+                    return Ok(());
+                }
+                self.ports[p].try_at = None;
+                self.port_try(now, p, q)
+            }
+            FEv::Arrive { sw, input, pkt } => {
+                let s = sw as usize;
+                let info = self.pkts[pkt as usize];
+                let c = self.c_of(s, now).max(self.sws[s].stepped.map_or(0, |x| x + 1)).max(self.sws[s].sw.input_link_free_cycle(input as usize));
+                let packet = Packet { dest: info.out, vc: info.vc, flits: info.flits, birth_cycle: c, tag: pkt as u64 };
+                if !self.sws[s].sw.can_accept(input as usize, info.vc as usize, info.flits, c) {
+                    return Err(FlitsimError::Stalled {
+                        time_ps: now,
+                        detail: format!("switch {sw} input {input} VC {} cannot take a {}-flit packet the link had credits for (credit accounting out of step)", info.vc, info.flits),
+                    });
+                }
+                self.sws[s].sw.inject(input as usize, packet, c)?;
+                self.ensure_wake(s, Some(c), q);
+                Ok(())
+            }
+            FEv::Wake { sw, cycle, deferred } => {
+                let s = sw as usize;
+                if self.sws[s].wake_at != Some(cycle) {
+                    return Ok(());
+                }
+                if !deferred {
+                    q.schedule(now, FEv::Wake { sw, cycle, deferred: true });
+                    return Ok(());
+                }
+                self.sws[s].wake_at = None;
+                let c = self.sws[s].stepped.map_or(cycle, |st| cycle.max(st + 1));
+                self.sws[s].sw.step(c);
+                self.sws[s].stepped = Some(c);
+                self.after_step(s, q);
+                self.ensure_wake(s, None, q);
+                Ok(())
+            }
+            FEv::Deliver { port, pkt } => {
+                let p = port as usize;
+                let bytes = self.pkts[pkt as usize].bytes as f64;
+                let pr = &mut self.ports[p];
+                if pr.rx_ps_per_byte > 0.0 {
+                    let t = now.max(pr.rx_free_ps) + (bytes * pr.rx_ps_per_byte).ceil() as u64;
+                    pr.rx_free_ps = t;
+                    q.schedule(t, FEv::Consume { port, pkt });
+                    Ok(())
+                } else {
+                    self.consume(now, p, pkt, q)
+                }
+            }
+            FEv::Consume { port, pkt } => self.consume(now, port as usize, pkt, q),
+            FEv::CreditGpu { port, vc, flits } => {
+                let p = port as usize;
+                self.ports[p].link.return_credits(now, vc as usize, flits);
+                if self.ports[p].blocked {
+                    self.ports[p].blocked = false;
+                    self.schedule_try(p, now, q);
+                }
+                Ok(())
+            }
+            FEv::CreditSw { sw, out, vc, flits } => {
+                let s = sw as usize;
+                let c = self.c_of(s, now).max(self.sws[s].stepped.map_or(0, |x| x + 1));
+                self.sws[s].sw.return_credits(out as usize, vc as usize, flits, c)?;
+                self.ensure_wake(s, Some(c), q);
+                Ok(())
+            }
+        }
+    }
+
+    fn after_step(&mut self, s: usize, q: &mut dyn Scheduler<FEv>) {
+        let sp = self.topo.switch_ports;
+        for k in 0..self.sws[s].sw.departures().len() {
+            let d = self.sws[s].sw.departures()[k];
+            let gp = self.topo.switch_port_to[(s as u32 * sp + d.output) as usize].expect("routed to a wired port");
+            let t = self.t_of(s, d.tail_out_cycle + 1) + self.ports[gp as usize].rx.latency_ps;
+            q.schedule(t, FEv::Deliver { port: gp, pkt: d.packet.tag as u32 });
+        }
+        for k in 0..self.sws[s].sw.upstream_credits().len() {
+            let (input, vc, flits, cycle) = self.sws[s].sw.upstream_credits()[k];
+            let gp = self.topo.switch_port_to[(s as u32 * sp + input) as usize].expect("wired input");
+            let t = self.t_of(s, cycle) + self.ports[gp as usize].link.timing().credit_return_ps;
+            q.schedule(t, FEv::CreditGpu { port: gp, vc, flits });
+        }
+    }
+
+    fn start_transfer(&mut self, now: TimePs, x: u32, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+        let (src, dst, bytes) = {
+            let t = &mut self.xfers[x as usize];
+            t.start_ps = now;
+            (t.src, t.dst, t.bytes)
+        };
+        if bytes == 0 || src == dst {
+            self.complete(x, now);
+            return Ok(());
+        }
+        let mut elig = std::mem::take(&mut self.scratch);
+        self.topo.eligible_ports(src, dst, &mut elig);
+        let e = elig.len() as u64;
+        let s = self.sim_bytes;
+        let n = bytes.div_ceil(s);
+        let rem = (bytes % s) as u32;
+        let mk = |full: u64, last: u32| Share { xfer: x, full_left: full, last_bytes: last };
+        match self.spray {
+            Spray::RoundRobin => {
+                for (i, &p) in elig.iter().enumerate() {
+                    let i = i as u64;
+                    if i >= n {
+                        break;
+                    }
+                    let cnt = (n - i).div_ceil(e);
+                    let has_last = rem > 0 && (n - 1) % e == i;
+                    let sid = self.shares.len() as u32;
+                    self.shares.push(if has_last { mk(cnt - 1, rem) } else { mk(cnt, 0) });
+                    self.ports[p as usize].queue.push_back(sid);
+                    self.schedule_try(p as usize, now, q);
+                }
+            }
+            Spray::Hash => {
+                // SplitMix64 of (src, dst, transfer): a fixed, portable hash.
+                let mut z = ((src as u64) << 42) ^ ((dst as u64) << 21) ^ x as u64;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                let p = elig[((z ^ (z >> 31)) % e) as usize];
+                let sid = self.shares.len() as u32;
+                self.shares.push(mk(n - u64::from(rem > 0), rem));
+                self.ports[p as usize].queue.push_back(sid);
+                self.schedule_try(p as usize, now, q);
+            }
+            Spray::Adaptive => {
+                let sid = self.shares.len() as u32;
+                self.shares.push(mk(n - u64::from(rem > 0), rem));
+                for &p in &elig {
+                    self.ports[p as usize].queue.push_back(sid);
+                    self.schedule_try(p as usize, now, q);
+                }
+            }
+        }
+        self.scratch = elig;
+        Ok(())
+    }
+
+    fn port_try(&mut self, now: TimePs, p: usize, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+        let port = &self.ports[p];
+        if port.queue.is_empty() {
+            return Ok(());
+        }
+        let free = port.link.free_at_ps().max(port.next_inject_ps);
+        if free > now {
+            self.schedule_try(p, free, q);
+            return Ok(());
+        }
+        if port.max_outstanding > 0 && port.outstanding >= port.max_outstanding {
+            self.ports[p].blocked = true;
+            return Ok(());
+        }
+        let n = self.ports[p].queue.len();
+        for _ in 0..n {
+            let sid = *self.ports[p].queue.front().expect("non-empty");
+            let sh = &self.shares[sid as usize];
+            if sh.full_left == 0 && sh.last_bytes == 0 {
+                self.ports[p].queue.pop_front();
+                continue;
+            }
+            let bytes = if sh.full_left > 0 { self.sim_bytes } else { sh.last_bytes as u64 };
+            let x = sh.xfer;
+            let vc = self.xfers[x as usize].vc;
+            let flits = self.flits_for(bytes);
+            let port = &mut self.ports[p];
+            port.queue.rotate_left(1);
+            if !port.link.has_credits(vc as usize, flits) {
+                continue;
+            }
+            // Send it.
+            let sh = &mut self.shares[sid as usize];
+            if sh.full_left > 0 {
+                sh.full_left -= 1;
+            } else {
+                sh.last_bytes = 0;
+            }
+            let tx = port.link.send(now, vc as usize, flits, bytes as u32);
+            port.outstanding += 1;
+            if port.inj_ps_per_byte > 0.0 {
+                port.next_inject_ps = tx.start_ps + (bytes as f64 * port.inj_ps_per_byte).ceil() as u64;
+            }
+            let (sw, input) = (port.sw, port.sw_port);
+            let dst = self.xfers[x as usize].dst;
+            let routes = self.topo.routes(sw, dst);
+            let out = if routes.len() == 1 {
+                routes[0]
+            } else {
+                let k = (sw * self.topo.gpus + dst) as usize;
+                let o = routes[self.rr_out[k] as usize % routes.len()];
+                self.rr_out[k] = self.rr_out[k].wrapping_add(1);
+                o
+            };
+            let xf = &mut self.xfers[x as usize];
+            let info = PktInfo { xfer: x, bytes: bytes as u32, flits, vc, seq: xf.next_seq, src_port: p as u32, sw, out };
+            xf.next_seq += 1;
+            let id = if let Some(id) = self.free_pkts.pop() {
+                self.pkts[id as usize] = info;
+                id
+            } else {
+                self.pkts.push(info);
+                (self.pkts.len() - 1) as u32
+            };
+            self.packets_sent += 1;
+            q.schedule(tx.head_arrival_ps, FEv::Arrive { sw, input, pkt: id });
+            self.schedule_try(p, tx.tail_out_ps.max(self.ports[p].next_inject_ps), q);
+            return Ok(());
+        }
+        if !self.ports[p].queue.is_empty() {
+            self.ports[p].blocked = true;
+        }
+        Ok(())
+    }
+
+    fn consume(&mut self, now: TimePs, p: usize, pkt: u32, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+        let info = self.pkts[pkt as usize];
+        self.free_pkts.push(pkt);
+        let crt = self.ports[p].rx.credit_return_ps;
+        q.schedule(now + crt, FEv::CreditSw { sw: info.sw, out: info.out, vc: info.vc, flits: info.flits });
+        let sp = info.src_port as usize;
+        self.ports[sp].outstanding -= 1;
+        if self.ports[sp].blocked && self.ports[sp].max_outstanding > 0 {
+            self.ports[sp].blocked = false;
+            self.schedule_try(sp, now, q);
+        }
+        // Reorder tracking at the destination.
+        let x = info.xfer as usize;
+        let dst = self.xfers[x].dst as usize;
+        if self.xfers[x].window == NONE {
+            let w = self.free_windows.pop().unwrap_or_else(|| {
+                self.windows.push([0; (REORDER_WINDOW / 64) as usize]);
+                (self.windows.len() - 1) as u32
+            });
+            self.windows[w as usize] = [0; (REORDER_WINDOW / 64) as usize];
+            self.xfers[x].window = w;
+        }
+        let xf = &mut self.xfers[x];
+        let win = &mut self.windows[xf.window as usize];
+        let rs = &mut self.reorder[dst];
+        let held_before = xf.received - xf.prefix;
+        if info.seq >= xf.prefix + REORDER_WINDOW {
+            // Beyond the window: count it, and slide the window up to it (the
+            // packets skipped are treated as delivered in order).
+            rs.window_overflows += 1;
+            xf.prefix = info.seq + 1 - REORDER_WINDOW;
+            *win = [0; (REORDER_WINDOW / 64) as usize];
+            xf.received = xf.received.max(xf.prefix);
+        }
+        if info.seq >= xf.prefix {
+            let b = info.seq % REORDER_WINDOW;
+            win[(b / 64) as usize] |= 1 << (b % 64);
+            xf.received += 1;
+        }
+        loop {
+            let b = xf.prefix % REORDER_WINDOW;
+            if win[(b / 64) as usize] & (1 << (b % 64)) == 0 {
+                break;
+            }
+            win[(b / 64) as usize] &= !(1 << (b % 64));
+            xf.prefix += 1;
+        }
+        // Held = arrived behind a gap, waiting in the GPU's reorder buffer;
+        // the GPU's occupancy is the sum over its incoming transfers.
+        let held = xf.received - xf.prefix;
+        self.in_flight[dst] = self.in_flight[dst] + held - held_before;
+        rs.deliveries += 1;
+        rs.max_packets = rs.max_packets.max(self.in_flight[dst]);
+        rs.held_sum += self.in_flight[dst];
+        xf.left -= info.bytes as u64;
+        if xf.left == 0 {
+            let xid = x as u32;
+            self.complete(xid, now);
+        }
+        Ok(())
+    }
+
+    /// Close statistics at `end_ps`.
+    pub fn finish(&mut self, end_ps: TimePs) {
+        for p in &mut self.ports {
+            p.link.finish(end_ps);
+        }
+        for s in 0..self.sws.len() {
+            let c = self.c_of(s, end_ps);
+            self.sws[s].sw.finish_stats(c);
+        }
+    }
+
+    /// Pending work that can never finish: a description, or None.
+    pub fn describe_incomplete(&self) -> Option<String> {
+        let open: Vec<usize> = (0..self.xfers.len()).filter(|&x| !self.xfers[x].done && self.xfers[x].start_ps != u64::MAX).collect();
+        if open.is_empty() {
+            return None;
+        }
+        let mut s = format!("{} transfers unfinished, e.g. ", open.len());
+        for &x in open.iter().take(4) {
+            let t = &self.xfers[x];
+            s += &format!("#{x} GPU {} -> {} ({} of {} bytes left); ", t.src, t.dst, t.left, t.bytes);
+        }
+        for (i, sw) in self.sws.iter().enumerate() {
+            if sw.sw.packets_inside() > 0 {
+                s += &format!("switch {i}: {}; ", sw.sw.describe_blocked(0));
+                break;
+            }
+        }
+        Some(s)
+    }
+
+    pub(crate) fn ports_iter(&self) -> impl Iterator<Item = (u32, &LinkDirection)> {
+        self.ports.iter().map(|p| (p.sw, &p.link))
+    }
+
+    pub(crate) fn switches(&self) -> impl Iterator<Item = &Switch> {
+        self.sws.iter().map(|s| &s.sw)
+    }
+
+    pub(crate) fn cycle_ps(&self) -> f64 {
+        self.sws.first().map_or(1.0, |s| s.cycle_ps)
+    }
+}
