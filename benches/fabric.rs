@@ -3,40 +3,11 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use flitsim::engine::NoInterrupt;
-use flitsim::fabric::{run_batch, FabricSpec, GpuInjection, Spray, SwitchParams, TransferBatch, Wire};
-use flitsim::link::LinkSpec;
-use flitsim::phy::{FecCode, LineCode, Modulation, PacketFormat, SerdesSpec};
+use flitsim::fabric::{run_batch, FabricSpec, TransferBatch};
+use flitsim::presets;
 
 fn nvl72(fold: bool) -> FabricSpec {
-    let link = LinkSpec {
-        serdes: SerdesSpec {
-            baud_gbd: 106.25,
-            modulation: Modulation::Pam4,
-            lanes: 2,
-            fec: Some(FecCode { n: 544, k: 514, symbol_bits: 10, interleave_lanes: 1 }),
-            line_code: LineCode::B256B257,
-            phy_latency_ps: 20_000,
-        },
-        packet: PacketFormat::default(),
-        propagation_ps: 5_000,
-        vcs: 8,
-        credits_per_vc_flits: 512,
-        credit_return_ps: 30_000,
-    };
-    let wires = (0..72).flat_map(|g| (0..18).map(move |s| Wire { gpu: g, gpu_port: s, switch: s, switch_port: g, link: 0, switch_link: None })).collect();
-    FabricSpec {
-        gpus: 72,
-        gpu_ports: 18,
-        switches: 18,
-        switch_ports: 72,
-        links: vec![link],
-        wires,
-        gpu: GpuInjection::default(),
-        switch: SwitchParams::default(),
-        spray: Spray::RoundRobin,
-        sim_packet_bytes: 0,
-        fold_planes: fold,
-    }
+    presets::planar(72, 18, fold)
 }
 
 fn all_to_all(bytes: u64) -> TransferBatch {

@@ -1,49 +1,12 @@
 //! Fabric integration tests against closed forms.
 
 use flitsim::engine::NoInterrupt;
-use flitsim::fabric::{run_batch, FabricSpec, GpuInjection, Spray, SwitchParams, TransferBatch, Wire};
-use flitsim::link::LinkSpec;
-use flitsim::phy::{FecCode, LineCode, Modulation, PacketFormat, SerdesSpec};
+use flitsim::fabric::{run_batch, FabricSpec, Spray, TransferBatch};
+use flitsim::presets;
 
-fn nvlink5() -> LinkSpec {
-    LinkSpec {
-        serdes: SerdesSpec {
-            baud_gbd: 106.25,
-            modulation: Modulation::Pam4,
-            lanes: 2,
-            fec: Some(FecCode { n: 544, k: 514, symbol_bits: 10, interleave_lanes: 1 }),
-            line_code: LineCode::B256B257,
-            phy_latency_ps: 20_000,
-        },
-        packet: PacketFormat::default(),
-        propagation_ps: 5_000,
-        vcs: 8,
-        credits_per_vc_flits: 512,
-        credit_return_ps: 30_000,
-    }
-}
-
-/// `gpus` GPUs, `planes` switches, one link from every GPU to every switch.
+/// `gpus` GPUs, `planes` switches, one NVLink 5 link from every GPU to every switch.
 fn planar(gpus: u32, planes: u32) -> FabricSpec {
-    let mut wires = Vec::new();
-    for g in 0..gpus {
-        for s in 0..planes {
-            wires.push(Wire { gpu: g, gpu_port: s, switch: s, switch_port: g, link: 0, switch_link: None });
-        }
-    }
-    FabricSpec {
-        gpus,
-        gpu_ports: planes,
-        switches: planes,
-        switch_ports: gpus,
-        links: vec![nvlink5()],
-        wires,
-        gpu: GpuInjection::default(),
-        switch: SwitchParams::default(),
-        spray: Spray::RoundRobin,
-        sim_packet_bytes: 0,
-        fold_planes: false,
-    }
+    presets::planar(gpus, planes, false)
 }
 
 fn batch(items: &[(u32, u32, u64)]) -> TransferBatch {

@@ -19,6 +19,7 @@ pub mod experiments;
 pub mod fabric;
 pub mod link;
 pub mod phy;
+pub mod presets;
 pub mod stats;
 pub mod switch;
 pub mod taskgraph;

@@ -212,24 +212,9 @@ pub fn run(spec: &LinkTransferSpec, interrupt: &mut dyn Interrupt) -> Result<Lin
 mod tests {
     use super::*;
     use crate::engine::NoInterrupt;
-    use crate::phy::{FecCode, LineCode, Modulation, PacketFormat, SerdesSpec};
 
     fn nvlink5(credits: u32, credit_return_ps: u64) -> LinkSpec {
-        LinkSpec {
-            serdes: SerdesSpec {
-                baud_gbd: 106.25,
-                modulation: Modulation::Pam4,
-                lanes: 2,
-                fec: Some(FecCode { n: 544, k: 514, symbol_bits: 10, interleave_lanes: 1 }),
-                line_code: LineCode::B256B257,
-                phy_latency_ps: 20_000,
-            },
-            packet: PacketFormat::default(),
-            propagation_ps: 5_000,
-            vcs: 1,
-            credits_per_vc_flits: credits,
-            credit_return_ps,
-        }
+        LinkSpec { vcs: 1, credits_per_vc_flits: credits, credit_return_ps, ..crate::presets::nvlink5() }
     }
 
     #[test]
