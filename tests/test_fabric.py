@@ -196,3 +196,7 @@ def test_task_graph_over_the_fabric_matches_the_transfer_api():
     direct = flitsim.transfers(f, [0], [1], 8 << 20, start_ps=[1_000_000])
     assert run.tasks.end_ps[t] == direct.transfers.end_ps[0]
     assert run.tasks.start_ps[t] == 1_000_000
+    # The run carries the fabric's statistics.
+    links = run.network["links"]
+    assert links[links.gpu == 0].payload_bytes.sum() == 8 << 20
+    assert run.network["packets"] == (8 << 20) // 256

@@ -217,7 +217,8 @@ class TaskGraphRun:
     stage, flops, start_ps, end_ps, data_ready_ps, credit_ready_ps,
     credit_wait_ps (= max(0, credit_ready - data_ready)), stream_wait_ps
     (= start - max(data_ready, credit_ready)). ``makespan_ps``; ``network``:
-    the network's statistics.
+    the network's statistics (for a fabric: ``links``, ``switch_ports`` and
+    ``reorder`` DataFrames as in :class:`flitsim.TransferResult`, and ``packets``).
     """
 
     graph: TaskGraph
@@ -252,8 +253,9 @@ class TaskGraphRun:
         return 1.0 - self.busy_ps() / self.makespan_ps if self.makespan_ps else np.zeros(self.graph.devices)
 
 
-def execute(graph: TaskGraph, network: IdealNetwork | None = None) -> TaskGraphRun:
-    """Run ``graph`` over ``network`` (default: an ideal network with zero cost).
+def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
+    """Run ``graph`` over ``network``: an :class:`IdealNetwork` (default: zero
+    cost) or a :class:`flitsim.FabricNetwork` (the cycle-level fabric).
 
     Returns:
         :class:`TaskGraphRun`.
@@ -282,4 +284,9 @@ def execute(graph: TaskGraph, network: IdealNetwork | None = None) -> TaskGraphR
         "credit_wait_ps": np.maximum(0, cready - dready),
         "stream_wait_ps": start - np.maximum(dready, cready),
     })
-    return TaskGraphRun(graph, df, int(r["makespan_ps"]), dict(r["network"]), int(r["events"]))
+    net = dict(r["network"])
+    if net.get("kind") == "fabric":
+        from flitsim.transfers import fabric_frames
+
+        net["links"], net["switch_ports"], net["reorder"] = fabric_frames(net.pop("fabric"), network.fabric)  # type: ignore[union-attr]
+    return TaskGraphRun(graph, df, int(r["makespan_ps"]), net, int(r["events"]))

@@ -136,16 +136,12 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
     return _result(r, batch, fabric)
 
 
-def _result(r: dict[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec) -> TransferResult:
+def fabric_frames(r: dict[str, Any], fabric: FabricSpec) -> tuple["pd.DataFrame", "pd.DataFrame", "pd.DataFrame"]:
+    """Fabric statistics of a run as DataFrames: (links, switch_ports, reorder),
+    with the columns described in :class:`TransferResult`."""
     import pandas as pd
 
     mk = max(int(r["makespan_ps"]), 1)
-    start = r["start_ps"].astype(np.int64)
-    end = r["end_ps"].astype(np.int64)
-    dur = end - start
-    t = pd.DataFrame({"src": batch["src"], "dst": batch["dst"], "bytes": batch["bytes"].astype(np.int64),
-                      "start_ps": start, "end_ps": end, "duration_ps": dur,
-                      "GBps": np.where(dur > 0, batch["bytes"] / np.maximum(dur, 1) * 1e3, np.nan)})
     lk = {k: np.asarray(v).astype(np.int64) for k, v in r["links"].items()}
     links = pd.DataFrame(lk)
     links.insert(3, "utilization", links.busy_ps / mk)
@@ -164,5 +160,18 @@ def _result(r: dict[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec)
     ports["output_credit_exhaustion_ns"] = ports.output_credit_exhaustion_cycles * cyc / 1e3
     ro = pd.DataFrame({k: np.asarray(v) for k, v in r["reorder"].items()})
     ro.insert(0, "gpu", np.arange(len(ro)))
-    return TransferResult(t, links, ports, ro, int(r["makespan_ps"]), folded, str(r["fold_reason"]),
+    return links, ports, ro
+
+
+def _result(r: dict[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec) -> TransferResult:
+    import pandas as pd
+
+    start = r["start_ps"].astype(np.int64)
+    end = r["end_ps"].astype(np.int64)
+    dur = end - start
+    t = pd.DataFrame({"src": batch["src"], "dst": batch["dst"], "bytes": batch["bytes"].astype(np.int64),
+                      "start_ps": start, "end_ps": end, "duration_ps": dur,
+                      "GBps": np.where(dur > 0, batch["bytes"] / np.maximum(dur, 1) * 1e3, np.nan)})
+    links, ports, ro = fabric_frames(r, fabric)
+    return TransferResult(t, links, ports, ro, int(r["makespan_ps"]), int(r["folded_planes"]), str(r["fold_reason"]),
                           int(r["packets"]), int(r["events"]))

@@ -73,6 +73,7 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             let d = PyDict::new(py);
             d.set_item("kind", "fabric")?;
             d.set_item("packets", net.sim.packets_sent)?;
+            d.set_item("fabric", super::fabric::result_dict(py, net.stats(r.makespan_ps, r.events))?)?;
             (r, d)
         }
     };
