@@ -72,7 +72,7 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             let r = py.detach(|| execute(&g, &mut net, &mut signal_check))?;
             let d = PyDict::new(py);
             d.set_item("kind", "fabric")?;
-            d.set_item("packets", net.sim.packets_sent)?;
+            d.set_item("packets", net.packets_sent())?;
             (r, d)
         }
     };
