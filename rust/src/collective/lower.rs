@@ -101,7 +101,9 @@ fn estimate(op: Op, a: Algorithm, pr: Protocol, n: u32, bytes: u64, p: &Collecti
     let launch = p.launch_for(pr) as f64;
     match a {
         Algorithm::Nvls => p.nvls_latency(n) as f64 + s * (nn + 1.0) / nn / (f.port_bytes_per_s * f.gpu_ports as f64 * p.nvls_efficiency) * 1e12,
-        Algorithm::Tree => launch + 2.0 * (nn.log2().ceil()) * step + s / b_gpu * 1e12,
+        // Double binary tree: a rank is inner in one tree (sends S/2 up and
+        // twice S/2 down) and a leaf in the other (S/2 up): ~2S sent.
+        Algorithm::Tree => launch + 2.0 * (nn.log2().ceil()) * step + 2.0 * s / b_gpu * 1e12,
         Algorithm::Direct => launch + step + s * op.busbw_factor(n) / b_gpu * 1e12,
         _ => {
             let steps = match op {
