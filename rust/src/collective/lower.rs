@@ -67,6 +67,8 @@ pub struct Lowered {
 }
 
 const MIB: u64 = 1 << 20;
+/// Chunks of one send/recv pair in flight (NCCL's p2p buffers hold several steps).
+const P2P_WINDOW: usize = 4;
 
 /// Split `total` elements into `parts`, part `i` (the first `total % parts` get one more).
 fn split(total: u64, parts: u64, i: u64) -> u64 {
@@ -405,23 +407,25 @@ pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabr
             let k_chunks = pair_el.div_ceil(chunk_el).max(1);
             for k in 1..n {
                 for r in 0..n {
-                    let mut prev = start;
+                    let mut ids: Vec<u32> = Vec::with_capacity(k_chunks as usize);
                     for j in 0..k_chunks {
                         let el = split(pair_el, k_chunks, j);
                         let me = dag.add(NodeKind::Transfer { src: rank(r), dst: rank(r + k), bytes: wb(el), loopback: false });
-                        dag.edge(prev, me, 0);
-                        prev = me;
+                        let j = j as usize;
+                        dag.edge(if j < P2P_WINDOW { start } else { ids[j - P2P_WINDOW] }, me, 0);
+                        ids.push(me);
                     }
                 }
             }
         }
         (Op::SendRecv, _) => {
             let k_chunks = elems.div_ceil(chunk_el).max(1);
-            let mut prev = start;
+            let mut ids: Vec<u32> = Vec::with_capacity(k_chunks as usize);
             for j in 0..k_chunks {
                 let me = dag.add(NodeKind::Transfer { src: members[0], dst: members[1], bytes: wb(split(elems, k_chunks, j)), loopback: false });
-                dag.edge(prev, me, 0);
-                prev = me;
+                let j = j as usize;
+                dag.edge(if j < P2P_WINDOW { start } else { ids[j - P2P_WINDOW] }, me, 0);
+                ids.push(me);
             }
         }
         (op, a) => {
