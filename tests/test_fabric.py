@@ -191,7 +191,7 @@ def test_task_graph_over_the_fabric_matches_the_transfer_api():
     c = b.add_compute(0, 1_000_000)
     t = b.add_transfer(0, 1, 8 << 20)
     b.add_edge(c, t)
-    run = execute(b.build(), flitsim.FabricNetwork(f))
+    run = execute(b.build(), flitsim.FabricNetwork(f, calibrated=False))
     # Same transfer, same start (the switch clock phase matters to the picosecond).
     direct = flitsim.transfers(f, [0], [1], 8 << 20, start_ps=[1_000_000])
     assert run.tasks.end_ps[t] == direct.transfers.end_ps[0]
@@ -200,3 +200,14 @@ def test_task_graph_over_the_fabric_matches_the_transfer_api():
     links = run.network["links"]
     assert links[links.gpu == 0].payload_bytes.sum() == 8 << 20
     assert run.network["packets"] == (8 << 20) // 256
+
+
+def test_task_graph_network_is_calibrated_by_default():
+    # Default FabricNetwork caps injection at NCCL's SM90 20.6 GB/s per link
+    # (NCCL src/graph/topo.h): 18 x 20.6 = 370.8 GB/s, the measured p2p of
+    # NCCL issue 1264 (371-377 GB/s).
+    b = TaskGraphBuilder(8)
+    t = b.add_transfer(0, 1, 64 << 20)
+    run = execute(b.build(), flitsim.FabricNetwork(fabric_preset("hgx-h100")))
+    GBps = (64 << 20) / (run.tasks.end_ps[t] - run.tasks.start_ps[t]) * 1e3
+    assert GBps == pytest.approx(18 * 20.6, rel=1e-2)

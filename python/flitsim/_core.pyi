@@ -39,3 +39,10 @@ def fabric_check(spec: Any) -> None:
 
 def fabric_transfers(spec: Any, batch: dict[str, Any]) -> dict[str, Any]:
     """Run a batch of transfers (numpy columns src, dst, bytes, start_ps, after) on a fabric spec dict."""
+
+def collective_run(spec: Any, request: Any) -> dict[str, Any]:
+    """Run one collective (request dict mirrors ``CollectiveRequest``: op, members, bytes, params) on a fabric spec dict;
+    ``bytes_sent``/``bytes_received`` are uint64 arrays per GPU."""
+
+def collective_ideal(gpus: int, alpha_ps: int, bandwidth_bytes_per_s: float, nvls: bool, request: Any) -> int:
+    """Completion time (ps) of a collective's DAG on the ideal alpha-beta port model."""

@@ -16,6 +16,7 @@
 pub mod engine;
 pub mod error;
 pub mod experiments;
+pub mod collective;
 pub mod fabric;
 pub mod link;
 pub mod phy;

@@ -8,6 +8,7 @@ import click
 from flitsim import __version__
 from flitsim.cli.ledger_cmd import ledger_cmd
 from flitsim.cli.link_cmd import link_cmd
+from flitsim.cli.nccl_cmd import nccl_cmd
 from flitsim.cli.workload_cmd import workload_cmd
 from flitsim.cli.switch_cmd import switch_cmd
 
@@ -22,6 +23,7 @@ cli.add_command(ledger_cmd)
 cli.add_command(link_cmd)
 cli.add_command(workload_cmd)
 cli.add_command(switch_cmd)
+cli.add_command(nccl_cmd)
 
 
 def main() -> None:

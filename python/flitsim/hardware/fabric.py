@@ -61,6 +61,10 @@ class SwitchParams(Spec):
     buffer_per_vc_flits: int = Field(default=0, ge=0)
     output_buffer_per_vc_flits: int = Field(default=0, ge=0)
     clock_ghz: float = Field(default=0.0, ge=0.0)
+    #: The chips reduce and multicast (NVLink SHARP, "NVLS"): NVSwitch gen3 and
+    #: later (Hopper+; NVIDIA Hopper architecture page). Set by the H100, B200
+    #: and NVL72 presets; the NVLS collective algorithm needs it.
+    nvls: bool = False
 
 
 class Wire(Spec):
@@ -189,19 +193,30 @@ def fabric_from_dict(data: Any) -> FabricSpec:
     return FabricSpec(**d)
 
 
+def _with_nvls(options: dict[str, Any]) -> dict[str, Any]:
+    """NVSwitch gen3+ presets: switch.nvls defaults to True (a user's switch
+    options are kept; nvls only filled in when not given)."""
+    sw = options.get("switch")
+    if sw is None:
+        options["switch"] = SwitchParams(nvls=True)
+    elif isinstance(sw, dict) and "nvls" not in sw:
+        options["switch"] = {**sw, "nvls": True}
+    return options
+
+
 def gb200_nvl72(**options: Any) -> FabricSpec:
-    """GB200 NVL72 (see module docstring for sources)."""
-    return uniform_fabric(72, [1] * 18, "nvlink5", switch_ports=72, name="gb200-nvl72", **options)
+    """GB200 NVL72 (see module docstring for sources); NVLS-capable switches."""
+    return uniform_fabric(72, [1] * 18, "nvlink5", switch_ports=72, name="gb200-nvl72", **_with_nvls(options))
 
 
 def hgx_b200(**options: Any) -> FabricSpec:
-    """HGX B200: 8 GPUs, 2 chips, 9 links per GPU per chip (assumed split)."""
-    return uniform_fabric(8, [9, 9], "nvlink5", switch_ports=72, name="hgx-b200", **options)
+    """HGX B200: 8 GPUs, 2 chips, 9 links per GPU per chip (assumed split); NVLS."""
+    return uniform_fabric(8, [9, 9], "nvlink5", switch_ports=72, name="hgx-b200", **_with_nvls(options))
 
 
 def hgx_h100(**options: Any) -> FabricSpec:
-    """HGX/DGX H100: 8 GPUs, 4 NVSwitch gen3 chips, 5/4/4/5 links per GPU."""
-    return uniform_fabric(8, [5, 4, 4, 5], "nvlink4", switch_ports=64, name="hgx-h100", **options)
+    """HGX/DGX H100: 8 GPUs, 4 NVSwitch gen3 chips, 5/4/4/5 links per GPU; NVLS."""
+    return uniform_fabric(8, [5, 4, 4, 5], "nvlink4", switch_ports=64, name="hgx-h100", **_with_nvls(options))
 
 
 def dgx_a100(**options: Any) -> FabricSpec:

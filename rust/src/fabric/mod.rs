@@ -6,7 +6,9 @@ mod sim;
 mod spec;
 mod topology;
 
-pub use run::{run_batch, BatchResult, FabricNetwork, PortLinkStats, TransferBatch};
+pub(crate) use run::fold_spec;
+pub use crate::collective::FabricNetwork;
+pub use run::{run_batch, stats_of, BatchResult, PortLinkStats, TransferBatch};
 pub use sim::{FEv, FabricSim, ReorderStats};
 pub use spec::{FabricSpec, GpuInjection, Spray, SwitchParams, Wire};
 pub use topology::Topology;

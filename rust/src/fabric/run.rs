@@ -3,11 +3,10 @@
 
 use super::sim::{FEv, FabricSim, ReorderStats};
 use super::spec::{FabricSpec, Spray, Wire};
-use crate::engine::{self, EventQueue, Interrupt, Model, Scheduler, TimePs};
+use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
 use crate::error::{ensure, FlitsimError, Result};
 use crate::link::{LinkStats, VcStats};
 use crate::switch::SwitchStats;
-use crate::taskgraph::{CollectiveKind, Network, NetworkDone};
 use serde::{Deserialize, Serialize};
 
 /// Transfers to run, columnar.
@@ -33,7 +32,7 @@ pub struct PortLinkStats {
 }
 
 /// Outcome of a batch.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct BatchResult {
     pub start_ps: Vec<u64>,
     pub end_ps: Vec<u64>,
@@ -109,6 +108,17 @@ fn validate_batch(b: &TransferBatch, gpus: u32) -> Result<()> {
 
 /// Decide plane folding: returns the folded spec and the plane count, or why not.
 fn fold(spec: &FabricSpec, b: &TransferBatch) -> std::result::Result<(FabricSpec, u32), String> {
+    let (f, planes, unit) = fold_spec(spec)?;
+    if let Some(i) = (0..b.bytes.len()).find(|&i| b.bytes[i] % unit != 0 && b.src[i] != b.dst[i]) {
+        return Err(format!("transfer {i} ({} bytes) is not a multiple of planes x links x packet = {unit} bytes", b.bytes[i]));
+    }
+    Ok((f, planes))
+}
+
+/// The one-plane spec of a plane-symmetric fabric, the plane count, and the
+/// unit (planes x links x simulated packet bytes) every transfer must be a
+/// multiple of for folding to be exact; or why the fabric cannot fold.
+pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u32, u64), String> {
     if !spec.fold_planes {
         return Err("folding disabled (fold_planes = false)".into());
     }
@@ -121,9 +131,6 @@ fn fold(spec: &FabricSpec, b: &TransferBatch) -> std::result::Result<(FabricSpec
     };
     let s = if spec.sim_packet_bytes == 0 { spec.gpu.payload_bytes as u64 } else { spec.sim_packet_bytes };
     let unit = planes as u64 * l as u64 * s;
-    if let Some(i) = (0..b.bytes.len()).find(|&i| b.bytes[i] % unit != 0 && b.src[i] != b.dst[i]) {
-        return Err(format!("transfer {i} ({} bytes) is not a multiple of planes x links x packet = {unit} bytes", b.bytes[i]));
-    }
     // One plane: switch 0 and the L ports of every GPU wired to it.
     let mut wires: Vec<Wire> = spec.wires.iter().filter(|w| w.switch == 0).copied().collect();
     wires.sort_by_key(|w| (w.gpu, w.gpu_port));
@@ -141,7 +148,7 @@ fn fold(spec: &FabricSpec, b: &TransferBatch) -> std::result::Result<(FabricSpec
     f.switches = 1;
     f.gpu_ports = l;
     f.wires = wires;
-    Ok((f, planes))
+    Ok((f, planes, unit))
 }
 
 /// Run a batch of transfers.
@@ -201,7 +208,7 @@ pub fn run_batch(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn I
 }
 
 /// Fabric statistics of a finished simulation (transfer arrays left empty).
-fn stats_of(sim: &FabricSim, gpu_ports: u32, events: u64) -> BatchResult {
+pub fn stats_of(sim: &FabricSim, gpu_ports: u32, events: u64) -> BatchResult {
     let ports = sim
         .ports_iter()
         .enumerate()
@@ -219,67 +226,5 @@ fn stats_of(sim: &FabricSim, gpu_ports: u32, events: u64) -> BatchResult {
         reorder: sim.reorder.clone(),
         packets: sim.packets_sent,
         events,
-    }
-}
-
-/// The fabric as a task-graph [`Network`]: transfers run packet by packet;
-/// collectives are lowered to transfers by `crate::collective` (not folded).
-pub struct FabricNetwork {
-    pub sim: FabricSim,
-    devices: u32,
-    gpu_ports: u32,
-}
-
-impl FabricNetwork {
-    pub fn new(spec: &FabricSpec) -> Result<Self> {
-        Ok(FabricNetwork { sim: FabricSim::new(spec, spec.gpu_ports)?, devices: spec.gpus, gpu_ports: spec.gpu_ports })
-    }
-
-    /// Fabric statistics after the task graph ran (links, switch ports,
-    /// reorder buffers; transfer arrays empty), over `makespan_ps`.
-    pub fn stats(&self, makespan_ps: u64, events: u64) -> BatchResult {
-        let mut r = stats_of(&self.sim, self.gpu_ports, events);
-        r.makespan_ps = makespan_ps;
-        r.fold_reason = "not folded: task-graph work arrives over time".into();
-        r
-    }
-
-    fn drain(&mut self, done: &mut NetworkDone) {
-        for (x, t) in self.sim.completed.drain(..) {
-            done.push((self.sim.xfers[x as usize].tag, t));
-        }
-    }
-}
-
-impl Network for FabricNetwork {
-    type Event = FEv;
-
-    fn devices(&self) -> u32 {
-        self.devices
-    }
-
-    fn start_transfer(&mut self, now: TimePs, tag: u32, src: u32, dst: u32, bytes: u64, sched: &mut dyn Scheduler<FEv>, done: &mut NetworkDone) -> Result<()> {
-        let x = self.sim.add_transfer(src, dst, bytes, tag)?;
-        self.sim.handle(now, FEv::StartTransfer(x), sched)?;
-        self.drain(done);
-        Ok(())
-    }
-
-    fn start_collective(&mut self, _now: TimePs, _tag: u32, members: &[u32], kind: CollectiveKind, _bytes: u64, _s: &mut dyn Scheduler<FEv>, _d: &mut NetworkDone) -> Result<()> {
-        Err(FlitsimError::config(
-            "collective",
-            format!("{kind:?} over {members:?}"),
-            "transfer tasks on the cycle-level fabric (collective lowering onto the fabric is not built yet: use the ideal network for collectives)",
-        ))
-    }
-
-    fn handle(&mut self, now: TimePs, ev: FEv, sched: &mut dyn Scheduler<FEv>, done: &mut NetworkDone) -> Result<()> {
-        self.sim.handle(now, ev, sched)?;
-        self.drain(done);
-        Ok(())
-    }
-
-    fn finish(&mut self, end_ps: TimePs) {
-        self.sim.finish(end_ps);
     }
 }

@@ -71,6 +71,13 @@ pub(crate) struct Xfer {
     pub end_ps: TimePs,
     pub done: bool,
     pub tag: u32,
+    /// Goes through the switch even when src == dst (NVLS traffic to the
+    /// switch's reduction/multicast engine and back).
+    pub loopback: bool,
+    /// Round-robin spray starts at eligible port `spray_offset mod count`
+    /// (0 for plain transfers; collectives rotate it so the ports that carry
+    /// one packet more than the others differ from transfer to transfer).
+    pub spray_offset: u32,
     vc: u32,
     left: u64,
     next_seq: u64,
@@ -251,6 +258,8 @@ impl FabricSim {
             end_ps: 0,
             done: false,
             tag,
+            loopback: false,
+            spray_offset: 0,
             vc: id % self.vcs,
             left: bytes,
             next_seq: 0,
@@ -258,6 +267,15 @@ impl FabricSim {
             received: 0,
             window: NONE,
         });
+        Ok(id)
+    }
+
+    /// Register a transfer that leaves `gpu` through its ports, crosses the
+    /// switches and returns to `gpu` (NVLS: contributions into the switch's
+    /// reduction engine, results multicast back): it loads both link directions.
+    pub fn add_loopback_transfer(&mut self, gpu: u32, bytes: u64, tag: u32) -> Result<u32> {
+        let id = self.add_transfer(gpu, gpu, bytes, tag)?;
+        self.xfers[id as usize].loopback = true;
         Ok(id)
     }
 
@@ -411,17 +429,21 @@ impl FabricSim {
     }
 
     fn start_transfer(&mut self, now: TimePs, x: u32, q: &mut dyn Scheduler<FEv>) -> Result<()> {
-        let (src, dst, bytes) = {
+        let (src, dst, bytes, loopback, offset) = {
             let t = &mut self.xfers[x as usize];
             t.start_ps = now;
-            (t.src, t.dst, t.bytes)
+            (t.src, t.dst, t.bytes, t.loopback, t.spray_offset)
         };
-        if bytes == 0 || src == dst {
+        if bytes == 0 || (src == dst && !loopback) {
             self.complete(x, now);
             return Ok(());
         }
         let mut elig = std::mem::take(&mut self.scratch);
         self.topo.eligible_ports(src, dst, &mut elig);
+        if offset > 0 && !elig.is_empty() {
+            let k = offset as usize % elig.len();
+            elig.rotate_left(k);
+        }
         let e = elig.len() as u64;
         let s = self.sim_bytes;
         let n = bytes.div_ceil(s);

@@ -81,6 +81,11 @@ pub struct SwitchParams {
     /// Core clock, GHz; 0 = derived: one flit per cycle at the link's payload rate.
     #[serde(default)]
     pub clock_ghz: f64,
+    /// The chips can reduce and multicast (NVLink SHARP, NVSwitch gen3+:
+    /// Hopper and later; NVIDIA Hopper architecture page). Collectives with
+    /// the NVLS algorithm need it.
+    #[serde(default)]
+    pub nvls: bool,
 }
 
 fn d_alloc() -> String {
@@ -104,6 +109,7 @@ impl Default for SwitchParams {
             buffer_per_vc_flits: 0,
             output_buffer_per_vc_flits: 0,
             clock_ghz: 0.0,
+            nvls: false,
         }
     }
 }

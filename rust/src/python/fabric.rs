@@ -91,3 +91,37 @@ pub fn fabric_transfers<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, batch: &
     let r = py.detach(|| run_batch(&spec, &b, &mut signal_check))?;
     result_dict(py, r)
 }
+
+/// Run one collective (request dict mirrors `CollectiveRequest`) on a fabric spec dict; see `flitsim.collective`.
+#[pyfunction]
+pub fn collective_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, request: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let spec: FabricSpec = from_py(spec, "fabric")?;
+    let req: crate::collective::CollectiveRequest = from_py(request, "collective")?;
+    let r = py.detach(|| crate::collective::run_collective(&spec, &req, &mut signal_check))?;
+    let d = PyDict::new(py);
+    d.set_item("time_ps", r.time_ps)?;
+    d.set_item("algorithm", super::convert::to_py(py, &r.algorithm)?)?;
+    d.set_item("protocol", super::convert::to_py(py, &r.protocol)?)?;
+    d.set_item("channels", r.channels)?;
+    d.set_item("chunk_bytes", r.chunk_bytes)?;
+    d.set_item("transfers", r.transfers)?;
+    d.set_item("bytes_sent", r.bytes_sent.into_pyarray(py))?;
+    d.set_item("bytes_received", r.bytes_received.into_pyarray(py))?;
+    d.set_item("sim_packet_bytes", r.sim_packet_bytes)?;
+    d.set_item("folded_planes", r.folded_planes)?;
+    d.set_item("fold_reason", r.fold_reason)?;
+    d.set_item("packets", r.packets)?;
+    d.set_item("events", r.events)?;
+    d.set_item("max_link_utilization", r.max_link_utilization)?;
+    d.set_item("credit_exhaustion_episodes", r.credit_exhaustion_episodes)?;
+    d.set_item("arbitration_conflicts", r.arbitration_conflicts)?;
+    d.set_item("estimate_ps", r.estimate_ps)?;
+    Ok(d)
+}
+
+/// Completion time (ps) of a collective on the ideal alpha-beta port model.
+#[pyfunction]
+pub fn collective_ideal(gpus: u32, alpha_ps: u64, bandwidth_bytes_per_s: f64, nvls: bool, request: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let req: crate::collective::CollectiveRequest = from_py(request, "collective")?;
+    Ok(crate::collective::run_collective_ideal(gpus, alpha_ps, bandwidth_bytes_per_s, nvls, &req)?)
+}

@@ -33,7 +33,17 @@ enum NetworkSpec {
         bandwidth_bytes_per_s: u64,
     },
     /// The cycle-level fabric.
-    Fabric { fabric: crate::fabric::FabricSpec },
+    Fabric {
+        fabric: crate::fabric::FabricSpec,
+        /// Apply the calibrated GPU injection limit (NCCL-level per-link
+        /// efficiency) when the fabric sets none; default true.
+        #[serde(default = "yes")]
+        calibrated: bool,
+    },
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Execute a columnar task graph over a network spec; returns per-task arrays.
@@ -67,12 +77,12 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             d.set_item("bytes_moved", net.bytes_moved)?;
             (r, d)
         }
-        NetworkSpec::Fabric { fabric } => {
-            let mut net = crate::fabric::FabricNetwork::new(&fabric)?;
+        NetworkSpec::Fabric { fabric, calibrated } => {
+            let mut net = crate::fabric::FabricNetwork::with_params(&fabric, crate::collective::CollectiveParams::default(), calibrated)?;
             let r = py.detach(|| execute(&g, &mut net, &mut signal_check))?;
             let d = PyDict::new(py);
             d.set_item("kind", "fabric")?;
-            d.set_item("packets", net.sim.packets_sent)?;
+            d.set_item("packets", net.packets_sent())?;
             d.set_item("fabric", super::fabric::result_dict(py, net.stats(r.makespan_ps, r.events))?)?;
             (r, d)
         }

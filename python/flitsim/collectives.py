@@ -1,0 +1,262 @@
+"""Collectives on a fabric, reported the way nccl-tests reports them.
+
+:func:`collective` runs one collective (lowered to a transfer DAG inside the
+engine: no step crosses into Python); :func:`nccl_tests` sweeps sizes like
+``all_reduce_perf -b 8 -e 8G -f 2`` and returns the familiar table.
+
+nccl-tests definitions (nccl-tests PERFORMANCE.md): algbw = size / time;
+busbw = algbw x factor, factor = 2(n-1)/n all_reduce, (n-1)/n all_gather,
+reduce_scatter, all_to_all, 1 broadcast, reduce, send/recv. For all_gather
+and reduce_scatter, size is the whole gathered buffer (n x per-rank part).
+
+Calibrated defaults (docs/collectives.md): GPU injection 0.824 x link rate
+(NCCL topo.h SM90 20.6 GB/s per link), NVLS engine 0.687 x link rate, NVLS
+latency 1.5 us + 2.0 us x n; NCCL tuning.cc latencies per protocol otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from flitsim import _core
+from flitsim.errors import ConfigError
+from flitsim.hardware.fabric import FabricSpec, fabric_preset
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "sendrecv")
+ALGORITHMS = ("auto", "ring", "tree", "direct", "nvls")
+PROTOCOLS = ("auto", "simple", "ll128", "ll")
+_DTYPES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int8": 1, "int32": 4}
+_REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
+# HBM bandwidth per GPU, bytes/s (REFERENCE.md, GPUs): reduction compute
+# default = HBM / 3 (read two operands, write one), assumed.
+_HBM = {"hgx-h100": 3.35e12, "dgx-h100": 3.35e12, "dgx-a100": 2.039e12, "hgx-a100": 2.039e12,
+        "hgx-b200": 8e12, "gb200-nvl72": 8e12, "nvl72": 8e12}
+
+
+def busbw_factor(op: str, n: int) -> float:
+    """nccl-tests bus-bandwidth factor for ``op`` over ``n`` ranks."""
+    op = _op(op)
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+def _op(op: str) -> str:
+    k = str(op).lower().replace("-", "_")
+    k = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+         "alltoall": "all_to_all", "send_recv": "sendrecv"}.get(k, k)
+    if k not in OPS:
+        raise ConfigError(f"kind = {op!r}: expected one of {list(OPS)}")
+    return k
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """One collective.
+
+    Attributes:
+        op, n, nbytes: operation, group size, nccl-tests size in bytes.
+        time_us: completion time; algbw_GBps = nbytes / time (1e9 B/s);
+            busbw_GBps = algbw x nccl-tests factor.
+        algorithm, protocol, channels, chunk_bytes: what ran (``auto`` resolved).
+        bytes_sent, bytes_received: per GPU of the fabric, payload bytes over
+            its links (protocol expansion included; NVLS loopback counted).
+        stats: fabric statistics (packets, events, sim_packet_bytes,
+            folded_planes, fold_reason, max_link_utilization,
+            credit_exhaustion_episodes, arbitration_conflicts, transfers).
+    """
+
+    op: str
+    n: int
+    nbytes: int
+    time_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    algorithm: str
+    protocol: str
+    channels: int
+    chunk_bytes: int
+    bytes_sent: np.ndarray
+    bytes_received: np.ndarray
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-safe figures."""
+        return {"op": self.op, "n": self.n, "nbytes": self.nbytes, "time_us": self.time_us,
+                "algbw_GBps": self.algbw_GBps, "busbw_GBps": self.busbw_GBps, "algorithm": self.algorithm,
+                "protocol": self.protocol, "channels": self.channels, "chunk_bytes": self.chunk_bytes,
+                "max_bytes_sent_per_gpu": int(self.bytes_sent.max()) if self.bytes_sent.size else 0,
+                **self.stats}
+
+
+def _fabric(fabric: FabricSpec | str) -> FabricSpec:
+    if isinstance(fabric, str):
+        return fabric_preset(fabric)
+    if not isinstance(fabric, FabricSpec):
+        raise ConfigError(f"fabric = {fabric!r}: expected a FabricSpec or a preset name")
+    return fabric
+
+
+def _params(fabric: FabricSpec, algorithm: str, protocol: str, channels: int | None, chunk_bytes: int | None,
+            root: int, dtype: str, options: dict[str, Any]) -> dict[str, Any]:
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"algorithm = {algorithm!r}: expected one of {list(ALGORITHMS)}")
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"protocol = {protocol!r}: expected one of {list(PROTOCOLS)}")
+    if dtype not in _DTYPES:
+        raise ConfigError(f"dtype = {dtype!r}: expected one of {sorted(_DTYPES)}")
+    p: dict[str, Any] = {"algorithm": algorithm, "protocol": protocol, "root": int(root), "dtype_bytes": _DTYPES[dtype]}
+    if channels is not None:
+        p["channels"] = int(channels)
+    if chunk_bytes is not None:
+        p["chunk_bytes"] = int(chunk_bytes)
+    hbm = _HBM.get(fabric.name)
+    if hbm is not None:
+        p["reduce_bytes_per_s"] = int(hbm / 3)
+    p.update(options)
+    return p
+
+
+def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence[int] | None = None, *,
+               algorithm: str = "auto", protocol: str = "auto", channels: int | None = None,
+               chunk_bytes: int | None = None, root: int = 0, dtype: str = "float", **options: Any) -> CollectiveResult:
+    """Run one collective on a fabric.
+
+    Args:
+        fabric: a :class:`FabricSpec` or preset name.
+        kind: ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``,
+            ``broadcast``, ``reduce`` or ``sendrecv`` (group = [src, dst]).
+        nbytes: nccl-tests size in bytes (all_gather/reduce_scatter: the whole
+            gathered buffer; all_to_all: the whole send buffer of one rank).
+        group: GPU ids in rank order (default: every GPU of the fabric; 2 GPUs
+            for sendrecv).
+        algorithm: ``auto`` (fastest by closed-form estimate), ``ring``,
+            ``tree`` (all_reduce), ``direct`` (all_to_all, sendrecv), ``nvls``
+            (all_reduce on NVLS-capable switches).
+        protocol: ``auto``, ``simple``, ``ll128`` (120/128 useful), ``ll`` (50 %).
+        channels, chunk_bytes: ring channels (default auto, <= 8) and pipeline
+            chunk (default 1 MiB).
+        root: root rank for broadcast/reduce. dtype: element type (sizes must be
+            whole elements).
+        options: further CollectiveParams fields (``link_efficiency``,
+            ``nvls_efficiency``, ``nvls_base_ps``, ``nvls_per_rank_ps``,
+            ``launch_ps``, ``step_latency_ps``, ``reduce_bytes_per_s``,
+            ``sim_packet_bytes``).
+
+    Raises:
+        ConfigError: a repeated GPU, a GPU outside the fabric, a size that is not
+            whole elements (or not n x elements for all_gather/reduce_scatter/
+            all_to_all: NCCL takes per-rank counts; pad the buffer), NVLS on a
+            fabric without it, an algorithm the operation lacks.
+    """
+    fab = _fabric(fabric)
+    op = _op(kind)
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+        raise ConfigError(f"nbytes = {nbytes!r}: expected an integer >= 0")
+    if group is None:
+        members = [0, 1] if op == "sendrecv" else list(range(fab.gpus))
+    else:
+        members = [int(g) for g in group]
+    n = len(members)
+    p = _params(fab, algorithm, protocol, channels, chunk_bytes, root, dtype, options)
+    r = _core.collective_run(fab.core_dict(), {"op": op.replace("sendrecv", "send_recv"), "members": members,
+                                               "bytes": int(nbytes), "params": p})
+    t_ps = max(int(r["time_ps"]), 1)
+    algbw = nbytes / t_ps * 1e3
+    stats = {k: r[k] for k in ("transfers", "sim_packet_bytes", "folded_planes", "fold_reason", "packets", "events",
+                               "max_link_utilization", "credit_exhaustion_episodes", "arbitration_conflicts")}
+    return CollectiveResult(op, n, int(nbytes), t_ps / 1e6, algbw, algbw * busbw_factor(op, n), str(r["algorithm"]),
+                            str(r["protocol"]), int(r["channels"]), int(r["chunk_bytes"]),
+                            np.asarray(r["bytes_sent"]), np.asarray(r["bytes_received"]), stats)
+
+
+def collective_ideal(kind: str, nbytes: int, n: int, *, alpha_ps: int, bandwidth_bytes_per_s: float,
+                     algorithm: str = "ring", protocol: str = "simple", channels: int = 1,
+                     chunk_bytes: int | None = None, **options: Any) -> float:
+    """Completion time (us) of a collective's DAG on the ideal alpha-beta
+    model: one port per GPU of ``bandwidth_bytes_per_s``, ``alpha_ps`` per
+    transfer, no receiver contention (the closed-form reference)."""
+    op = _op(kind)
+    p: dict[str, Any] = {"algorithm": algorithm, "protocol": protocol, "channels": channels, **options}
+    if chunk_bytes is not None:
+        p["chunk_bytes"] = chunk_bytes
+    t = _core.collective_ideal(n, int(alpha_ps), float(bandwidth_bytes_per_s), algorithm == "nvls",
+                               {"op": op.replace("sendrecv", "send_recv"), "members": list(range(n)),
+                                "bytes": int(nbytes), "params": p})
+    return t / 1e6
+
+
+def parse_size(s: str | int) -> int:
+    """nccl-tests size syntax: ``8``, ``64K``, ``8M``, ``8G`` (powers of 1024)."""
+    if isinstance(s, (int, np.integer)):
+        return int(s)
+    t = str(s).strip().upper().rstrip("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        if t and t[-1] in mult:
+            return int(float(t[:-1]) * mult[t[-1]])
+        return int(t)
+    except ValueError:
+        raise ConfigError(f"size = {s!r}: expected bytes like 8, 64K, 8M, 8G") from None
+
+
+def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: int | str = 8,
+               maxbytes: int | str = "8G", stepfactor: int = 2, ngpus: int | None = None,
+               dtype: str = "float", progress: bool = False, **kwargs: Any) -> "pd.DataFrame":
+    """Sweep sizes like nccl-tests (``-b minbytes -e maxbytes -f stepfactor``).
+
+    Sizes are rounded down to a whole number of elements per rank, as
+    nccl-tests does. Returns a DataFrame with columns size, count, type,
+    redop, root, time_us, algbw_GBps, busbw_GBps, algorithm, protocol, wall_s.
+    """
+    import time
+
+    import pandas as pd
+
+    fab = _fabric(fabric)
+    op = _op(kind)
+    lo, hi = parse_size(minbytes), parse_size(maxbytes)
+    if lo < 1 or hi < lo:
+        raise ConfigError(f"sizes = {minbytes!r}..{maxbytes!r}: expected 1 <= minbytes <= maxbytes")
+    if stepfactor < 2:
+        raise ConfigError(f"stepfactor = {stepfactor}: expected an integer >= 2")
+    n = fab.gpus if ngpus is None else int(ngpus)
+    if n < 1 or n > fab.gpus:
+        raise ConfigError(f"ngpus = {n}: expected 1..{fab.gpus} (GPUs of the fabric)")
+    group = [0, 1] if op == "sendrecv" else list(range(n))
+    e = _DTYPES.get(dtype, 4)
+    unit = e * (n if op in ("all_gather", "reduce_scatter") else n * n if op == "all_to_all" else 1)
+    rows = []
+    sizes = []
+    s = lo
+    while s <= hi:
+        sizes.append(s)
+        s *= stepfactor
+    it: Any = sizes
+    if progress:
+        try:
+            from tqdm.auto import tqdm
+            it = tqdm(sizes, desc=f"{op} on {fab.name}")
+        except ImportError:
+            pass
+    for s in it:
+        size = (s // unit) * unit
+        if size == 0:
+            continue
+        t0 = time.perf_counter()
+        r = collective(fab, op, size, group, dtype=dtype, **kwargs)
+        wall = time.perf_counter() - t0
+        rows.append({"size": size, "count": size // e // (n if op in ("all_gather", "reduce_scatter") else 1),
+                     "type": dtype, "redop": _REDOP.get(op, "none"),
+                     "root": kwargs.get("root", 0) if op in ("broadcast", "reduce") else -1,
+                     "time_us": r.time_us, "algbw_GBps": r.algbw_GBps, "busbw_GBps": r.busbw_GBps,
+                     "algorithm": r.algorithm, "protocol": r.protocol, "wall_s": wall})
+    return pd.DataFrame(rows)

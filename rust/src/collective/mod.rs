@@ -1,0 +1,27 @@
+//! Collectives lowered to transfer DAGs and executed on the fabric.
+//!
+//! A collective (all_reduce, all_gather, reduce_scatter, all_to_all,
+//! broadcast, reduce, send/recv) over a group of GPUs becomes a DAG of nodes:
+//! transfers (GPU -> GPU through the switches, or GPU -> switch -> GPU
+//! "loopback" for NVLS) and delays (launch latency, the NVLS engine). Edges
+//! carry a delay (per-step synchronisation latency, reduction compute), so a
+//! node starts at max over predecessors of (end + edge delay). The whole DAG
+//! runs inside the engine: no step crosses into Python.
+//!
+//! Algorithms (NCCL's): ring (channels x chunks, pipelined), double binary
+//! tree (all_reduce), direct/pairwise (all_to_all in staggered order: rank r
+//! sends to r+k at step k; send/recv), and NVLS (all_reduce; each GPU sends its
+//! contributions into the switch, which reduces and multicasts the result:
+//! S (n+1)/n bytes each way per GPU instead of the ring's 2(n-1)/n S).
+//! Protocols Simple, LL128 (120 of 128 B useful) and LL (50 %) scale the bytes
+//! on the wire.
+
+mod exec;
+mod lower;
+mod network;
+mod params;
+
+pub use exec::{run_collective, run_collective_ideal, CollectiveResult, DagExec, CEv};
+pub use lower::{lower, Dag, FabricInfo, Lowered, NodeKind};
+pub use network::FabricNetwork;
+pub use params::{Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};

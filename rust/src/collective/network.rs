@@ -1,0 +1,92 @@
+//! The fabric as a task-graph [`Network`]: transfer tasks run packet by
+//! packet; collective tasks are lowered (see [`super::lower`]) and their DAGs
+//! run on the same fabric, concurrently with everything else (no folding:
+//! work arrives over time).
+
+use super::exec::{calibrated_spec, fabric_info, Backend, CEv, DagExec};
+use super::lower::{lower, FabricInfo};
+use super::params::{CollectiveParams, Op};
+use crate::engine::{Scheduler, TimePs};
+use crate::error::Result;
+use crate::fabric::{FabricSim, FabricSpec};
+use crate::taskgraph::{CollectiveKind, Network, NetworkDone};
+
+pub struct FabricNetwork {
+    pub exec: DagExec,
+    info: FabricInfo,
+    params: CollectiveParams,
+    devices: u32,
+    gpu_ports: u32,
+}
+
+impl FabricNetwork {
+    /// A network with the default (calibrated) collective parameters; plain
+    /// transfers see the fabric exactly as specified.
+    pub fn new(spec: &FabricSpec) -> Result<Self> {
+        Self::with_params(spec, CollectiveParams::default(), false)
+    }
+
+    /// With explicit collective parameters; `calibrate` applies the
+    /// calibrated GPU injection limit (`link_efficiency`) to every transfer.
+    pub fn with_params(spec: &FabricSpec, params: CollectiveParams, calibrate: bool) -> Result<Self> {
+        params.validate()?;
+        let s = if calibrate { calibrated_spec(spec, params.link_efficiency)? } else { spec.clone() };
+        Ok(FabricNetwork { exec: DagExec::new(Backend::Fabric(FabricSim::new(&s, s.gpu_ports)?)), info: fabric_info(spec)?, params, devices: spec.gpus, gpu_ports: spec.gpu_ports })
+    }
+
+    /// Fabric statistics after the task graph ran (links, switch ports,
+    /// reorder buffers; transfer arrays empty), over `makespan_ps`.
+    pub fn stats(&self, makespan_ps: u64, events: u64) -> crate::fabric::BatchResult {
+        let mut r = match self.exec.fabric() {
+            Some(sim) => crate::fabric::stats_of(sim, self.gpu_ports, events),
+            None => crate::fabric::BatchResult::default(),
+        };
+        r.makespan_ps = makespan_ps;
+        r.folded_planes = 1;
+        r.fold_reason = "not folded: task-graph work arrives over time".into();
+        r
+    }
+
+    /// Protocol packets sent so far.
+    pub fn packets_sent(&self) -> u64 {
+        self.exec.fabric().map_or(0, |s| s.packets_sent)
+    }
+
+    fn drain(&mut self, done: &mut NetworkDone) {
+        done.append(&mut self.exec.done);
+        done.append(&mut self.exec.plain_done);
+    }
+}
+
+impl Network for FabricNetwork {
+    type Event = CEv;
+
+    fn devices(&self) -> u32 {
+        self.devices
+    }
+
+    fn start_transfer(&mut self, now: TimePs, tag: u32, src: u32, dst: u32, bytes: u64, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
+        self.exec.start_plain(now, tag, src, dst, bytes, sched)?;
+        self.drain(done);
+        Ok(())
+    }
+
+    fn start_collective(&mut self, now: TimePs, tag: u32, members: &[u32], kind: CollectiveKind, bytes: u64, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
+        let low = lower(Op::from_kind(kind), members, bytes, &self.params, &self.info)?;
+        self.exec.start(now, tag, &low.dag, sched)?;
+        self.drain(done);
+        Ok(())
+    }
+
+    fn handle(&mut self, now: TimePs, ev: CEv, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
+        self.exec.handle(now, ev, sched)?;
+        self.drain(done);
+        Ok(())
+    }
+
+    fn finish(&mut self, end_ps: TimePs) {
+        if let Backend::Fabric(sim) = &mut self.exec.backend {
+            sim.finish(end_ps);
+        }
+    }
+}
