@@ -216,7 +216,10 @@ class TaskGraphRun:
     ``tasks``: DataFrame, one row per task: kind, device, peer, bytes, label,
     stage, flops, start_ps, end_ps, data_ready_ps, credit_ready_ps,
     credit_wait_ps (= max(0, credit_ready - data_ready)), stream_wait_ps
-    (= start - max(data_ready, credit_ready)). ``makespan_ps``; ``network``:
+    (= start - max(data_ready, credit_ready)); on a fabric also
+    fabric_credit_wait_ps (time the task's packets waited at source ports
+    blocked on link credits, per lane; see ``FabricNetwork.task_credit_wait_ps``
+    in rust/src/collective/network.rs). ``makespan_ps``; ``network``:
     the network's statistics (for a fabric: ``links``, ``switch_ports`` and
     ``reorder`` DataFrames as in :class:`flitsim.TransferResult`, and ``packets``).
     """
@@ -289,4 +292,5 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
         from flitsim.transfers import fabric_frames
 
         net["links"], net["switch_ports"], net["reorder"] = fabric_frames(net.pop("fabric"), network.fabric)  # type: ignore[union-attr]
+        df["fabric_credit_wait_ps"] = net.pop("task_credit_wait_ps").astype(np.int64)
     return TaskGraphRun(graph, df, int(r["makespan_ps"]), net, int(r["events"]))

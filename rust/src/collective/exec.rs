@@ -152,6 +152,15 @@ impl DagExec {
         }
     }
 
+    /// The task tag a fabric transfer belongs to: its own tag for a plain
+    /// transfer, its collective's tag for a DAG transfer.
+    pub fn task_of_transfer(&self, x: u32, own_tag: u32) -> u32 {
+        match self.xfer_node.get(x as usize).copied().unwrap_or(NONE) {
+            NONE => own_tag,
+            node => self.insts[self.inst_of[node as usize] as usize].tag,
+        }
+    }
+
     fn set_xfer_node(&mut self, x: u32, node: u32) {
         let x = x as usize;
         if self.xfer_node.len() <= x {

@@ -47,6 +47,25 @@ impl FabricNetwork {
         r
     }
 
+    /// Per task (indexed by tag, `tasks` long): the credit wait its
+    /// transfers saw at their source ports, per lane, ps. A plain transfer:
+    /// its credit-blocked time / lanes; a collective: the sum over its
+    /// transfers of that, divided by the number of distinct sources (one
+    /// chain of steps per rank).
+    pub fn task_credit_wait_ps(&self, tasks: usize) -> Vec<u64> {
+        let mut out = vec![0f64; tasks];
+        let Some(sim) = self.exec.fabric() else { return vec![0; tasks] };
+        let mut sources: Vec<std::collections::BTreeSet<u32>> = vec![Default::default(); tasks];
+        for (x, xf) in sim.xfers.iter().enumerate() {
+            let tag = self.exec.task_of_transfer(x as u32, xf.tag) as usize;
+            if tag < tasks {
+                out[tag] += xf.credit_wait_ps as f64 / xf.lanes.max(1) as f64;
+                sources[tag].insert(xf.src);
+            }
+        }
+        out.iter().zip(&sources).map(|(w, s)| (w / s.len().max(1) as f64).round() as u64).collect()
+    }
+
     /// Protocol packets sent so far.
     pub fn packets_sent(&self) -> u64 {
         self.exec.fabric().map_or(0, |s| s.packets_sent)

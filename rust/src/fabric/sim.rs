@@ -78,6 +78,12 @@ pub(crate) struct Xfer {
     /// (0 for plain transfers; collectives rotate it so the ports that carry
     /// one packet more than the others differ from transfer to transfer).
     pub spray_offset: u32,
+    /// Time this transfer had packets waiting at a source port that was
+    /// blocked on credits (the switch input buffer was full), summed over its
+    /// ports, ps. Divided by `lanes` it is the credit wait of one lane.
+    pub credit_wait_ps: u64,
+    /// Source ports the transfer was sprayed over.
+    pub lanes: u32,
     vc: u32,
     left: u64,
     next_seq: u64,
@@ -94,6 +100,8 @@ struct Port {
     queue: VecDeque<u32>,
     try_at: Option<TimePs>,
     blocked: bool,
+    /// Start of the current credit-blocked interval, if the port is blocked on credits.
+    credit_blocked_since: Option<TimePs>,
     outstanding: u32,
     max_outstanding: u32,
     next_inject_ps: TimePs,
@@ -184,6 +192,7 @@ impl FabricSim {
                 queue: VecDeque::new(),
                 try_at: None,
                 blocked: false,
+                credit_blocked_since: None,
                 outstanding: 0,
                 max_outstanding: if g.max_outstanding_packets == 0 { 0 } else { ((g.max_outstanding_packets as f64 / div).ceil() as u32).max(1) },
                 next_inject_ps: 0,
@@ -260,6 +269,8 @@ impl FabricSim {
             tag,
             loopback: false,
             spray_offset: 0,
+            credit_wait_ps: 0,
+            lanes: 0,
             vc: id % self.vcs,
             left: bytes,
             next_seq: 0,
@@ -398,6 +409,7 @@ impl FabricSim {
                 self.ports[p].link.return_credits(now, vc as usize, flits);
                 if self.ports[p].blocked {
                     self.ports[p].blocked = false;
+                    self.close_credit_block(p, now);
                     self.schedule_try(p, now, q);
                 }
                 Ok(())
@@ -484,6 +496,11 @@ impl FabricSim {
                 }
             }
         }
+        self.xfers[x as usize].lanes = match self.spray {
+            Spray::RoundRobin => n.min(e) as u32,
+            Spray::Hash => 1,
+            Spray::Adaptive => e as u32,
+        };
         self.scratch = elig;
         Ok(())
     }
@@ -559,8 +576,22 @@ impl FabricSim {
         }
         if !self.ports[p].queue.is_empty() {
             self.ports[p].blocked = true;
+            self.ports[p].credit_blocked_since.get_or_insert(now);
         }
         Ok(())
+    }
+
+    /// A credit-blocked port is unblocked: charge the wait to every transfer
+    /// that had packets queued on it.
+    fn close_credit_block(&mut self, p: usize, now: TimePs) {
+        let Some(since) = self.ports[p].credit_blocked_since.take() else { return };
+        let waited = now - since;
+        for &sid in &self.ports[p].queue {
+            let sh = &self.shares[sid as usize];
+            if sh.full_left > 0 || sh.last_bytes > 0 {
+                self.xfers[sh.xfer as usize].credit_wait_ps += waited;
+            }
+        }
     }
 
     fn consume(&mut self, now: TimePs, p: usize, pkt: u32, q: &mut dyn Scheduler<FEv>) -> Result<()> {
@@ -572,6 +603,7 @@ impl FabricSim {
         self.ports[sp].outstanding -= 1;
         if self.ports[sp].blocked && self.ports[sp].max_outstanding > 0 {
             self.ports[sp].blocked = false;
+            self.close_credit_block(sp, now);
             self.schedule_try(sp, now, q);
         }
         // Reorder tracking at the destination.

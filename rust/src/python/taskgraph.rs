@@ -84,6 +84,7 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             d.set_item("kind", "fabric")?;
             d.set_item("packets", net.packets_sent())?;
             d.set_item("fabric", super::fabric::result_dict(py, net.stats(r.makespan_ps, r.events))?)?;
+            d.set_item("task_credit_wait_ps", net.task_credit_wait_ps(g.len()).into_pyarray(py))?;
             (r, d)
         }
     };
