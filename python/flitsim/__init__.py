@@ -13,9 +13,11 @@ from flitsim.ledger import Ledger, ledger
 from flitsim.linklab import LinkTransferResult, link_transfer
 from flitsim import switchlab
 from flitsim.transfers import FabricNetwork, TransferResult, transfers
+from flitsim.sweeps import sweep
+from flitsim import report
 
 __all__ = [
     "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
-    "link_transfer", "switchlab", "FabricNetwork", "TransferResult", "transfers",
+    "link_transfer", "switchlab", "FabricNetwork", "TransferResult", "transfers", "sweep", "report",
 ]
