@@ -17,8 +17,12 @@ the ideal rate — bytes over the per-GPU payload rate, when known — and the
 excess: ``network queueing`` for switch queueing/arbitration and in-fabric
 credit stalls, which the engine does not yet break down per transfer); gaps
 between path tasks are ``release wait``. Moments when the next path task was
-data-ready but held by a credit (bounded hand-off buffer) or by its stream are
-relabelled ``credit wait`` / ``stream queueing``. The labels sum to the makespan.
+data-ready but held by a credit (bounded hand-off buffer) or by its stream,
+while the chain was otherwise idle, are labelled ``credit wait`` / ``stream
+queueing``; the labels sum to the makespan. The ``waiting`` table also lists
+*held* time: how long path tasks sat data-ready behind a credit or their
+stream while the chain's predecessor was still working (the reason the path
+took a credit or stream edge).
 """
 
 from __future__ import annotations
@@ -111,37 +115,40 @@ def critical_path(run: Any, *, bytes_per_ps: float | None = None, alpha_ps: int 
     preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for a, b, k in zip(esrc, edst, ekind):
         preds[b].append((int(a), int(k)))
-    # stream predecessors: per (device, class) the tasks sorted by end
+    # stream predecessors: per (device, class) the tasks holding that stream
+    # class, sorted by end (a collective holds a comm stream of every member)
     cls = np.where(kind == 0, 0, 1)
-    by_stream: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-    for key in set(zip(dev.tolist(), cls.tolist())):
-        idx = np.nonzero((dev == key[0]) & (cls == key[1]) & (kind != 2))[0]
-        order = idx[np.argsort(end[idx], kind="stable")]
-        by_stream[key] = (order, end[order])
-    # collectives hold a comm stream of every member: index them per member too
     offs, mem = g.columns["group_offsets"], g.columns["group_members"]
     coll_members: dict[int, np.ndarray] = {}
-    for i in np.nonzero(kind == 2)[0]:
-        gi = int(g.columns["group"][i])
-        coll_members[int(i)] = mem[offs[gi]:offs[gi + 1]].astype(np.int64)
+    members_of: dict[tuple[int, int], list[int]] = {}
+    for i in range(n):
+        if kind[i] == 2:
+            gi = int(g.columns["group"][i])
+            ms = mem[offs[gi]:offs[gi + 1]].astype(np.int64)
+            coll_members[i] = ms
+            for d in ms:
+                members_of.setdefault((int(d), 1), []).append(i)
+        else:
+            members_of.setdefault((int(dev[i]), int(cls[i])), []).append(i)
+    by_stream: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for key, lst in members_of.items():
+        idx = np.array(lst, dtype=np.int64)
+        order = idx[np.argsort(end[idx], kind="stable")]
+        by_stream[key] = (order, end[order])
 
     def stream_pred(i: int) -> int:
         devs = coll_members.get(i, np.array([dev[i]]))
         best, best_end = -1, -1
         for d in devs:
-            for key in ((int(d), int(cls[i])),):
-                if key not in by_stream:
-                    continue
-                order, ends = by_stream[key]
-                j = int(np.searchsorted(ends, start[i], side="right")) - 1
-                while j >= 0 and order[j] == i:
-                    j -= 1
-                if j >= 0 and ends[j] > best_end:
-                    best, best_end = int(order[j]), int(ends[j])
-        if cls[i] == 1:  # a collective on a member's comm stream
-            for ci, ms in coll_members.items():
-                if ci != i and end[ci] <= start[i] and end[ci] > best_end and np.isin(devs, ms).any():
-                    best, best_end = ci, int(end[ci])
+            key = (int(d), int(cls[i]))
+            if key not in by_stream:
+                continue
+            order, ends = by_stream[key]
+            j = int(np.searchsorted(ends, start[i], side="right")) - 1
+            while j >= 0 and order[j] == i:
+                j -= 1
+            if j >= 0 and ends[j] > best_end:
+                best, best_end = int(order[j]), int(ends[j])
         return best
 
     cur = int(np.argmax(end))
@@ -202,24 +209,30 @@ def critical_path(run: Any, *, bytes_per_ps: float | None = None, alpha_ps: int 
     places: list[str] = ["start"]
     plc = np.zeros(m, dtype=np.int64)
 
-    def paint(a: int, b: int, cat: str, place: str) -> None:
+    def paint(a: int, b: int, cat: str, place: str, only_gaps: bool = False) -> None:
         i0, i1 = np.searchsorted(pts, [max(a, 0), min(b, mk)])
         if i1 > i0:
             places.append(place)
-            lab[i0:i1] = CATEGORIES.index(cat)
-            plc[i0:i1] = len(places) - 1
+            sel = slice(i0, i1)
+            mask = lab[sel] == CATEGORIES.index("release wait") if only_gaps else np.ones(i1 - i0, bool)
+            lab[sel] = np.where(mask, CATEGORIES.index(cat), lab[sel])
+            plc[sel] = np.where(mask, len(places) - 1, plc[sel])
 
     for s_ in segs:
         paint(*s_)
-    for w in sorted(waits, key=lambda w: w[2] == "credit wait"):  # credit waits painted last: they win
-        paint(*w)
+    for w in sorted(waits, key=lambda w: w[2] == "credit wait"):  # idle chain time held by credit / stream
+        paint(*w, only_gaps=True)
     width = np.diff(pts)
     acc = {c: int(width[lab == k].sum()) for k, c in enumerate(CATEGORIES)}
     place_acc: dict[tuple[str, str], int] = {}
-    nz = lab != CATEGORIES.index("compute")
+    nz = (lab != CATEGORIES.index("compute")) & (lab != CATEGORIES.index("credit wait")) & \
+        (lab != CATEGORIES.index("stream queueing"))
     for k, p_, w_ in zip(lab[nz], plc[nz], width[nz]):
         key = (CATEGORIES[int(k)], places[int(p_)])
         place_acc[key] = place_acc.get(key, 0) + int(w_)
+    for a_, b_, cat, place in waits:  # held time: data-ready path tasks waiting for a credit or their stream
+        key = (f"{cat} (held)", place)
+        place_acc[key] = place_acc.get(key, 0) + (b_ - a_)
     tasks = pd.DataFrame({
         "task": ids, "kind": t.kind.to_numpy()[ids], "device": dev[ids], "peer": t.peer.to_numpy()[ids],
         "stage": g.meta["stage"][ids], "label": g.meta["label"][ids], "start_ps": start[ids], "end_ps": end[ids],
