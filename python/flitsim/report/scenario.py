@@ -104,6 +104,7 @@ class ScheduleEntry(Spec):
     name: str
     label: str | None = None
     options: dict[str, Option] = Field(default_factory=dict)
+    network: Literal["auto", "fabric", "analytic"] | None = None
 
 
 class CaseSection(Spec):
@@ -378,8 +379,8 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     runs: list[RunRecord] = []
     baseline_cache: dict[tuple[str, Any], float] = {}
 
-    def simulate(sched: Any) -> tuple[Any, str]:
-        mode = sc.fabric.network
+    def simulate(sched: Any, mode: str | None = None) -> tuple[Any, str]:
+        mode = mode or sc.fabric.network
         if mode == "analytic":
             return S.simulate(sched, ana_net), "analytic"
         try:
@@ -409,7 +410,7 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
         scheds = []
         nets = set()
         if e.name == "decode":
-            sched, net = simulate(S.build("decode", case.model, info["workload"], **opts))
+            sched, net = simulate(S.build("decode", case.model, info["workload"], **opts), e.network)
             per.append((None, schedule_metrics(sched)))
             scheds.append(sched)
             nets.add(net)
@@ -417,7 +418,7 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
             if bar:
                 bar.update(1)
         elif info["kind"] == "dit":
-            sched, net = simulate(S.build(e.name, None, wl, **opts))
+            sched, net = simulate(S.build(e.name, None, wl, **opts), e.network)
             per.append((None, schedule_metrics(sched)))
             scheds.append(sched)
             nets.add(net)
@@ -427,7 +428,7 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
         else:
             base = 0.0 if case.baseline else None
             for tok in info["reps"]:
-                sched, net = simulate(S.build(e.name, case.model, tok, **opts))
+                sched, net = simulate(S.build(e.name, case.model, tok, **opts), e.network)
                 per.append((tok, schedule_metrics(sched)))
                 scheds.append(sched)
                 nets.add(net)
