@@ -11,6 +11,8 @@ from flitsim.cli.link_cmd import link_cmd
 from flitsim.cli.nccl_cmd import nccl_cmd
 from flitsim.cli.workload_cmd import workload_cmd
 from flitsim.cli.switch_cmd import switch_cmd
+from flitsim.cli.run_cmd import run_cmd
+from flitsim.cli.sweep_cmd import sweep_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,6 +26,8 @@ cli.add_command(link_cmd)
 cli.add_command(workload_cmd)
 cli.add_command(switch_cmd)
 cli.add_command(nccl_cmd)
+cli.add_command(run_cmd)
+cli.add_command(sweep_cmd)
 
 
 def main() -> None:

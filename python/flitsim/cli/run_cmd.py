@@ -1,0 +1,83 @@
+"""``flitsim run SCENARIO --out DIR``: simulate a scenario and write its report."""
+
+from __future__ import annotations
+
+import click
+
+from flitsim.cli._common import echo_json, friendly_errors
+
+
+def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
+    """Rich tables of a ScenarioResult: summary, critical path, LLM latencies,
+    DiT latencies, scorecard and conclusion."""
+    from rich.console import Console
+    from rich.table import Table
+
+    c = console or Console()
+    for n in res.network_notes:
+        c.print(f"[dim]{n}[/dim]")
+    t = Table(title=f"{res.scenario.title}: runs")
+    for col in ("case", "schedule", "GPUs", "network", "makespan ms", "speedup", "stage CV", "fill/drain",
+                "bubble", "FLOP/B"):
+        t.add_column(col, justify="right" if col not in ("case", "schedule", "network") else "left")
+    for r in res.summary_frame().itertuples():
+        t.add_row(r.case, r.schedule, str(r.devices), r.network, f"{r.makespan_s * 1e3:.2f}",
+                  "" if r.speedup != r.speedup else f"{r.speedup:.2f}x", f"{r.stage_time_cv:.3f}",
+                  f"{r.fill_drain_share:.0%}", f"{r.bubble_fraction_mean:.0%}", f"{r.flop_per_comm_byte:,.0f}")
+    c.print(t)
+    t = Table(title="critical path (share of makespan)")
+    for col in ("case", "schedule", "compute", "serial.", "net queue", "credit", "stream q.", "slowest loop / top wait"):
+        t.add_column(col)
+    for r in res.runs:
+        s = r.critical.breakdown_share()
+        w = r.critical.waiting
+        top = f"{w.iloc[0]['category']} at {w.iloc[0]['place']}" if len(w) else "-"
+        t.add_row(r.case, r.label, f"{s['compute']:.0%}", f"{s['serialization']:.0%}", f"{s['network queueing']:.0%}",
+                  f"{s['credit wait']:.0%}", f"{s['stream queueing']:.0%}", f"{r.critical.slowest_loop}; wait: {top}")
+    c.print(t)
+    for r in res.runs:
+        if r.llm_latency is not None:
+            t = Table(title=f"LLM latency, {r.case} / {r.label} (ms; tokens/s for rates)")
+            for col in ("definition", "metric", "p25", "p50", "p75", "p90", "p95", "p99", "mean", "std"):
+                t.add_column(col)
+            for (d, m), row in r.llm_latency.iterrows():
+                f = 1.0 if "per_s" in m else 1e3
+                t.add_row(d, m, *[f"{row[k] * f:.3g}" for k in ("p25", "p50", "p75", "p90", "p95", "p99", "mean", "std")])
+            c.print(t)
+    dit = [r for r in res.runs if r.dit]
+    if dit:
+        t = Table(title="DiT latency")
+        for col in ("case", "schedule", "per image ms", "per step ms"):
+            t.add_column(col)
+        for r in dit:
+            t.add_row(r.case, r.label, f"{r.dit['latency_per_image_s'] * 1e3:.2f}", f"{r.dit['latency_per_step_s'] * 1e3:.3f}")
+        c.print(t)
+    t = Table(title="PMF scorecard")
+    for col in ("case", "schedule", "group", "figure", "value", "verdict"):
+        t.add_column(col, overflow="fold")
+    for r in res.scorecards.itertuples():
+        t.add_row(r.case, r.schedule, r.group, r.figure, r.value, r.verdict)
+    c.print(t)
+    c.print("[bold]Where token-level pipelining fits[/bold]")
+    for line in res.conclusion:
+        c.print(f"- {line}")
+
+
+@click.command("run")
+@click.argument("scenario", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out_dir", default="flitsim-report", show_default=True, help="report folder")
+@click.option("--no-progress", is_flag=True, help="no progress bar")
+@click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
+@friendly_errors
+def run_cmd(scenario: str, out_dir: str, no_progress: bool, as_json: bool) -> None:
+    """Run a scenario TOML file (examples/main.toml is the main job) and write
+    its report (tables, Parquet, Perfetto traces, figures, report.html) to --out."""
+    from flitsim.report.scenario import run_scenario, scenario_json
+
+    res = run_scenario(scenario, progress=not no_progress and not as_json)
+    paths = res.write(out_dir)
+    if as_json:
+        echo_json({**scenario_json(res), "files": paths})
+        return
+    print_result(res)
+    click.echo(f"report: {paths['html']}  (wall {res.wall_s:.1f} s)")

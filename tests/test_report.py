@@ -1,0 +1,276 @@
+"""Reports: metrics on hand-built timelines, critical path, LLM latency
+definitions, the Trace Event format, scenario validation, sweeps, HTML, and a
+tiny end-to-end scenario. Every expected value is derived here by hand."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import flitsim
+from flitsim.errors import ConfigError
+from flitsim.report import (bubble_fraction, critical_path, llm_latency_table, llm_request_latencies, load_scenario,
+                            summarize, trace_events)
+from flitsim.taskgraph import IdealNetwork, TaskGraphBuilder, execute
+
+ROOT = Path(__file__).resolve().parents[1]
+T_PS = 1_000_000  # one stage-task: 1 us
+
+
+def gpipe(K: int, M: int, credit: int | None = None):
+    """K equal stages (one per device), M micro-batches, zero-cost hand-off:
+    task (m, k) after (m, k-1) [data] and after (m-1, k) [same stream]."""
+    b = TaskGraphBuilder(K)
+    ids = {}
+    for m in range(M):
+        for k in range(K):
+            ids[m, k] = b.add_compute(k, T_PS, label=f"mb{m}.s{k}", stage=k)
+            if k:
+                b.add_edge(ids[m, k - 1], ids[m, k])
+            if credit and k + 1 < K and m >= credit:
+                b.add_edge(ids[m - credit, k + 1], ids[m, k], "credit")
+    return execute(b.build(), IdealNetwork())
+
+
+@pytest.mark.parametrize("K,M", [(2, 1), (4, 4), (4, 8), (8, 3)])
+def test_bubble_fraction_gpipe(K, M):
+    run = gpipe(K, M)
+    # GPipe: makespan (M + K - 1) t, each device busy M t -> bubble (K - 1) / (M + K - 1)
+    assert run.makespan_ps == (M + K - 1) * T_PS
+    bub = bubble_fraction(run.busy_intervals(), run.makespan_ps)
+    for d in range(K):
+        assert bub[d] == pytest.approx((K - 1) / (M + K - 1), abs=1e-12)
+
+
+def test_bubble_fraction_merges_overlaps():
+    # busy [0,4) and [2,6) and [8,10) over 10: merged busy 8 -> 0.2 idle
+    assert bubble_fraction({0: [(0, 4), (2, 6), (8, 10)]}, 10)[0] == pytest.approx(0.2)
+    with pytest.raises(ConfigError):
+        bubble_fraction({0: []}, 0)
+
+
+def test_critical_path_gpipe_is_all_compute():
+    K, M = 4, 5
+    cp = critical_path(gpipe(K, M))
+    # the chain: M + K - 1 tasks of t each, no waiting
+    assert len(cp.tasks) == M + K - 1
+    assert cp.breakdown_ps["compute"] == (M + K - 1) * T_PS
+    assert sum(cp.breakdown_ps.values()) == cp.makespan_ps
+
+
+def test_critical_path_transfer_split_and_stream_wait():
+    # compute 1 us on GPU 0, transfer 1e6 B at 1e6 B/us (= 1 GB/s? no: 1e6 B / 1e3 GB/s = 1 us) + 500 ns alpha,
+    # compute 1 us on GPU 1; a second compute on GPU 1 ready at 0 but queued behind nothing -> runs first.
+    b = TaskGraphBuilder(2)
+    a = b.add_compute(0, T_PS, label="a")
+    x = b.add_transfer(0, 1, 1_000_000, label="x")
+    c = b.add_compute(1, T_PS, label="c")
+    b.add_edge(a, x)
+    b.add_edge(x, c)
+    run = execute(b.build(), IdealNetwork(alpha_ps=500_000, bandwidth_GBps=1000.0))
+    # transfer time = 500 ns + 1e6 B / 1e12 B/s = 1.5 us; makespan 3.5 us
+    assert run.makespan_ps == 3_500_000
+    cp = critical_path(run, bytes_per_ps=1.0, alpha_ps=500_000)  # 1 B/ps = 1000 GB/s
+    assert cp.breakdown_ps["compute"] == 2 * T_PS
+    assert cp.breakdown_ps["serialization"] == 1_500_000
+    assert cp.breakdown_ps["network queueing"] == 0
+    # with a slower ideal rate assumed (0.5 B/ps), the excess shows as network queueing
+    cp2 = critical_path(run, bytes_per_ps=2.0, alpha_ps=500_000)
+    assert cp2.breakdown_ps["serialization"] == 1_000_000 and cp2.breakdown_ps["network queueing"] == 500_000
+
+
+def test_critical_path_credit_wait():
+    # K = 2 stages, stage 1 twice as slow, hand-off buffer of 1: stage 0's
+    # micro-batch m waits for stage 1 to start m - 1 ... the credit edges bind.
+    b = TaskGraphBuilder(2)
+    ids = {}
+    for m in range(4):
+        ids[m, 0] = b.add_compute(0, T_PS, stage=0)
+        ids[m, 1] = b.add_compute(1, 2 * T_PS, stage=1)
+        b.add_edge(ids[m, 0], ids[m, 1])
+        if m >= 1:
+            b.add_edge(ids[m - 1, 1], ids[m, 0], "credit")
+    run = execute(b.build(), IdealNetwork())
+    # stage 0 task m starts when stage 1 task m-1 ends: a strict alternation:
+    # 4 x (1 + 2) us
+    assert run.makespan_ps == 12 * T_PS
+    cp = critical_path(run)
+    assert sum(cp.breakdown_ps.values()) == run.makespan_ps
+    assert cp.breakdown_ps["compute"] == 12 * T_PS  # every moment on the chain computes
+    assert set(cp.tasks.via) <= {"start", "data", "credit"} and "credit" in set(cp.tasks.via)
+
+
+def test_llm_latency_definitions():
+    # request A: tokens at 1, 2, 4 s; request B: one token at 2 s; arrivals 0
+    tt = [np.array([1.0, 2.0, 4.0]), np.array([2.0])]
+    df = llm_request_latencies(tt)
+    assert list(df.ttft_s) == [1.0, 2.0]
+    assert list(df.e2e_latency_s) == [4.0, 2.0]
+    # LLMPerf ITL = E2E / output tokens, TTFT included
+    assert df.llmperf_itl_s.tolist() == pytest.approx([4 / 3, 2.0])
+    # vLLM TPOT = (E2E - TTFT) / (out - 1); NaN for one token
+    assert df.vllm_tpot_s[0] == pytest.approx(1.5) and np.isnan(df.vllm_tpot_s[1])
+    tab = llm_latency_table(tt)
+    # vLLM ITL pools gaps: [1, 2] -> mean 1.5, p50 1.5; output throughput 4 tokens / 4 s
+    assert tab.loc[("vLLM", "itl_s (pooled token gaps)"), "mean"] == pytest.approx(1.5)
+    assert tab.loc[("vLLM", "output_throughput_tokens_per_s"), "mean"] == pytest.approx(1.0)
+    assert tab.loc[("vLLM", "tpot_s ((E2E-TTFT)/(out-1), per request)"), "count"] == 1
+    assert set(tab.index.get_level_values(0)) == {"LLMPerf", "vLLM"}
+
+
+def test_summarize_percentiles():
+    s = summarize(np.arange(1, 101, dtype=float))
+    # numpy linear interpolation on 1..100: p25 = 25.75, p99 = 99.01
+    assert s["p25"] == pytest.approx(25.75) and s["p99"] == pytest.approx(99.01)
+    assert s["mean"] == pytest.approx(50.5) and s["std"] == pytest.approx(np.sqrt((100**2 - 1) / 12))
+
+
+def test_trace_event_format():
+    b = TaskGraphBuilder(2)
+    a = b.add_compute(0, 2_500_000, label="a", stage=0)
+    x = b.add_transfer(0, 1, 1000, label="x")
+    g = b.add_collective([0, 1], "all_reduce", 1000, label="ar")
+    b.add_edge(a, x)
+    b.add_edge(x, g)
+    run = execute(b.build(), IdealNetwork(alpha_ps=1000, bandwidth_GBps=100.0))
+    obj = json.loads(json.dumps(trace_events(run)))
+    ev = obj["traceEvents"]
+    for e in ev:
+        for k in ("name", "ph", "ts", "pid", "tid"):
+            assert k in e
+        assert e["ph"] in ("X", "M")
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        if e["ph"] == "X":
+            assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0
+    comp = [e for e in ev if e["ph"] == "X" and e["name"] == "a"][0]
+    assert comp["ts"] == 0 and comp["dur"] == pytest.approx(2.5)  # 2,500,000 ps = 2.5 us
+    xs = [e for e in ev if e["ph"] == "X" and e["name"] == "x"]
+    assert len(xs) == 2  # the sender's comm stream and the link track
+    assert xs[0]["ts"] == pytest.approx(2.5)
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M"}
+    assert {"GPU 0", "GPU 1", "compute", "comm", "links", "link 0->1"} <= names
+    assert len([e for e in ev if e["ph"] == "X" and e["name"] == "ar"]) == 2  # one per member
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "s.toml"
+    p.write_text(text)
+    return p
+
+
+GOOD = """
+title = "t"
+[fabric]
+preset = "hgx-b200"
+[[cases]]
+name = "c"
+model = "llama-3-8b"
+workload = { kind = "tokens", tokens = 256 }
+[[cases.schedules]]
+name = "terapipe"
+options = { stages = 2, slices = 2 }
+"""
+
+
+def test_scenario_rejects_unknown_keys_and_types(tmp_path):
+    assert load_scenario(_write(tmp_path, GOOD)).cases[0].name == "c"
+    with pytest.raises(ConfigError, match="optionz"):
+        load_scenario(_write(tmp_path, GOOD.replace("options =", "optionz =")))
+    with pytest.raises(ConfigError, match="colour"):
+        load_scenario(_write(tmp_path, GOOD + '\ncolour = "red"\n'))
+    with pytest.raises(ConfigError, match="tokens"):
+        load_scenario(_write(tmp_path, GOOD.replace("tokens = 256", 'tokens = "many"')))
+    with pytest.raises(ConfigError, match="kind"):
+        load_scenario(_write(tmp_path, GOOD.replace('kind = "tokens"', 'kind = "banana"')))
+    with pytest.raises(ConfigError, match="TOML"):
+        load_scenario(_write(tmp_path, "title = "))
+    for ex in ("main.toml", "tiny.toml"):
+        load_scenario(ROOT / "examples" / ex)
+
+
+GRID = {"tokens": [256, 512], "stages": [1, 2], "slices": [2]}
+FIXED = {"schedule": "terapipe", "model": "llama-3-8b", "gpu": "b200", "fabric": "hgx-b200"}
+
+
+def _points():
+    from flitsim.sweeps import grid_points
+
+    return [{**FIXED, **p} for p in grid_points(GRID)]
+
+
+def test_sweep_same_with_1_and_2_workers_and_resumes(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = flitsim.sweep("flitsim.sweeps:schedule_point", _points(), workers=1, progress=False, out=tmp_path / "a.parquet")
+    b = flitsim.sweep("flitsim.sweeps:schedule_point", _points(), workers=2, progress=False, out=tmp_path / "b.parquet")
+    assert len(a) == 4
+    assert a.equals(b)
+    import pandas as pd
+
+    assert pd.read_parquet(tmp_path / "b.parquet").equals(b)
+    # resume: every point is in the file, so a target that would fail is never called
+    c = flitsim.sweep("flitsim.sweeps:no_such_function", _points(), workers=1, progress=False,
+                      out=tmp_path / "a.parquet")
+    assert c.equals(a)
+    # a submit-executor and a map-like callable give the same rows
+    with ThreadPoolExecutor(2) as ex:
+        d = flitsim.sweep("flitsim.sweeps:schedule_point", _points(), ex, progress=False)
+        e = flitsim.sweep("flitsim.sweeps:schedule_point", _points(), ex.map, progress=False)
+    assert d.equals(a) and e.equals(a)
+    with pytest.raises(ConfigError, match="grid"):
+        flitsim.sweep("flitsim.sweeps:schedule_point", {"tokens": []}, progress=False)
+
+
+class _Check(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.imgs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "img":
+            self.imgs.append(dict(attrs)["src"])
+
+
+def test_tiny_scenario_end_to_end(tmp_path):
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(cli, ["run", str(ROOT / "examples" / "tiny.toml"), "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert {s["schedule"] for s in res["summary"]} >= {"TeraPipe uniform", "PipeFusion", "decode PP2"}
+    assert res["conclusion"] and res["scorecard"]
+    lat = res["llm_latency"]["Llama-3-8B decode, LLMPerf / decode PP2"]
+    assert {x["definition"] for x in lat} == {"LLMPerf", "vLLM"}
+    for f in ("summary.parquet", "scorecard.parquet", "critical_path.parquet", "report.html", "results.json"):
+        assert (out / f).exists()
+    traces = list((out / "traces").glob("*.json"))
+    assert traces and all("traceEvents" in json.loads(p.read_text()) for p in traces)
+    page = (out / "report.html").read_text()
+    p = _Check()
+    p.feed(page)
+    assert "html" in p.tags and "table" in p.tags
+    assert p.imgs and all(s.startswith("data:image/png;base64,") for s in p.imgs)  # self-contained
+    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if browser:  # render headless when a browser is installed
+        shot = tmp_path / "shot.png"
+        subprocess.run([browser, "--headless", "--disable-gpu", "--no-sandbox", f"--screenshot={shot}",
+                        (out / "report.html").as_uri()], check=True, timeout=60, capture_output=True)
+        assert shot.exists() and shot.stat().st_size > 0
+
+
+def test_unknown_schedule_in_scenario(tmp_path):
+    from flitsim.report import run_scenario
+
+    with pytest.raises(ConfigError, match="schedule"):
+        run_scenario(_write(tmp_path, GOOD.replace('name = "terapipe"', 'name = "warp_drive"')), progress=False)
