@@ -46,3 +46,6 @@ def collective_run(spec: Any, request: Any) -> dict[str, Any]:
 
 def collective_ideal(gpus: int, alpha_ps: int, bandwidth_bytes_per_s: float, nvls: bool, request: Any) -> int:
     """Completion time (ps) of a collective's DAG on the ideal alpha-beta port model."""
+
+def collective_defaults() -> dict[str, Any]:
+    """The default, calibrated collective parameters (link_efficiency, nvls_efficiency, latencies ...)."""

@@ -39,6 +39,12 @@ _HBM = {"hgx-h100": 3.35e12, "dgx-h100": 3.35e12, "dgx-a100": 2.039e12, "hgx-a10
         "hgx-b200": 8e12, "gb200-nvl72": 8e12, "nvl72": 8e12}
 
 
+def default_params() -> dict[str, Any]:
+    """The calibrated collective parameters the engine uses by default
+    (``link_efficiency``, ``nvls_efficiency``, latencies; docs/collectives.md)."""
+    return dict(_core.collective_defaults())
+
+
 def busbw_factor(op: str, n: int) -> float:
     """nccl-tests bus-bandwidth factor for ``op`` over ``n`` ranks."""
     op = _op(op)

@@ -26,14 +26,15 @@ def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
                   f"{r.fill_drain_share:.0%}", f"{r.bubble_fraction_mean:.0%}", f"{r.flop_per_comm_byte:,.0f}")
     c.print(t)
     t = Table(title="critical path (share of makespan)")
-    for col in ("case", "schedule", "compute", "serial.", "net queue", "credit", "stream q.", "slowest loop / top wait"):
+    for col in ("case", "schedule", "compute", "serial.", "switch q.", "link credit", "handoff credit", "stream q.",
+                "slowest loop / top wait"):
         t.add_column(col)
     for r in res.runs:
         s = r.critical.breakdown_share()
         w = r.critical.waiting
         top = f"{w.iloc[0]['category']} at {w.iloc[0]['place']}" if len(w) else "-"
-        t.add_row(r.case, r.label, f"{s['compute']:.0%}", f"{s['serialization']:.0%}", f"{s['network queueing']:.0%}",
-                  f"{s['credit wait']:.0%}", f"{s['stream queueing']:.0%}", f"{r.critical.slowest_loop}; wait: {top}")
+        t.add_row(r.case, r.label, f"{s['compute']:.0%}", f"{s['serialization']:.0%}", f"{s['switch queueing']:.0%}",
+                  f"{s['link credit wait']:.0%}", f"{s['credit wait']:.0%}", f"{s['stream queueing']:.0%}", f"{r.critical.slowest_loop}; wait: {top}")
     c.print(t)
     for r in res.runs:
         if r.llm_latency is not None:

@@ -14,9 +14,11 @@ Walk back from the task that ends last. At each task, the predecessor that
 The makespan [0, makespan] is then labelled moment by moment: the time of each
 path task is ``compute`` or ``communication`` (split into ``serialization`` at
 the ideal rate — bytes over the per-GPU payload rate, when known — and the
-excess: ``network queueing`` for switch queueing/arbitration and in-fabric
-credit stalls, which the engine does not yet break down per transfer); gaps
-between path tasks are ``release wait``. Moments when the next path task was
+excess: ``link credit wait``, the part the fabric measured with the task's
+packets held at source ports blocked on link credits (the task's
+``fabric_credit_wait_ps``, runs on :class:`flitsim.FabricNetwork` only), and
+``switch queueing`` for the rest: switch queueing and arbitration, sharing a
+port with other traffic); gaps between path tasks are ``release wait``. Moments when the next path task was
 data-ready but held by a credit (bounded hand-off buffer) or by its stream,
 while the chain was otherwise idle, are labelled ``credit wait`` / ``stream
 queueing``; the labels sum to the makespan. The ``waiting`` table also lists
@@ -37,7 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CriticalPath", "critical_path"]
 
-CATEGORIES = ("compute", "serialization", "network queueing", "credit wait", "stream queueing", "release wait")
+CATEGORIES = ("compute", "serialization", "switch queueing", "link credit wait", "credit wait", "stream queueing",
+              "release wait")
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,8 @@ def critical_path(run: Any, *, bytes_per_ps: float | None = None, alpha_ps: int 
     dready = t.data_ready_ps.to_numpy(np.int64)
     cwait = t.credit_wait_ps.to_numpy(np.int64)
     swait = t.stream_wait_ps.to_numpy(np.int64)
+    fcredit = (t.fabric_credit_wait_ps.to_numpy(np.int64) if "fabric_credit_wait_ps" in t
+               else np.zeros(n, dtype=np.int64))
     kind = g.columns["kind"]
     dev = g.columns["device"].astype(np.int64)
     esrc = g.columns["edge_src"].astype(np.int64)
@@ -191,7 +196,11 @@ def critical_path(run: Any, *, bytes_per_ps: float | None = None, alpha_ps: int 
             cut = int(min(end[i], s0 + ideal))
             segs.append((s0, cut, "serialization", place))
             if cut < end[i]:
-                segs.append((cut, int(end[i]), "network queueing", place))
+                mid = int(min(end[i], cut + fcredit[i]))
+                if mid > cut:
+                    segs.append((cut, mid, "link credit wait", place))
+                if mid < end[i]:
+                    segs.append((mid, int(end[i]), "switch queueing", place))
         prev_end = max(prev_end, int(end[i]))
     waits: list[tuple[int, int, str, str]] = []
     for i, via in path:

@@ -31,13 +31,13 @@ midpoints (i + 0.5) / n, each standing for an equal share of requests, so the
 mean over them estimates the mean over the distribution. The schedule
 ``decode`` receives the whole LLM workload (its first ``requests``) instead.
 
-Networks: ``fabric`` runs every schedule on the cycle-level fabric
-(:class:`flitsim.FabricNetwork`); ``analytic`` on
-:class:`flitsim.taskgraph.IdealNetwork` parametrised from the fabric (alpha =
-the simulated latency of one packet between two GPUs, bandwidth = the
-per-GPU effective payload rate from the bandwidth ledger); ``auto`` tries the
-fabric and falls back to the analytic network when the fabric rejects a
-collective (collective lowering on the fabric is pending), labelling the run.
+Networks: ``fabric`` (and ``auto``, the default, which is the same) runs
+every schedule on the cycle-level fabric (:class:`flitsim.FabricNetwork`:
+transfers packet by packet, collectives lowered to transfer DAGs, calibrated
+injection); ``analytic`` on :class:`flitsim.taskgraph.IdealNetwork`
+parametrised from the fabric (alpha = the simulated latency of one packet
+between two GPUs, bandwidth = the calibrated per-GPU injection rate). Each
+run is labelled with the network it used.
 """
 
 from __future__ import annotations
@@ -255,16 +255,20 @@ def _fabric_spec(sc: Scenario) -> Any:
 
 def analytic_network(fabric: Any) -> tuple[Any, float, int]:
     """IdealNetwork parametrised from ``fabric``: alpha = simulated latency of
-    one protocol packet between GPU 0 and 1, bandwidth = the per-GPU effective
-    payload rate (ledger of the link at the GPU's payload size x GPU ports).
+    one protocol packet between GPU 0 and 1, bandwidth = the per-GPU rate the
+    fabric network injects at: the calibrated ``link_efficiency`` x link payload
+    rate x GPU ports (as :class:`flitsim.FabricNetwork` applies it), or the
+    fabric's own ``gpu.injection_bytes_per_s`` when set.
     Returns (network, bandwidth_GBps, alpha_ps)."""
     import flitsim
+    from flitsim.collectives import default_params
     from flitsim.taskgraph import IdealNetwork
 
     payload = int(fabric.gpu.payload_bytes)
-    led = flitsim.ledger(fabric.links[0], payloads_bytes=(payload,))
-    row = [r for r in led.rows if r.scope == "link" and r.stage.startswith("effective")][0]
-    bw = row.per_direction_GBps * fabric.gpu_ports
+    if fabric.gpu.injection_bytes_per_s:
+        bw = fabric.gpu.injection_bytes_per_s / 1e9
+    else:
+        bw = fabric.links[0].payload_GBps() * fabric.gpu_ports * float(default_params()["link_efficiency"])
     one = flitsim.transfers(fabric.replace(sim_packet_bytes=0), [0], [1], payload)
     alpha = int(one.makespan_ps)
     return IdealNetwork(alpha_ps=alpha, bandwidth_GBps=bw), bw, alpha
@@ -358,7 +362,7 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     gpu = gpu_preset(sc.hardware.gpu)
     breakeven = gpu.peak_flop_per_s(sc.hardware.dtype) / (bw_GBps * 1e9)
     notes = [f"analytic network: alpha {alpha_ps / 1e3:.1f} ns (one packet GPU 0 -> 1 on the fabric), "
-             f"{bw_GBps:.1f} GB/s per GPU (ledger, effective at {fabric.gpu.payload_bytes} B payload)"]
+             f"{bw_GBps:.1f} GB/s per GPU (calibrated injection rate of the fabric network)"]
     workloads: dict[str, dict[str, Any]] = {}
     plan: list[tuple[CaseSection, ScheduleEntry, Any]] = []
     for case in sc.cases:
@@ -383,12 +387,7 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
         mode = mode or sc.fabric.network
         if mode == "analytic":
             return S.simulate(sched, ana_net), "analytic"
-        try:
-            return S.simulate(sched, fab_net), "fabric"
-        except ConfigError as err:
-            if mode == "auto" and "collective" in str(err):
-                return S.simulate(sched, ana_net), "analytic (collectives on the fabric pending)"
-            raise
+        return S.simulate(sched, fab_net), "fabric"
 
     def one_gpu(case: CaseSection, wl: Any, tokens: int | None) -> float:
         key = (case.name, tokens)
@@ -442,7 +441,7 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
         net_label = " + ".join(sorted(nets))
         fab = None
         if net_label == "fabric":
-            fab = _replay_fabric(rep, fabric, fabric_metrics)
+            fab = fabric_metrics(rep.run.network["links"], rep.run.network["switch_ports"], rep.run.makespan_ps)
         is_ana = net_label != "fabric"
         bpp = (bw_GBps * 1e9 / 1e12)
         cp = critical_path(rep, bytes_per_ps=bpp, alpha_ps=alpha_ps if is_ana else 0)
@@ -487,27 +486,6 @@ def _work_multiple(name: str, opts: dict[str, Any]) -> int:
 
 def info_kind(info: dict[str, Any]) -> str:
     return str(info.get("kind"))
-
-
-def _replay_fabric(sched: Any, fabric: Any, fabric_metrics: Any) -> dict[str, Any] | None:
-    """Per-link and per-switch-port statistics of a fabric run: the task-graph
-    binding reports only packet counts, so the run's transfers are replayed on
-    the fabric with :func:`flitsim.transfers` at the start times the task graph
-    gave them (same packets, same times, same fabric). ``replay_max_dev_ps``
-    records the largest difference between replayed and task-graph completion
-    times (0 when the replay reproduces the run exactly)."""
-    import flitsim
-
-    t = sched.run.tasks
-    x = t[(t.kind == "transfer") & (t.bytes > 0) & (t.device != t.peer)]
-    if not len(x):
-        return None
-    r = flitsim.transfers(fabric, x.device.to_numpy(), x.peer.to_numpy(), x.bytes.to_numpy(),
-                          start_ps=x.start_ps.to_numpy())
-    out = fabric_metrics(r.links, r.switch_ports, sched.run.makespan_ps)
-    out["replay_max_dev_ps"] = int(np.abs(r.transfers.end_ps.to_numpy() - x.end_ps.to_numpy()).max())
-    out["folded_planes"] = r.folded_planes
-    return out
 
 
 def conclusion(runs: list[RunRecord]) -> list[str]:

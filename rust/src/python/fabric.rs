@@ -125,3 +125,9 @@ pub fn collective_ideal(gpus: u32, alpha_ps: u64, bandwidth_bytes_per_s: f64, nv
     let req: crate::collective::CollectiveRequest = from_py(request, "collective")?;
     Ok(crate::collective::run_collective_ideal(gpus, alpha_ps, bandwidth_bytes_per_s, nvls, &req)?)
 }
+
+/// The default (calibrated) collective parameters, as a dict.
+#[pyfunction]
+pub fn collective_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    super::convert::to_py(py, &crate::collective::CollectiveParams::default())
+}

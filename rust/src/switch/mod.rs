@@ -25,7 +25,7 @@
 //! injected, or a previous round left grantable requests unmatched. Those
 //! times live in one min-heap; the owner asks [`Switch::next_event_cycle`] and
 //! skips idle time. Within a slot only ports with work are touched (bitsets of
-//! free ports and of inputs with ready heads). After construction nothing
+//! free ports and of inputs with ready heads). The packet-slot pool grows to its high-water mark; otherwise nothing
 //! allocates.
 //!
 //! # API for a fabric
@@ -194,10 +194,10 @@ pub struct Switch {
     req: Requests,
     m: Matching,
     // Input side.
+    /// Packets buffered at the inputs (a pool shared by all inputs; grows to
+    /// the high-water mark of packets inside, then is reused).
     slots: Vec<Slot>,
-    free_stack: Vec<u32>,
-    free_top: Vec<u32>,
-    slots_per_iv: usize,
+    free_slots: Vec<u32>,
     /// Per queue (input, VC, output-or-0): head/tail slot, length, ready
     /// count, kept together so one cache line serves a packet's visit.
     qs: Vec<QueueState>,
@@ -268,17 +268,10 @@ impl Switch {
         let v = spec.vcs as usize;
         let w = bits::words(n);
         let q_per_iv = if spec.queueing == Queueing::Voq { n } else { 1 };
-        let slots_per_iv = spec.buffer_per_vc_flits as usize;
         let alloc = alloc::by_name(&spec.allocator, n, spec.iterations, spec.seed)?;
         let needs_ages = alloc.needs_ages();
         let outbuf = spec.output_buffer_per_vc_flits > 0;
         let ob_cap = if outbuf { spec.output_buffer_per_vc_flits as usize } else { 0 };
-        let mut free_stack = Vec::with_capacity(n * v * slots_per_iv);
-        for iv in 0..n * v {
-            for k in (0..slots_per_iv).rev() {
-                free_stack.push((iv * slots_per_iv + k) as u32);
-            }
-        }
         let mut all = vec![0u64; w];
         for i in 0..n {
             bits::set(&mut all, i);
@@ -302,10 +295,10 @@ impl Switch {
             needs_ages,
             req: Requests::new(n, needs_ages),
             m: Matching::new(n),
-            slots: vec![Slot::default(); n * v * slots_per_iv],
-            free_stack,
-            free_top: vec![slots_per_iv as u32; n * v],
-            slots_per_iv,
+            // Buffers are sized in flits, so the packet count inside is not
+            // known up front: start with a few slots per (input, VC) and grow.
+            slots: Vec::with_capacity(n * v * 4),
+            free_slots: Vec::with_capacity(n * v * 4),
             qs: vec![QueueState { head: NONE, tail: NONE, len: 0, ready: 0 }; n * v * q_per_iv],
             in_occ: vec![0; n * v],
             in_occ_last: vec![0; n * v],
@@ -481,8 +474,13 @@ impl Switch {
         self.sys_flits += pkt.flits as u64;
         self.packets_inside += 1;
         self.in_link_free[input] = cycle + pkt.flits as u64;
-        self.free_top[iv] -= 1;
-        let sl = self.free_stack[iv * self.slots_per_iv + self.free_top[iv] as usize];
+        let sl = match self.free_slots.pop() {
+            Some(sl) => sl,
+            None => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+        };
         let extra = if self.s > 1 { pkt.flits as u64 - 1 } else { 0 };
         let ready_at = cycle + extra + self.spec.pipeline_latency_cycles as u64;
         self.slots[sl as usize] = Slot { pkt, input: input as u32, next: NONE, head_in: cycle, ready_at, queued: 0 };
@@ -904,8 +902,7 @@ impl Switch {
         let iv = i * self.v + vc;
         self.account_occ(iv, cycle);
         self.in_occ[iv] -= f;
-        self.free_stack[iv * self.slots_per_iv + self.free_top[iv] as usize] = sl as u32;
-        self.free_top[iv] += 1;
+        self.free_slots.push(sl as u32);
         if self.record_upstream {
             self.upstream.push((i as u32, vc as u32, f, cycle));
         }
