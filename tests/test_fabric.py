@@ -228,3 +228,14 @@ def test_task_graph_reports_where_transfers_waited_on_credits():
         excess = dur - (8 << 20) / rate_Bps * 1e12
         assert 0.9 * excess <= t.fabric_credit_wait_ps[i] <= excess
     assert t.fabric_credit_wait_ps[alone] == 0
+
+
+def test_adaptive_coalescing_keeps_the_rate_with_a_few_packets_per_lane():
+    # k = max(8, ceil(64 MiB / (18 lanes x 256 KiB))) = 15 packets on each of 18 lanes.
+    f = fabric_preset("gb200-nvl72", sim_packets_per_lane=8)
+    r = flitsim.transfers(f, [0], [1], 64 << 20)
+    assert r.packets == 18 * 15
+    assert r.transfers.GBps[0] == pytest.approx(18 * 50 * EFF_256, rel=5e-3)
+    assert r.folded_planes == 1 and "adaptive" in r.fold_reason
+    with pytest.raises(flitsim.ConfigError, match="max_sim_packet_bytes"):
+        fabric_preset("gb200-nvl72", sim_packets_per_lane=8, max_sim_packet_bytes=1000)

@@ -8,6 +8,11 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+__all__ = [
+    "ConfigError", "StalledError", "__version__", "collective_defaults", "collective_ideal", "collective_run",
+    "execute_taskgraph", "fabric_check", "fabric_transfers", "hold_model_events_per_s", "link_timing",
+    "link_transfer", "serdes_rates", "switch_lab",
+]
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names the field, the value and what is allowed."""

@@ -107,7 +107,7 @@ class TrafficSpec(Spec):
         load: offered load per active source, flits per cycle, in (0, 1].
         pattern: ``uniform`` (each packet to a uniformly random output),
             ``permutation`` (fixed random permutation), ``hotspot`` (with
-            probability ``hotspot_fraction`` to ``hotspot_port``, else uniform),
+            probability ``hotspot_fraction`` (default 0.2) to ``hotspot_port``, else uniform),
             ``incast`` (``incast_sources`` inputs, 0 = all others, to ``incast_target``).
         process: ``bernoulli`` (a packet each cycle with probability
             load / packet_flits) or ``bursty`` (on/off: geometric bursts of mean
@@ -126,7 +126,7 @@ class TrafficSpec(Spec):
     packet_flits: NonNegInt | None = None
     mean_burst_packets: float = 1.0
     hotspot_port: NonNegInt = 0
-    hotspot_fraction: float = 0.0
+    hotspot_fraction: float = 0.2
     incast_target: NonNegInt = 0
     incast_sources: NonNegInt = 0
     seed: NonNegInt = 1
@@ -457,6 +457,10 @@ def latency_curve(switch: SwitchSpec | None = None, loads: Iterable[float] = (0.
     return LatencyCurve(runs=runs)
 
 
+MAX_LOAD_POINTS = 1000
+"""Most offered-load points one curve may have (each is a full simulation)."""
+
+
 def parse_loads(text: str) -> list[float]:
     """Parse ``start:stop:step`` (inclusive of stop, within rounding), a
     comma list ``0.1,0.5,0.9``, or one number.
@@ -464,13 +468,16 @@ def parse_loads(text: str) -> list[float]:
     Raises:
         ConfigError: malformed text or a non-positive step.
     """
+    bad = ConfigError(f"load = {text!r}: expected start:stop:step (e.g. 0.1:1.0:0.1), a comma list or a number")
     try:
-        if ":" in text:
-            a, b, c = (float(x) for x in text.split(":"))
-            if c <= 0:
-                raise ValueError
-            n = int(np.floor((b - a) / c + 1e-9)) + 1
-            return [round(a + k * c, 10) for k in range(max(n, 0))]
-        return [float(x) for x in text.split(",") if x.strip()]
+        if ":" not in text:
+            return [float(x) for x in text.split(",") if x.strip()]
+        a, b, c = (float(x) for x in text.split(":"))
     except ValueError:
-        raise ConfigError(f"load = {text!r}: expected start:stop:step (e.g. 0.1:1.0:0.1), a comma list or a number") from None
+        raise bad from None
+    if not (c > 0 and np.isfinite(a) and np.isfinite(b) and np.isfinite(c)):
+        raise bad
+    points = np.floor((b - a) / c + 1e-9) + 1
+    if points > MAX_LOAD_POINTS:
+        raise ConfigError(f"load = {text!r}: {points:.3g} points; at most {MAX_LOAD_POINTS} (use a larger step)")
+    return [round(a + k * c, 10) for k in range(max(int(points), 0))]

@@ -48,8 +48,12 @@ class IdealNetwork:
     bandwidth_GBps: float = 0.0
 
     def to_core(self, devices: int) -> dict[str, Any]:
-        if self.alpha_ps < 0 or not np.isfinite(self.bandwidth_GBps) or self.bandwidth_GBps < 0:
-            raise ConfigError(f"IdealNetwork = {self!r}: alpha_ps >= 0 and a finite bandwidth_GBps >= 0 (0 = infinite)")
+        a, bw = self.alpha_ps, self.bandwidth_GBps
+        if not (isinstance(a, (int, float, np.integer, np.floating)) and np.isfinite(a) and 0 <= a < 2**62):
+            raise ConfigError(f"IdealNetwork.alpha_ps = {a!r}: a finite latency in [0, 2^62) ps")
+        if not (isinstance(bw, (int, float, np.integer, np.floating)) and np.isfinite(bw)
+                and (bw == 0 or 1e-9 <= bw <= 1e9)):
+            raise ConfigError(f"IdealNetwork.bandwidth_GBps = {bw!r}: 0 (infinite) or a rate in [1e-9, 1e9] GB/s")
         return {"kind": "ideal", "devices": devices, "alpha_ps": int(self.alpha_ps),
                 "bandwidth_bytes_per_s": int(round(self.bandwidth_GBps * 1e9))}
 
@@ -118,8 +122,9 @@ class TaskGraphBuilder:
 
     @staticmethod
     def _nonneg(name: str, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ConfigError(f"{name} = {v!r}: expected an integer >= 0")
+        # Below 2^62 so sums of times and sizes stay exact in u64/int64.
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < 2**62:
+            raise ConfigError(f"{name} = {v!r}: expected an integer in [0, 2^62)")
         return int(v)
 
     def add_compute(self, device: int, duration_ps: int, *, label: str = "", stage: int = -1,
@@ -256,9 +261,34 @@ class TaskGraphRun:
         return 1.0 - self.busy_ps() / self.makespan_ps if self.makespan_ps else np.zeros(self.graph.devices)
 
 
+def resolve_network(network: Any) -> Any:
+    """A network object from what the user passed: None or ``"ideal"`` -> a
+    zero-cost :class:`IdealNetwork`; a fabric preset name or a
+    :class:`~flitsim.hardware.FabricSpec` -> :class:`flitsim.FabricNetwork`;
+    anything with ``to_core(devices)`` as is.
+
+    Raises:
+        ConfigError: anything else (the message lists what is accepted).
+    """
+    if network is None or (isinstance(network, str) and network.lower() == "ideal"):
+        return IdealNetwork()
+    from flitsim.hardware.fabric import FABRIC_PRESETS, FabricSpec, fabric_preset
+    from flitsim.transfers import FabricNetwork
+
+    if isinstance(network, str) and network.lower().replace("_", "-") in FABRIC_PRESETS:
+        return FabricNetwork(fabric_preset(network))
+    if isinstance(network, FabricSpec):
+        return FabricNetwork(network)
+    if not hasattr(network, "to_core"):
+        raise ConfigError(f"network = {network!r}: expected None or 'ideal', a fabric preset name "
+                          f"{sorted(FABRIC_PRESETS)}, a FabricSpec, an IdealNetwork or a FabricNetwork")
+    return network
+
+
 def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
     """Run ``graph`` over ``network``: an :class:`IdealNetwork` (default: zero
-    cost) or a :class:`flitsim.FabricNetwork` (the cycle-level fabric).
+    cost) or a :class:`flitsim.FabricNetwork` (the cycle-level fabric); a
+    fabric preset name or FabricSpec also works (see :func:`resolve_network`).
 
     Returns:
         :class:`TaskGraphRun`.
@@ -270,7 +300,7 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
     """
     import pandas as pd
 
-    network = network or IdealNetwork()
+    network = resolve_network(network)
     g = {"devices": graph.devices, "compute_streams": graph.compute_streams,
          "comm_streams": graph.comm_streams, **graph.columns}
     r = _core.execute_taskgraph(g, network.to_core(graph.devices))
@@ -291,6 +321,6 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
     if net.get("kind") == "fabric":
         from flitsim.transfers import fabric_frames
 
-        net["links"], net["switch_ports"], net["reorder"] = fabric_frames(net.pop("fabric"), network.fabric)  # type: ignore[union-attr]
+        net["links"], net["switch_ports"], net["reorder"] = fabric_frames(net.pop("fabric"), network.fabric)
         df["fabric_credit_wait_ps"] = net.pop("task_credit_wait_ps").astype(np.int64)
     return TaskGraphRun(graph, df, int(r["makespan_ps"]), net, int(r["events"]))

@@ -93,7 +93,12 @@ class TransferResult:
         }
 
 
-def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None) -> np.ndarray:
+_LIMITS = {"src": None, "dst": None, "nbytes": 1 << 50, "start_ps": 1 << 62, "after": None}
+"""Upper bounds (exclusive) per column: GPU ids by the fabric, sizes up to 1 PiB,
+start times up to 2^62 ps (~53 days) so results stay exact in int64."""
+
+
+def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None, hi: int | None = None) -> np.ndarray:
     if v is None:
         if default is None:
             raise ConfigError(f"{name} = None: required")
@@ -108,6 +113,10 @@ def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None) -> n
     lo = -1 if name == "after" else 0
     if a.size and a.min() < lo:
         raise ConfigError(f"{name} = {int(a.min())}: expected values >= {lo}")
+    hi = hi if hi is not None else _LIMITS.get(name)
+    if hi is not None and a.size and a.max() >= hi:
+        i = int(np.argmax(a))
+        raise ConfigError(f"{name}[{i}] = {int(a[i])}: expected values < {hi}")
     return np.ascontiguousarray(a, dtype=dtype)
 
 
@@ -139,9 +148,10 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
     if s.ndim != 1 or s.size == 0:
         raise ConfigError(f"src: shape {s.shape}, expected a non-empty 1-D array of GPU ids")
     n = s.size
-    batch = {"src": _col("src", src, n, np.uint32), "dst": _col("dst", dst, n, np.uint32),
+    g = fabric.gpus
+    batch = {"src": _col("src", src, n, np.uint32, hi=g), "dst": _col("dst", dst, n, np.uint32, hi=g),
              "bytes": _col("nbytes", nbytes, n, np.uint64), "start_ps": _col("start_ps", start_ps, n, np.uint64, 0),
-             "after": _col("after", after, n, np.int64, -1)}
+             "after": _col("after", after, n, np.int64, -1, hi=n)}
     r = _core.fabric_transfers(fabric.core_dict(), batch)
     return _result(r, batch, fabric)
 

@@ -45,6 +45,8 @@ pub fn planar(gpus: u32, planes: u32, fold_planes: bool) -> FabricSpec {
         switch: SwitchParams::default(),
         spray: Spray::RoundRobin,
         sim_packet_bytes: 0,
+        sim_packets_per_lane: 0,
+        max_sim_packet_bytes: 256 << 10,
         fold_planes,
     }
 }

@@ -72,3 +72,20 @@ def friendly_errors(fn: F) -> F:
             raise click.UsageError(f"{type(e).__name__}: {e}") from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def check_plot_path(path: str) -> None:
+    """Fail early (before a long simulation) if a figure cannot be written to ``path``.
+
+    Raises:
+        ConfigError: missing directory or a format matplotlib cannot write.
+    """
+    import os
+
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise ConfigError(f"plot = {path!r}: directory {d!r} does not exist")
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    ok = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
+    if ext not in ok:
+        raise ConfigError(f"plot = {path!r}: the file extension must be one of {list(ok)}")

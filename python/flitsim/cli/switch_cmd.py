@@ -7,7 +7,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from flitsim.cli._common import echo_json, friendly_errors
+from flitsim.cli._common import check_plot_path, echo_json, friendly_errors
 from flitsim.switchlab import ALLOCATORS, SwitchSpec, TrafficSpec, latency_curve, parse_loads
 
 
@@ -28,6 +28,8 @@ from flitsim.switchlab import ALLOCATORS, SwitchSpec, TrafficSpec, latency_curve
               help="Head arrival to first request, cycles.")
 @click.option("--pattern", type=click.Choice(["uniform", "permutation", "hotspot", "incast"]), default="uniform",
               show_default=True)
+@click.option("--hotspot-fraction", type=float, default=0.2, show_default=True,
+              help="Share of packets sent to port 0 (pattern hotspot).")
 @click.option("--process", type=click.Choice(["bernoulli", "bursty"]), default="bernoulli", show_default=True)
 @click.option("--burst", "mean_burst_packets", type=float, default=4.0, show_default=True,
               help="Mean burst length, packets (bursty).")
@@ -42,7 +44,8 @@ from flitsim.switchlab import ALLOCATORS, SwitchSpec, TrafficSpec, latency_curve
 @friendly_errors
 def switch_cmd(ports: int, allocator: str, iterations: int, load_text: str, queueing: str, vcs: int,
                buffer_flits: int, packet_flits: int, speedup: int, output_buffer_flits: int | None,
-               pipeline_cycles: int, pattern: str, process: str, mean_burst_packets: float, clock_ghz: float,
+               pipeline_cycles: int, pattern: str, hotspot_fraction: float, process: str, mean_burst_packets: float,
+               clock_ghz: float,
                warmup_cycles: int, measure_cycles: int, seed: int, plot_path: str | None, as_json: bool) -> None:
     """Latency versus offered load of one PORTS-port input-queued switch under
     synthetic traffic; saturated points (sources overflowing) are flagged."""
@@ -54,8 +57,10 @@ def switch_cmd(ports: int, allocator: str, iterations: int, load_text: str, queu
                     output_buffer_per_vc_flits=output_buffer_flits, allocator=allocator, iterations=iterations,
                     clock_ghz=clock_ghz, seed=seed)
     tr = TrafficSpec(pattern=pattern, process=process,  # type: ignore[arg-type]  # click.Choice checked them
-                     packet_flits=packet_flits,
+                     packet_flits=packet_flits, hotspot_fraction=hotspot_fraction,
                      mean_burst_packets=mean_burst_packets, seed=seed)
+    if plot_path:
+        check_plot_path(plot_path)
     curve = latency_curve(sw, parse_loads(load_text), tr, warmup_cycles=warmup_cycles, measure_cycles=measure_cycles)
     if plot_path:
         curve.plot(plot_path)

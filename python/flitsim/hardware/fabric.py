@@ -86,6 +86,13 @@ Spray = Literal["round_robin", "hash", "adaptive"]
 class FabricSpec(Spec):
     """A single-switch-layer scale-up fabric.
 
+    Speed levers: ``sim_packet_bytes`` coalesces protocol packets into one
+    simulated packet (header flits still charged per protocol packet);
+    ``sim_packets_per_lane`` > 0 sizes each transfer's simulated packets so
+    every port it uses carries about that many (between ``sim_packet_bytes``
+    and ``max_sim_packet_bytes``), so cost grows with transfers, not bytes;
+    ``fold_planes`` simulates one of P identical planes when that is exact.
+
     Raises:
         ConfigError: a GPU or switch port wired twice, a disconnected GPU, a
             pair of GPUs with no common switch, ids out of range, link specs
@@ -103,6 +110,8 @@ class FabricSpec(Spec):
     switch: SwitchParams = SwitchParams()
     spray: Spray = "round_robin"
     sim_packet_bytes: int = Field(default=0, ge=0)
+    sim_packets_per_lane: int = Field(default=0, ge=0)
+    max_sim_packet_bytes: int = Field(default=256 << 10, ge=1)
     fold_planes: bool = True
 
     @model_validator(mode="after")
@@ -126,8 +135,8 @@ class FabricSpec(Spec):
             ConfigError: unreadable file or invalid content.
         """
         try:
-            data = tomllib.loads(Path(path).read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, TypeError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"fabric file = {str(path)!r}: {e}") from None
         return fabric_from_dict(data)
 

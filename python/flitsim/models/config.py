@@ -204,6 +204,13 @@ def from_hf_config(path: str | os.PathLike[str], name: str | None = None) -> Mod
     if not isinstance(d, dict):
         raise config_error("config_path", p, "a JSON object")
     name = name or d.get("_name_or_path") or os.path.basename(os.path.dirname(os.path.abspath(p))) or "hf-model"
+    try:
+        return _from_hf_dict(d, name, p)
+    except KeyError as e:
+        raise config_error(f"config.{e.args[0]}", "<missing>", "a key this kind of config must have") from None
+
+
+def _from_hf_dict(d: dict[str, Any], name: str, p: str) -> "ModelConfig":
     cls = d.get("_class_name")
     src = (f"config.json at {p}",)
     if cls is None:

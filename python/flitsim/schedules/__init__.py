@@ -67,4 +67,8 @@ def simulate(schedule: Schedule, network: Any = None) -> Schedule:
         ConfigError: the graph's devices do not fit the network, a cycle.
         StalledError: work pending that can never finish.
     """
+    if not isinstance(schedule, Schedule):
+        from flitsim.errors import config_error
+
+        raise config_error("schedule", schedule, "a Schedule from flitsim.schedules.build(...)")
     return schedule.simulate(network)

@@ -126,6 +126,11 @@ class Hardware:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu", gpu_preset(self.gpu) if isinstance(self.gpu, str) else self.gpu)
+        if isinstance(self.efficiency, dict):
+            object.__setattr__(self, "efficiency", Efficiency(**self.efficiency))
+        elif self.efficiency is not None and not isinstance(self.efficiency, Efficiency):
+            raise config_error("efficiency", self.efficiency, "None, an Efficiency or a dict of its fields "
+                               "(matmul, attention, memory)")
 
     def time_ps(self, cost: OpCost) -> int:
         """Roofline time of ``cost`` (:func:`flitsim.hardware.roofline_time_s`), integer ps."""

@@ -76,6 +76,10 @@ def stage_layers(cfg: Any, stages: int, include_embed_head: bool) -> list[list[A
     return groups
 
 
+MAX_GRID_CELLS = 1024
+"""Most grid cells (sequence / grid_tokens) the TeraPipe DP accepts."""
+
+
 def slice_time_matrix_s(model: Any, seq_tokens: int, stages: int, *, grid_tokens: int = 128, batch: int = 1,
                         hw: Hardware | None = None, include_embed_head: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Per-stage slice times on a token grid, vectorised.
@@ -96,6 +100,11 @@ def slice_time_matrix_s(model: Any, seq_tokens: int, stages: int, *, grid_tokens
     hw = hw or Hardware()
     cfg = _ensure_config(model)
     g = check_int("grid_tokens", grid_tokens)
+    cells = -(-int(seq_tokens) // g)
+    if cells > MAX_GRID_CELLS:
+        raise config_error("grid_tokens", grid_tokens,
+                           f"a grid of at most {MAX_GRID_CELLS} cells: >= {-(-int(seq_tokens) // MAX_GRID_CELLS)} "
+                           f"for {seq_tokens} tokens (the DP is quadratic in cells)")
     bounds = np.unique(np.r_[np.arange(0, seq_tokens, g), seq_tokens]).astype(np.int64)
     a, b = np.meshgrid(bounds, bounds, indexing="ij")
     s = (b - a).astype(np.float64)

@@ -92,16 +92,19 @@ class LLMPerfSpec(Spec):
             ``rate_per_s`` for open loop, wrong types.
     """
 
-    n_requests: int = Field(default=1000, ge=1)
-    mean_input_tokens: float = Field(default=550, gt=0)
-    stddev_input_tokens: float = Field(default=150, ge=0)
-    mean_output_tokens: float = Field(default=150, gt=0)
-    stddev_output_tokens: float = Field(default=80, ge=0)
+    # Bounds keep the sampler finite: lengths beyond 1e7 tokens are not a
+    # workload any model serves, and redrawing a huge-sigma normal until
+    # positive would never end in int64.
+    n_requests: int = Field(default=1000, ge=1, le=10_000_000)
+    mean_input_tokens: float = Field(default=550, gt=0, le=1e7, allow_inf_nan=False)
+    stddev_input_tokens: float = Field(default=150, ge=0, le=1e7, allow_inf_nan=False)
+    mean_output_tokens: float = Field(default=150, gt=0, le=1e7, allow_inf_nan=False)
+    stddev_output_tokens: float = Field(default=80, ge=0, le=1e7, allow_inf_nan=False)
     arrival: Literal["closed", "poisson", "gamma"] = "closed"
     concurrency: int = Field(default=1, ge=1)
-    rate_per_s: float | None = Field(default=None, gt=0)
-    cv: float = Field(default=1.0, gt=0)
-    seed: int = 0
+    rate_per_s: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
+    cv: float = Field(default=1.0, ge=1e-3, le=1e3, allow_inf_nan=False)
+    seed: int = Field(default=0, ge=0, lt=2**63)
     tokenizer: str = "llama-2"
 
     def __init__(self, **data: object) -> None:
@@ -153,10 +156,10 @@ def arrival_times_s(rng: np.random.Generator, n: int, rate_per_s: float, cv: flo
     Raises:
         ConfigError: non-positive rate or cv, unknown process.
     """
-    if not rate_per_s or rate_per_s <= 0:
-        raise config_error("rate_per_s", rate_per_s, "> 0")
-    if cv <= 0:
-        raise config_error("cv", cv, "> 0")
+    if not rate_per_s or not (0 < rate_per_s <= 1e9):
+        raise config_error("rate_per_s", rate_per_s, "a finite rate in (0, 1e9] requests/s")
+    if not (1e-3 <= cv <= 1e3):
+        raise config_error("cv", cv, "a coefficient of variation in [0.001, 1000]")
     if process == "poisson":
         gaps = rng.exponential(1.0 / rate_per_s, size=n)
     elif process == "gamma":

@@ -65,6 +65,8 @@ def load_trace(source: str | os.PathLike[str], columns: Mapping[str, str] | None
         ConfigError: missing file, unknown trace name, missing columns,
             non-integer or negative token counts, unparsable timestamps.
     """
+    if not isinstance(source, (str, os.PathLike)):
+        raise config_error("trace", source, f"a CSV path or one of {sorted(TRACES)}")
     src = os.fspath(source)
     if src in TRACES:
         path, default_cols, tok = trace_path(src), TRACES[src][1], TRACES[src][2]

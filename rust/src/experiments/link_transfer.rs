@@ -159,7 +159,7 @@ impl Model for Sim {
 /// `Config` for an invalid spec; `Interrupted` if the hook cancels.
 pub fn run(spec: &LinkTransferSpec, interrupt: &mut dyn Interrupt) -> Result<LinkTransferResult> {
     let (rates, mut timing) = spec.link.derive().map_err(|e| crate::link::prefix_field(e, "link"))?;
-    ensure(spec.total_bytes >= 1, "total_bytes", spec.total_bytes, "at least 1 byte")?;
+    ensure(spec.total_bytes >= 1 && spec.total_bytes <= 1 << 50, "total_bytes", spec.total_bytes, "1 byte to 1 PiB (2^50)")?;
     spec.link.packet.check_payload(spec.payload_bytes)?;
     let pf = spec.link.packet;
     let flits_full = pf.flits_per_packet(spec.payload_bytes) as u32;

@@ -255,6 +255,12 @@ impl SwitchLabSpec {
         ensure(t.hotspot_port < n, "traffic.hotspot_port", t.hotspot_port, &format!("a port below {n}"))?;
         ensure((0.0..=1.0).contains(&t.hotspot_fraction), "traffic.hotspot_fraction", t.hotspot_fraction, "a probability in [0, 1]")?;
         ensure(t.incast_target < n, "traffic.incast_target", t.incast_target, &format!("a port below {n}"))?;
+        ensure(
+            !matches!(t.pattern, Pattern::Incast) || n >= 2,
+            "switch.ports",
+            n,
+            "at least 2 ports for incast traffic (one port has no other to send to)",
+        )?;
         ensure(t.incast_sources < n, "traffic.incast_sources", t.incast_sources, &format!("0 (all others) or fewer than {n}"))?;
         ensure(self.measure_cycles >= 1 && self.measure_cycles <= 1 << 40, "measure_cycles", self.measure_cycles, "1..=2^40 cycles")?;
         ensure(self.warmup_cycles <= 1 << 40, "warmup_cycles", self.warmup_cycles, "at most 2^40 cycles")?;

@@ -125,6 +125,9 @@ pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u
     if spec.spray != Spray::RoundRobin {
         return Err(format!("spray {:?} does not spread packets evenly over planes", spec.spray));
     }
+    if spec.sim_packets_per_lane > 0 {
+        return Err("adaptive coalescing (sim_packets_per_lane) sizes packets from each transfer's bytes, which folding divides".into());
+    }
     let topo = super::topology::Topology::new(spec);
     let Some((planes, l)) = topo.plane_symmetry(spec) else {
         return Err("switches are not identical planes (unequal links per GPU, mixed link specs or unwired ports)".into());

@@ -60,6 +60,8 @@ struct Share {
     xfer: u32,
     full_left: u64,
     last_bytes: u32,
+    /// Bytes of each full simulated packet of this transfer.
+    pkt_bytes: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -145,6 +147,9 @@ pub struct FabricSim {
     fmt: PacketFormat,
     payload: u64,
     sim_bytes: u64,
+    /// Adaptive coalescing target packets per lane (0 = off) and its cap.
+    per_lane: u64,
+    largest: u64,
     vcs: u32,
     scratch: Vec<u32>,
     in_flight: Vec<u64>,
@@ -168,7 +173,9 @@ impl FabricSim {
         let fmt = link0.packet;
         let payload = spec.gpu.payload_bytes as u64;
         let sim_bytes = if spec.sim_packet_bytes == 0 { payload } else { spec.sim_packet_bytes };
-        let proto = sim_bytes / payload;
+        // The largest simulated packet sets every buffer (two of them fit).
+        let largest = if spec.sim_packets_per_lane > 0 { spec.max_sim_packet_bytes.max(sim_bytes) } else { sim_bytes };
+        let proto = largest / payload;
         let max_f = (proto * fmt.flits_per_packet(payload)) as u32;
         let vcs = link0.vcs;
         let mut ports = Vec::with_capacity(topo.gpu_port_to.len());
@@ -245,6 +252,8 @@ impl FabricSim {
             fmt,
             payload,
             sim_bytes,
+            per_lane: spec.sim_packets_per_lane as u64,
+            largest,
             vcs,
             scratch: Vec::new(),
             completed: Vec::new(),
@@ -457,10 +466,23 @@ impl FabricSim {
             elig.rotate_left(k);
         }
         let e = elig.len() as u64;
-        let s = self.sim_bytes;
+        let lanes = match self.spray {
+            Spray::Hash => 1,
+            _ => e,
+        };
+        // Adaptive coalescing: k packets per lane (at least `per_lane`, more if
+        // the packets would exceed `largest`), lanes x k packets in all, so
+        // every lane carries the same count (no lane left one packet short).
+        let s = if self.per_lane > 0 {
+            let k = self.per_lane.max(bytes.div_ceil(lanes * self.largest));
+            let want = bytes.div_ceil(lanes * k).div_ceil(self.payload) * self.payload;
+            want.clamp(self.sim_bytes, self.largest)
+        } else {
+            self.sim_bytes
+        };
         let n = bytes.div_ceil(s);
         let rem = (bytes % s) as u32;
-        let mk = |full: u64, last: u32| Share { xfer: x, full_left: full, last_bytes: last };
+        let mk = |full: u64, last: u32| Share { xfer: x, full_left: full, last_bytes: last, pkt_bytes: s };
         match self.spray {
             Spray::RoundRobin => {
                 for (i, &p) in elig.iter().enumerate() {
@@ -527,7 +549,7 @@ impl FabricSim {
                 self.ports[p].queue.pop_front();
                 continue;
             }
-            let bytes = if sh.full_left > 0 { self.sim_bytes } else { sh.last_bytes as u64 };
+            let bytes = if sh.full_left > 0 { sh.pkt_bytes } else { sh.last_bytes as u64 };
             let x = sh.xfer;
             let vc = self.xfers[x as usize].vc;
             let flits = self.flits_for(bytes);

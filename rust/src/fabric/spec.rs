@@ -154,9 +154,24 @@ pub struct FabricSpec {
     /// 0 = one simulated packet per protocol packet.
     #[serde(default)]
     pub sim_packet_bytes: u64,
+    /// Adaptive coalescing: when > 0, each transfer's simulated packets are
+    /// sized so that every port it is sprayed over carries about this many
+    /// (bytes / (lanes x N), rounded up to whole protocol packets), at least
+    /// `sim_packet_bytes` and at most `max_sim_packet_bytes`. Simulation cost
+    /// then grows with the number of transfers, not their bytes. 0 = off.
+    #[serde(default)]
+    pub sim_packets_per_lane: u32,
+    /// Largest simulated packet adaptive coalescing may make, bytes (buffers
+    /// hold two of them); default 256 KiB.
+    #[serde(default = "d_max_sim")]
+    pub max_sim_packet_bytes: u64,
     /// Allow exact plane folding when the engine can prove the symmetry.
     #[serde(default = "d_true")]
     pub fold_planes: bool,
+}
+
+fn d_max_sim() -> u64 {
+    256 << 10
 }
 
 fn d_spray() -> Spray {
@@ -191,6 +206,16 @@ impl FabricSpec {
                 "sim_packet_bytes",
                 self.sim_packet_bytes,
                 &format!("0 or a multiple of gpu.payload_bytes ({}) up to 1 MiB", g.payload_bytes),
+            )?;
+        }
+        if self.sim_packets_per_lane > 0 {
+            ensure(self.sim_packets_per_lane <= 1 << 20, "sim_packets_per_lane", self.sim_packets_per_lane, "0 (off) or 1..=1048576")?;
+            let lo = self.sim_packet_bytes.max(g.payload_bytes as u64);
+            ensure(
+                self.max_sim_packet_bytes % g.payload_bytes as u64 == 0 && self.max_sim_packet_bytes >= lo && self.max_sim_packet_bytes <= 1 << 20,
+                "max_sim_packet_bytes",
+                self.max_sim_packet_bytes,
+                &format!("a multiple of gpu.payload_bytes ({}) from sim_packet_bytes ({lo}) up to 1 MiB", g.payload_bytes),
             )?;
         }
         ensure(matches!(self.switch.queueing.as_str(), "voq" | "fifo"), "switch.queueing", &self.switch.queueing, "\"voq\" or \"fifo\"")?;

@@ -28,6 +28,9 @@ pub struct LinkSpec {
     pub credit_return_ps: u64,
 }
 
+/// Largest delay a link accepts, ps (one second).
+pub const MAX_DELAY_PS: u64 = 1_000_000_000_000;
+
 fn default_vcs() -> u32 {
     1
 }
@@ -71,6 +74,11 @@ impl LinkSpec {
         let rates = self.serdes.rates().map_err(|e| prefix_field(e, "serdes"))?;
         self.packet.validate().map_err(|e| prefix_field(e, "packet"))?;
         ensure(self.vcs >= 1 && self.vcs <= 64, "vcs", self.vcs, "1..=64 virtual channels")?;
+        // Delays up to one second keep every sum of times exact in u64 ps.
+        for (name, v) in [("propagation_ps", self.propagation_ps), ("credit_return_ps", self.credit_return_ps), ("serdes.phy_latency_ps", self.serdes.phy_latency_ps)] {
+            ensure(v <= MAX_DELAY_PS, name, v, "0..=1e12 ps (one second)")?;
+        }
+        ensure(self.credits_per_vc_flits <= 1 << 24, "credits_per_vc_flits", self.credits_per_vc_flits, "at most 2^24 flits")?;
         let max_pkt = self.packet.flits_per_packet(self.packet.max_payload_bytes as u64);
         ensure(
             self.credits_per_vc_flits as u64 >= max_pkt,

@@ -9,7 +9,15 @@ use serde::{de::DeserializeOwned, Serialize};
 /// Depythonize a spec; any mismatch (missing field, wrong type, unknown key)
 /// becomes a `ConfigError` that names `what` and serde's description.
 pub fn from_py<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
-    pythonize::depythonize(obj).map_err(|e| ConfigError::new_err(format!("{what}: {e}")))
+    pythonize::depythonize(obj).map_err(|e| {
+        let msg = e.to_string();
+        let hint = if msg.contains("Overflow") || msg.contains("out of range") {
+            " (a number exceeds its field's integer range: counts and ids up to 2^32-1, bytes and ps up to 2^64-1)"
+        } else {
+            ""
+        };
+        ConfigError::new_err(format!("{what}: {msg}{hint}"))
+    })
 }
 
 /// Pythonize a result struct into plain dicts/lists/numbers.
