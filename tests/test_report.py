@@ -156,6 +156,11 @@ def test_trace_event_format():
     names = {e["args"]["name"] for e in ev if e["ph"] == "M"}
     assert {"GPU 0", "GPU 1", "compute", "comm", "links", "link 0->1"} <= names
     assert len([e for e in ev if e["ph"] == "X" and e["name"] == "ar"]) == 2  # one per member
+    assert obj["otherData"]["truncated"] is False
+    # Capped traces keep the earliest-starting tasks and say so.
+    cut = trace_events(run, max_tasks=1)
+    assert [e["name"] for e in cut["traceEvents"] if e["ph"] == "X"] == ["a"]
+    assert cut["otherData"]["truncated"] is True and cut["otherData"]["tasks_total"] == 3
 
 
 def _write(tmp_path, text):

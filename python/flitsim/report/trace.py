@@ -26,10 +26,17 @@ __all__ = ["trace_events", "to_perfetto", "REQUIRED_KEYS"]
 REQUIRED_KEYS = ("name", "ph", "ts", "pid", "tid")
 """Keys every event carries (``dur`` too for complete events)."""
 
+MAX_TASKS = 50_000
+"""Default cap on tasks written to one trace (~20 MB of JSON): traces are for
+looking at, and a long run's first tasks show its rhythm; the cut is recorded in
+``otherData`` (``truncated``, ``tasks_written``, ``tasks_total``)."""
 
-def trace_events(run: Any, *, title: str = "flitsim") -> dict[str, Any]:
+
+def trace_events(run: Any, *, title: str = "flitsim", max_tasks: int | None = MAX_TASKS) -> dict[str, Any]:
     """Trace Event JSON object of a :class:`~flitsim.taskgraph.TaskGraphRun`
-    or a simulated schedule (see the module docstring for tracks and units)."""
+    or a simulated schedule (see the module docstring for tracks and units).
+    At most ``max_tasks`` tasks (the earliest-starting ones; None = all) are
+    written."""
     sched_label = ""
     if hasattr(run, "_need_run"):
         sched_label = run.name
@@ -49,7 +56,9 @@ def trace_events(run: Any, *, title: str = "flitsim") -> dict[str, Any]:
     lab = t.label.to_numpy()
     nb = t.bytes.to_numpy()
     stage = t.stage.to_numpy()
-    for i in range(len(t)):
+    order = np.argsort(st, kind="stable")
+    keep = order if max_tasks is None else order[:max_tasks]
+    for i in keep.tolist():
         k = kinds[i]
         name = str(lab[i]) or f"{k} {i}"
         base = {"name": name, "cat": k, "ph": "X", "ts": float(st[i]) / 1e6, "dur": float(en[i] - st[i]) / 1e6,
@@ -80,13 +89,15 @@ def trace_events(run: Any, *, title: str = "flitsim") -> dict[str, Any]:
                          "args": {"name": f"link {s}->{d}"}})
     return {"traceEvents": meta + ev, "displayTimeUnit": "ns",
             "otherData": {"title": title, "schedule": sched_label, "makespan_us": run.makespan_ps / 1e6,
-                          "time_unit": "us"}}
+                          "time_unit": "us", "tasks_total": len(t), "tasks_written": len(keep),
+                          "truncated": len(keep) < len(t)}}
 
 
-def to_perfetto(run: Any, path: str | os.PathLike[str], *, title: str = "flitsim") -> str:
-    """Write :func:`trace_events` to ``path`` (JSON). Returns the path.
-    Open it at https://ui.perfetto.dev or chrome://tracing."""
-    obj = trace_events(run, title=title)
+def to_perfetto(run: Any, path: str | os.PathLike[str], *, title: str = "flitsim",
+                max_tasks: int | None = MAX_TASKS) -> str:
+    """Write :func:`trace_events` to ``path`` (JSON), at most ``max_tasks``
+    tasks. Returns the path. Open it at https://ui.perfetto.dev or chrome://tracing."""
+    obj = trace_events(run, title=title, max_tasks=max_tasks)
     with open(path, "w") as f:
         json.dump(obj, f, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
     return str(path)
