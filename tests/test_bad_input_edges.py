@@ -140,3 +140,17 @@ def test_trace_source_must_be_a_path_or_name():
 
     with pytest.raises(flitsim.ConfigError, match="trace"):
         compare_length_distributions([])
+
+
+@pytest.mark.parametrize("loader", ["scenario", "sweep"])
+def test_scenario_and_sweep_files_that_cannot_be_read(tmp_path, loader):
+    from flitsim.report import load_scenario
+    from flitsim.sweeps import load_sweep
+
+    load = load_scenario if loader == "scenario" else load_sweep
+    with pytest.raises(flitsim.ConfigError, match=loader):
+        load(tmp_path)  # a directory
+    p = tmp_path / "bin.toml"
+    p.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(flitsim.ConfigError, match=loader):
+        load(p)

@@ -212,7 +212,9 @@ def load_sweep(path: str | os.PathLike[str]) -> "SweepSpec":
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
     try:
-        data = tomllib.loads(Path(path).read_text())
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, TypeError, UnicodeDecodeError) as e:
+        raise config_error("sweep", str(path), f"a readable UTF-8 TOML file ({e})") from None
     except tomllib.TOMLDecodeError as e:
         raise config_error("sweep", str(path), f"valid TOML ({e})") from None
     spec = SweepSpec.from_dict(data)

@@ -17,7 +17,10 @@ Presets (sources in REFERENCE.md):
 
 from __future__ import annotations
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 

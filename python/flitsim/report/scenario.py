@@ -149,11 +149,13 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
-    p = Path(path)
     try:
-        data = tomllib.loads(p.read_text())
+        p = Path(path)
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise config_error("scenario", str(path), "an existing TOML file") from None
+    except (OSError, TypeError, UnicodeDecodeError) as e:
+        raise config_error("scenario", str(path), f"a readable UTF-8 TOML file ({e})") from None
     except tomllib.TOMLDecodeError as e:
         raise config_error("scenario", str(path), f"valid TOML ({e})") from None
     data.setdefault("base_dir", str(p.resolve().parent))
