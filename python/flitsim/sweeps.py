@@ -207,16 +207,9 @@ def load_sweep(path: str | os.PathLike[str]) -> "SweepSpec":
     Raises:
         ConfigError: unknown keys, wrong types, unreadable TOML.
     """
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, TypeError, UnicodeDecodeError) as e:
-        raise config_error("sweep", str(path), f"a readable UTF-8 TOML file ({e})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise config_error("sweep", str(path), f"valid TOML ({e})") from None
+    from flitsim._toml import read_toml
+
+    data = read_toml(path, "sweep")
     spec = SweepSpec.from_dict(data)
     if spec.out and not Path(spec.out).is_absolute():
         spec = spec.replace(out=str(Path(path).resolve().parent / spec.out))  # type: ignore[assignment]

@@ -17,10 +17,6 @@ Presets (sources in REFERENCE.md):
 
 from __future__ import annotations
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
@@ -137,10 +133,9 @@ class FabricSpec(Spec):
         Raises:
             ConfigError: unreadable file or invalid content.
         """
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, TypeError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"fabric file = {str(path)!r}: {e}") from None
+        from flitsim._toml import read_toml
+
+        data = read_toml(path, "fabric file")
         return fabric_from_dict(data)
 
 

@@ -145,19 +145,10 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     Raises:
         ConfigError: unreadable TOML, unknown keys, wrong types (naming the key).
     """
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        p = Path(path)
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise config_error("scenario", str(path), "an existing TOML file") from None
-    except (OSError, TypeError, UnicodeDecodeError) as e:
-        raise config_error("scenario", str(path), f"a readable UTF-8 TOML file ({e})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise config_error("scenario", str(path), f"valid TOML ({e})") from None
+    from flitsim._toml import read_toml
+
+    p = Path(path) if isinstance(path, (str, os.PathLike)) else path
+    data = read_toml(p, "scenario")
     data.setdefault("base_dir", str(p.resolve().parent))
     return Scenario.from_dict(data)  # type: ignore[return-value]
 
