@@ -154,3 +154,39 @@ def test_scenario_and_sweep_files_that_cannot_be_read(tmp_path, loader):
     p.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(flitsim.ConfigError, match=loader):
         load(p)
+
+
+def test_collective_rejects_huge_sizes_and_non_integer_gpu_ids():
+    with pytest.raises(flitsim.ConfigError, match="nbytes"):
+        flitsim.collective("hgx-h100", "all_reduce", 8 << 40)
+    with pytest.raises(flitsim.ConfigError, match="group"):
+        flitsim.collective("hgx-h100", "sendrecv", 1 << 20, [0, 1.9])
+    with pytest.raises(flitsim.ConfigError, match="group"):
+        flitsim.collective("hgx-h100", "sendrecv", 1 << 20, [True, False])
+    with pytest.raises(flitsim.ConfigError, match="root"):
+        flitsim.collective("hgx-h100", "broadcast", 1 << 20, root=-1)
+    with pytest.raises(flitsim.ConfigError, match="maxbytes"):
+        flitsim.nccl_tests("hgx-h100", "all_reduce", minbytes=8, maxbytes="1T")
+    with pytest.raises(flitsim.ConfigError, match="below one unit"):
+        flitsim.nccl_tests("hgx-h100", "all_reduce", minbytes=3, maxbytes=3, dtype="double")
+
+
+def test_run_checks_options_and_out_before_simulating(tmp_path):
+    from pathlib import Path
+
+    from flitsim.report import load_scenario
+    from flitsim.report.writer import prepare_out_dir
+
+    tiny = Path(__file__).resolve().parents[1] / "examples" / "tiny.toml"
+    text = tiny.read_text()
+    assert "patches = " in text
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("patches = ", "patchs = 2, patches = ", 1))
+    sc = load_scenario(bad)
+    with pytest.raises(flitsim.ConfigError, match="patchs"):
+        flitsim.report.run_scenario(sc, progress=False)
+    f = tmp_path / "afile"
+    f.write_text("")
+    for out in (str(f), str(f / "sub"), ""):
+        with pytest.raises(flitsim.ConfigError, match="out"):
+            prepare_out_dir(out)

@@ -103,6 +103,11 @@ class CollectiveResult:
                 **self.stats}
 
 
+MAX_BYTES = 1 << 36
+"""Largest collective size accepted, bytes (64 GiB: beyond nccl-tests' usual
+sweeps; the transfer DAG grows with the size)."""
+
+
 def _fabric(fabric: FabricSpec | str) -> FabricSpec:
     if isinstance(fabric, str):
         return fabric_preset(fabric)
@@ -165,12 +170,26 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
     """
     fab = _fabric(fabric)
     op = _op(kind)
-    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
-        raise ConfigError(f"nbytes = {nbytes!r}: expected an integer >= 0")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 <= nbytes <= MAX_BYTES:
+        raise ConfigError(f"nbytes = {nbytes!r}: expected an integer in 0..{MAX_BYTES} (64 GiB; the lowering "
+                          "holds one DAG node per chunk, so memory grows with the size)")
     if group is None:
         members = [0, 1] if op == "sendrecv" else list(range(fab.gpus))
     else:
-        members = [int(g) for g in group]
+        if isinstance(group, (str, bytes)) or not hasattr(group, "__iter__"):
+            raise ConfigError(f"group = {group!r}: expected a list of GPU ids")
+        members = []
+        for g in group:
+            if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 0 <= g < fab.gpus:
+                raise ConfigError(f"group = {list(group)!r}: GPU ids must be integers in 0..{fab.gpus - 1} "
+                                  f"(got {g!r})")
+            members.append(int(g))
+    for name, v in (("root", root), ("channels", channels), ("chunk_bytes", chunk_bytes)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < 2**63):
+            raise ConfigError(f"{name} = {v!r}: expected a non-negative integer")
+    for name, v in options.items():
+        if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and not (v >= 0):
+            raise ConfigError(f"{name} = {v!r}: expected a non-negative number")
     n = len(members)
     p = _params(fab, algorithm, protocol, channels, chunk_bytes, root, dtype, options)
     r = _core.collective_run(fab.core_dict(), {"op": op.replace("sendrecv", "send_recv"), "members": members,
@@ -230,6 +249,8 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
     fab = _fabric(fabric)
     op = _op(kind)
     lo, hi = parse_size(minbytes), parse_size(maxbytes)
+    if hi > MAX_BYTES:
+        raise ConfigError(f"maxbytes = {hi}: at most {MAX_BYTES} (64 GiB)")
     if lo < 1 or hi < lo:
         raise ConfigError(f"sizes = {minbytes!r}..{maxbytes!r}: expected 1 <= minbytes <= maxbytes")
     if stepfactor < 2:
@@ -253,6 +274,9 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
             it = tqdm(sizes, desc=f"{op} on {fab.name}")
         except ImportError:
             pass
+    if not any(s // unit for s in sizes):
+        raise ConfigError(f"sizes = {lo}..{hi} bytes: every size is below one unit of {unit} bytes "
+                          f"({dtype} x ranks for {op}); raise maxbytes")
     for s in it:
         size = (s // unit) * unit
         if size == 0:

@@ -74,7 +74,9 @@ def run_cmd(scenario: str, out_dir: str, no_progress: bool, as_json: bool) -> No
     """Run a scenario TOML file (examples/main.toml is the main job) and write
     its report (tables, Parquet, Perfetto traces, figures, report.html) to --out."""
     from flitsim.report.scenario import run_scenario, scenario_json
+    from flitsim.report.writer import prepare_out_dir
 
+    prepare_out_dir(out_dir)  # fail before minutes of simulation, not after
     res = run_scenario(scenario, progress=not no_progress and not as_json)
     paths = res.write(out_dir)
     if as_json:

@@ -364,6 +364,15 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
         for e in case.schedules:
             if e.name not in S.SCHEDULES:
                 raise config_error(f"cases.{case.name}.schedules.name", e.name, f"one of {sorted(S.SCHEDULES)}")
+            # Unknown options fail here, before any simulation runs.
+            import inspect
+
+            params = inspect.signature(S.SCHEDULES[e.name]).parameters
+            allowed = sorted(k for k, v in params.items() if v.kind == v.KEYWORD_ONLY)
+            for key in e.options:
+                if key not in allowed:
+                    raise config_error(f"cases.{case.name}.schedules.{e.label or e.name}.options.{key}",
+                                       e.options[key], f"an option of {e.name}: one of {allowed}")
             plan.append((case, e, wl))
     total = sum(1 if (e.name == "decode" or info_kind(workloads[c.name]) == "dit") else len(workloads[c.name]["reps"])
                 for c, e, _ in plan)

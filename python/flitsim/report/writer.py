@@ -18,14 +18,35 @@ def _slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", s).strip("-").lower()[:60]
 
 
+def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
+    """Create (if needed) and check the report folder before any simulation runs.
+
+    Raises:
+        ConfigError: an empty path, a path that is a file or lies under one,
+            or a folder that cannot be created or written.
+    """
+    from flitsim.errors import config_error
+
+    if not str(out_dir).strip():
+        raise config_error("out", str(out_dir), "a folder path (not empty)")
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".flitsim-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise config_error("out", str(out_dir), f"a folder that can be created and written ({e.strerror or e})") from None
+    return out
+
+
 def write_report(res: Any, out_dir: str | os.PathLike[str]) -> dict[str, str]:
     """Write every artifact; returns {name: path}. See the module docstring."""
     from flitsim.report.plots import figure_png_base64, latency_cdf, link_heatmap, stage_time_bars, timeline
     from flitsim.report.scenario import scenario_json
     from flitsim.report.trace import to_perfetto
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out_dir(out_dir)
     paths: dict[str, str] = {}
     summ = res.summary_frame()
     summ.to_parquet(out / "summary.parquet", index=False)
