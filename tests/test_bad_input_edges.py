@@ -10,8 +10,8 @@ import pytest
 
 import flitsim
 import flitsim.schedules as S
-from flitsim.hardware import FabricSpec, fabric_preset
-from flitsim.taskgraph import IdealNetwork, TaskGraphBuilder, execute
+from flitsim.hardware import FabricSpec
+from flitsim.taskgraph import IdealNetwork, TaskGraphBuilder
 
 
 def test_gpu_ids_beyond_u32_do_not_wrap():

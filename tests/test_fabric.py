@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import flitsim
-from flitsim.hardware import FabricSpec, fabric_from_dict, fabric_preset, uniform_fabric
+from flitsim.hardware import FabricSpec, fabric_from_dict, fabric_preset
 from flitsim.taskgraph import TaskGraphBuilder, execute
 
 # Payload share of a 256 B packet: 16 flits of data + 1 header flit (Hot Chips 28 format).

@@ -17,7 +17,7 @@ import flitsim.schedules as S
 from flitsim.errors import ConfigError
 from flitsim.hardware import roofline_time_s
 from flitsim.models import model_preset, slice_cost
-from flitsim.taskgraph import IdealNetwork, TaskGraphBuilder, execute
+from flitsim.taskgraph import TaskGraphBuilder, execute
 from flitsim.workloads import dit_workload, llmperf_workload
 
 DIT = dit_workload("dit-xl/2", 512, steps=3, cfg=False)  # 1024 image tokens, hs 1152, 28 blocks

@@ -23,7 +23,7 @@ import numpy as np
 
 from flitsim import _core
 from flitsim.errors import ConfigError
-from flitsim.hardware.fabric import FabricSpec, fabric_preset
+from flitsim.hardware.fabric import FabricSpec, as_fabric
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -108,14 +108,6 @@ MAX_BYTES = 1 << 36
 sweeps; the transfer DAG grows with the size)."""
 
 
-def _fabric(fabric: FabricSpec | str) -> FabricSpec:
-    if isinstance(fabric, str):
-        return fabric_preset(fabric)
-    if not isinstance(fabric, FabricSpec):
-        raise ConfigError(f"fabric = {fabric!r}: expected a FabricSpec or a preset name")
-    return fabric
-
-
 def _params(fabric: FabricSpec, algorithm: str, protocol: str, channels: int | None, chunk_bytes: int | None,
             root: int, dtype: str, options: dict[str, Any]) -> dict[str, Any]:
     if algorithm not in ALGORITHMS:
@@ -168,7 +160,7 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             all_to_all: NCCL takes per-rank counts; pad the buffer), NVLS on a
             fabric without it, an algorithm the operation lacks.
     """
-    fab = _fabric(fabric)
+    fab = as_fabric(fabric)
     op = _op(kind)
     if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 <= nbytes <= MAX_BYTES:
         raise ConfigError(f"nbytes = {nbytes!r}: expected an integer in 0..{MAX_BYTES} (64 GiB; the lowering "
@@ -246,7 +238,7 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
 
     import pandas as pd
 
-    fab = _fabric(fabric)
+    fab = as_fabric(fabric)
     op = _op(kind)
     lo, hi = parse_size(minbytes), parse_size(maxbytes)
     if hi > MAX_BYTES:

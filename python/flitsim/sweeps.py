@@ -28,9 +28,9 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from flitsim.errors import ConfigError, config_error
+from flitsim.errors import config_error
 
 __all__ = ["sweep", "grid_points", "point_id", "schedule_point", "SweepSpec", "load_sweep"]
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from flitsim import _core
 from flitsim.errors import ConfigError
-from flitsim.hardware.fabric import FabricSpec, fabric_preset
+from flitsim.hardware.fabric import FabricSpec, as_fabric
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -93,9 +93,10 @@ class TransferResult:
         }
 
 
-_LIMITS = {"src": None, "dst": None, "nbytes": 1 << 50, "start_ps": 1 << 62, "after": None}
-"""Upper bounds (exclusive) per column: GPU ids by the fabric, sizes up to 1 PiB,
-start times up to 2^62 ps (~53 days) so results stay exact in int64."""
+_LIMITS = {"nbytes": 1 << 50, "start_ps": 1 << 62}
+"""Upper bounds (exclusive) of columns that are not ids (GPU ids are bounded by
+the fabric, ``after`` by the transfer count): sizes up to 1 PiB, start times up
+to 2^62 ps (~53 days) so results stay exact in int64."""
 
 
 def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None, hi: int | None = None) -> np.ndarray:
@@ -140,10 +141,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         StalledError: transfers that can never finish (the message says what
             is blocked).
     """
-    if isinstance(fabric, str):
-        fabric = fabric_preset(fabric)
-    if not isinstance(fabric, FabricSpec):
-        raise ConfigError(f"fabric = {fabric!r}: expected a FabricSpec or a preset name")
+    fabric = as_fabric(fabric)
     s = np.asarray(src)
     if s.ndim != 1 or s.size == 0:
         raise ConfigError(f"src: shape {s.shape}, expected a non-empty 1-D array of GPU ids")

@@ -248,3 +248,16 @@ def fabric_preset(name: str, **options: Any) -> FabricSpec:
     if key not in FABRIC_PRESETS:
         raise ConfigError(f"fabric preset = {name!r}: expected one of {sorted(FABRIC_PRESETS)}")
     return FABRIC_PRESETS[key](**options)
+
+
+def as_fabric(fabric: "FabricSpec | str") -> FabricSpec:
+    """A FabricSpec from a spec or a preset name.
+
+    Raises:
+        ConfigError: an unknown preset name or any other type.
+    """
+    if isinstance(fabric, str):
+        return fabric_preset(fabric)
+    if not isinstance(fabric, FabricSpec):
+        raise ConfigError(f"fabric = {fabric!r}: expected a FabricSpec or a preset name")
+    return fabric

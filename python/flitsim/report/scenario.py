@@ -54,7 +54,7 @@ import numpy as np
 from pydantic import Field
 
 from flitsim._spec import Spec
-from flitsim.errors import ConfigError, config_error
+from flitsim.errors import config_error
 
 __all__ = ["Scenario", "FabricSection", "HardwareSection", "WorkloadSection", "ScheduleEntry", "CaseSection",
            "OutputSection", "load_scenario", "run_scenario", "ScenarioResult", "RunRecord"]

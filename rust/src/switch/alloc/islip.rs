@@ -14,32 +14,24 @@
 //! which is what desynchronizes the output pointers and gives 100 % throughput
 //! under uniform i.i.d. Bernoulli traffic with a single iteration.
 
-use super::{bits, clear_columns, columns, Allocator, Matching, Requests, NONE};
+use super::{GrantScratch, bits, clear_columns, columns, Allocator, Matching, Requests, NONE};
 
 pub struct Islip {
     n: usize,
     iterations: u32,
     grant_ptr: Vec<u32>,
     accept_ptr: Vec<u32>,
-    cols: Vec<u64>,
-    touched: Vec<u32>,
-    /// Per input: outputs that granted it this iteration.
-    grants: Vec<u64>,
-    granted_inputs: Vec<u32>,
+    s: GrantScratch,
 }
 
 impl Islip {
     pub fn new(n: usize, iterations: u32) -> Self {
-        let w = bits::words(n);
         Islip {
             n,
             iterations,
             grant_ptr: vec![0; n],
             accept_ptr: vec![0; n],
-            cols: vec![0; n * w],
-            touched: Vec::with_capacity(n),
-            grants: vec![0; n * w],
-            granted_inputs: Vec::with_capacity(n),
+            s: GrantScratch::new(n),
         }
     }
 }
@@ -53,26 +45,26 @@ impl Allocator for Islip {
         let (n, w) = (self.n, req.w);
         for iter in 0..self.iterations {
             // Step 1 (request): columns of the unmatched request matrix.
-            columns(req, m, &mut self.cols, &mut self.touched);
-            if self.touched.is_empty() {
+            columns(req, m, &mut self.s.cols, &mut self.s.touched);
+            if self.s.touched.is_empty() {
                 break;
             }
             // Step 2 (grant).
-            for k in 0..self.touched.len() {
-                let o = self.touched[k] as usize;
-                let col = &self.cols[o * w..(o + 1) * w];
+            for k in 0..self.s.touched.len() {
+                let o = self.s.touched[k] as usize;
+                let col = &self.s.cols[o * w..(o + 1) * w];
                 if let Some(i) = bits::next_cyclic(col, self.grant_ptr[o] as usize, n) {
-                    let g = &mut self.grants[i * w..(i + 1) * w];
+                    let g = &mut self.s.grants[i * w..(i + 1) * w];
                     if bits::is_empty(g) {
-                        self.granted_inputs.push(i as u32);
+                        self.s.granted_inputs.push(i as u32);
                     }
                     bits::set(g, o);
                 }
             }
             // Step 3 (accept).
-            for k in 0..self.granted_inputs.len() {
-                let i = self.granted_inputs[k] as usize;
-                let g = &mut self.grants[i * w..(i + 1) * w];
+            for k in 0..self.s.granted_inputs.len() {
+                let i = self.s.granted_inputs[k] as usize;
+                let g = &mut self.s.grants[i * w..(i + 1) * w];
                 let o = bits::next_cyclic(g, self.accept_ptr[i] as usize, n).expect("granted");
                 for x in g.iter_mut() {
                     *x = 0;
@@ -83,8 +75,8 @@ impl Allocator for Islip {
                     self.grant_ptr[o] = if i + 1 == n { 0 } else { i as u32 + 1 };
                 }
             }
-            self.granted_inputs.clear();
-            clear_columns(&mut self.cols, w, &mut self.touched);
+            self.s.granted_inputs.clear();
+            clear_columns(&mut self.s.cols, w, &mut self.s.touched);
         }
         debug_assert!(m.matched.iter().all(|&i| m.input_to_output[i as usize] != NONE));
     }

@@ -67,6 +67,24 @@ impl Requests {
     }
 }
 
+/// Scratch state of a request-grant-accept round (iSLIP, PIM, RRM): the
+/// unmatched request matrix by column, the outputs that have requests, and
+/// per input the outputs that granted it. Preallocated, reused every round.
+#[derive(Debug, Clone)]
+pub(crate) struct GrantScratch {
+    pub cols: Vec<u64>,
+    pub touched: Vec<u32>,
+    pub grants: Vec<u64>,
+    pub granted_inputs: Vec<u32>,
+}
+
+impl GrantScratch {
+    pub fn new(n: usize) -> Self {
+        let w = bits::words(n);
+        GrantScratch { cols: vec![0; n * w], touched: Vec::with_capacity(n), grants: vec![0; n * w], granted_inputs: Vec::with_capacity(n) }
+    }
+}
+
 /// The result of one allocation: `input_to_output[i]` (or [`NONE`]) and the
 /// list of matched inputs.
 #[derive(Debug, Clone)]

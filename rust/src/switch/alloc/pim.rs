@@ -12,28 +12,21 @@
 //! (Anderson et al. 1993, Sec. 3). Choices use a seeded PCG stream, so runs are
 //! reproducible.
 
-use super::{bits, clear_columns, columns, Allocator, Matching, Requests};
+use super::{GrantScratch, bits, clear_columns, columns, Allocator, Matching, Requests};
 use crate::engine::SimRng;
 
 pub struct Pim {
     iterations: u32,
     rng: SimRng,
-    cols: Vec<u64>,
-    touched: Vec<u32>,
-    grants: Vec<u64>,
-    granted_inputs: Vec<u32>,
+    s: GrantScratch,
 }
 
 impl Pim {
     pub fn new(n: usize, iterations: u32, seed: u64) -> Self {
-        let w = bits::words(n);
         Pim {
             iterations,
             rng: SimRng::substream(seed, 0x0050_494d),
-            cols: vec![0; n * w],
-            touched: Vec::with_capacity(n),
-            grants: vec![0; n * w],
-            granted_inputs: Vec::with_capacity(n),
+            s: GrantScratch::new(n),
         }
     }
 }
@@ -46,33 +39,33 @@ impl Allocator for Pim {
     fn allocate(&mut self, req: &Requests, m: &mut Matching) {
         let w = req.w;
         for _ in 0..self.iterations {
-            columns(req, m, &mut self.cols, &mut self.touched);
-            if self.touched.is_empty() {
+            columns(req, m, &mut self.s.cols, &mut self.s.touched);
+            if self.s.touched.is_empty() {
                 break;
             }
             // Grant: uniform choice among requesting inputs.
-            for k in 0..self.touched.len() {
-                let o = self.touched[k] as usize;
-                let col = &self.cols[o * w..(o + 1) * w];
+            for k in 0..self.s.touched.len() {
+                let o = self.s.touched[k] as usize;
+                let col = &self.s.cols[o * w..(o + 1) * w];
                 let c = bits::count(col);
                 let i = bits::nth(col, self.rng.below(c as u64) as u32);
-                let g = &mut self.grants[i * w..(i + 1) * w];
+                let g = &mut self.s.grants[i * w..(i + 1) * w];
                 if bits::is_empty(g) {
-                    self.granted_inputs.push(i as u32);
+                    self.s.granted_inputs.push(i as u32);
                 }
                 bits::set(g, o);
             }
             // Accept: uniform choice among grants.
-            for k in 0..self.granted_inputs.len() {
-                let i = self.granted_inputs[k] as usize;
-                let g = &mut self.grants[i * w..(i + 1) * w];
+            for k in 0..self.s.granted_inputs.len() {
+                let i = self.s.granted_inputs[k] as usize;
+                let g = &mut self.s.grants[i * w..(i + 1) * w];
                 let c = bits::count(g);
                 let o = bits::nth(g, self.rng.below(c as u64) as u32);
                 g.fill(0);
                 m.add(i, o);
             }
-            self.granted_inputs.clear();
-            clear_columns(&mut self.cols, w, &mut self.touched);
+            self.s.granted_inputs.clear();
+            clear_columns(&mut self.s.cols, w, &mut self.s.touched);
         }
     }
 }

@@ -6,29 +6,22 @@
 //! below 100 %; iSLIP is this allocator with the slip rule (advance only on
 //! an accepted grant, first iteration only).
 
-use super::{bits, clear_columns, columns, Allocator, Matching, Requests, NONE};
+use super::{GrantScratch, bits, clear_columns, columns, Allocator, Matching, Requests, NONE};
 
 pub struct SeparableOutputFirst {
     n: usize,
     in_ptr: Vec<u32>,
     out_ptr: Vec<u32>,
-    cols: Vec<u64>,
-    touched: Vec<u32>,
-    grants: Vec<u64>,
-    granted_inputs: Vec<u32>,
+    s: GrantScratch,
 }
 
 impl SeparableOutputFirst {
     pub fn new(n: usize) -> Self {
-        let w = bits::words(n);
         SeparableOutputFirst {
             n,
             in_ptr: vec![0; n],
             out_ptr: vec![0; n],
-            cols: vec![0; n * w],
-            touched: Vec::with_capacity(n),
-            grants: vec![0; n * w],
-            granted_inputs: Vec::with_capacity(n),
+            s: GrantScratch::new(n),
         }
     }
 }
@@ -41,27 +34,27 @@ impl Allocator for SeparableOutputFirst {
     fn allocate(&mut self, req: &Requests, m: &mut Matching) {
         let (n, w) = (self.n, req.w);
         debug_assert!(m.matched.is_empty() || m.input_to_output[m.matched[0] as usize] != NONE);
-        columns(req, m, &mut self.cols, &mut self.touched);
-        for k in 0..self.touched.len() {
-            let o = self.touched[k] as usize;
-            let col = &self.cols[o * w..(o + 1) * w];
+        columns(req, m, &mut self.s.cols, &mut self.s.touched);
+        for k in 0..self.s.touched.len() {
+            let o = self.s.touched[k] as usize;
+            let col = &self.s.cols[o * w..(o + 1) * w];
             let i = bits::next_cyclic(col, self.out_ptr[o] as usize, n).expect("requested");
             self.out_ptr[o] = ((i + 1) % n) as u32;
-            let g = &mut self.grants[i * w..(i + 1) * w];
+            let g = &mut self.s.grants[i * w..(i + 1) * w];
             if bits::is_empty(g) {
-                self.granted_inputs.push(i as u32);
+                self.s.granted_inputs.push(i as u32);
             }
             bits::set(g, o);
         }
-        for k in 0..self.granted_inputs.len() {
-            let i = self.granted_inputs[k] as usize;
-            let g = &mut self.grants[i * w..(i + 1) * w];
+        for k in 0..self.s.granted_inputs.len() {
+            let i = self.s.granted_inputs[k] as usize;
+            let g = &mut self.s.grants[i * w..(i + 1) * w];
             let o = bits::next_cyclic(g, self.in_ptr[i] as usize, n).expect("granted");
             self.in_ptr[i] = ((o + 1) % n) as u32;
             g.fill(0);
             m.add(i, o);
         }
-        self.granted_inputs.clear();
-        clear_columns(&mut self.cols, w, &mut self.touched);
+        self.s.granted_inputs.clear();
+        clear_columns(&mut self.s.cols, w, &mut self.s.touched);
     }
 }
