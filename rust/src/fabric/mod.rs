@@ -8,7 +8,8 @@ mod topology;
 
 pub(crate) use run::fold_spec;
 pub use crate::collective::FabricNetwork;
+pub(crate) use run::validate_batch;
 pub use run::{run_batch, stats_of, BatchResult, PortLinkStats, TransferBatch};
 pub use sim::{FEv, FabricSim, ReorderStats};
-pub use spec::{FabricSpec, GpuInjection, Spray, SwitchParams, Wire};
+pub use spec::{FabricSpec, Fidelity, GpuInjection, Spray, SwitchParams, Wire};
 pub use topology::Topology;

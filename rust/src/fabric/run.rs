@@ -47,6 +47,10 @@ pub struct BatchResult {
     pub reorder: Vec<ReorderStats>,
     pub packets: u64,
     pub events: u64,
+    /// Fidelity that ran (`packet` or `flow`) and why (auto's choice, or a
+    /// warning where flow level was asked for outside its validation).
+    pub fidelity: String,
+    pub fidelity_reason: String,
 }
 
 struct BatchModel {
@@ -71,7 +75,7 @@ impl Model for BatchModel {
     }
 }
 
-fn validate_batch(b: &TransferBatch, gpus: u32) -> Result<()> {
+pub(crate) fn validate_batch(b: &TransferBatch, gpus: u32) -> Result<()> {
     let n = b.src.len();
     for (name, len) in [("dst", b.dst.len()), ("bytes", b.bytes.len()), ("start_ps", b.start_ps.len()), ("after", b.after.len())] {
         ensure(len == n, name, format!("length {len}"), &format!("one entry per transfer ({n})"))?;
@@ -207,6 +211,7 @@ pub fn run_batch(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn I
     r.makespan_ps = r.end_ps.iter().copied().max().unwrap_or(0);
     r.folded_planes = planes;
     r.fold_reason = reason;
+    r.fidelity = "packet".into();
     Ok(r)
 }
 
@@ -229,5 +234,7 @@ pub fn stats_of(sim: &FabricSim, gpu_ports: u32, events: u64) -> BatchResult {
         reorder: sim.reorder.clone(),
         packets: sim.packets_sent,
         events,
+        fidelity: "packet".into(),
+        fidelity_reason: String::new(),
     }
 }

@@ -23,6 +23,31 @@ pub enum Spray {
     Adaptive,
 }
 
+/// How finely a fabric is simulated (speed lever; DESIGN.md "Fidelity").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fidelity {
+    /// Packet by packet through cycle-level switches (the reference).
+    #[default]
+    Packet,
+    /// Fluid max-min flows on the same graph (`crate::flow`), validated
+    /// against packet level where bandwidth-bound.
+    Flow,
+    /// Flow level where its validation holds, packet level where the run is
+    /// credit- or arbitration-bound; the result says which ran and why.
+    Auto,
+}
+
+impl Fidelity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fidelity::Packet => "packet",
+            Fidelity::Flow => "flow",
+            Fidelity::Auto => "auto",
+        }
+    }
+}
+
 /// The GPU side: how packets are made and injected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -168,6 +193,9 @@ pub struct FabricSpec {
     /// Allow exact plane folding when the engine can prove the symmetry.
     #[serde(default = "d_true")]
     pub fold_planes: bool,
+    /// `packet` (default), `flow` or `auto` (see [`Fidelity`]).
+    #[serde(default)]
+    pub fidelity: Fidelity,
 }
 
 fn d_max_sim() -> u64 {
