@@ -130,7 +130,8 @@ def _params(fabric: FabricSpec, algorithm: str, protocol: str, channels: int | N
 
 def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence[int] | None = None, *,
                algorithm: str = "auto", protocol: str = "auto", channels: int | None = None,
-               chunk_bytes: int | None = None, root: int = 0, dtype: str = "float", **options: Any) -> CollectiveResult:
+               chunk_bytes: int | None = None, root: int = 0, dtype: str = "float", fidelity: str | None = None,
+               **options: Any) -> CollectiveResult:
     """Run one collective on a fabric.
 
     Args:
@@ -149,6 +150,8 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             chunk (default 1 MiB).
         root: root rank for broadcast/reduce. dtype: element type (sizes must be
             whole elements).
+        fidelity: ``packet``, ``flow`` or ``auto`` (default: the fabric's own);
+            ``stats["fidelity"]`` and ``stats["fidelity_reason"]`` say which ran and why.
         options: further CollectiveParams fields (``link_efficiency``,
             ``nvls_efficiency``, ``nvls_base_ps``, ``nvls_per_rank_ps``,
             ``launch_ps``, ``step_latency_ps``, ``reduce_bytes_per_s``,
@@ -160,7 +163,9 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             all_to_all: NCCL takes per-rank counts; pad the buffer), NVLS on a
             fabric without it, an algorithm the operation lacks.
     """
-    fab = as_fabric(fabric)
+    from flitsim.transfers import warn_fidelity, with_fidelity
+
+    fab = with_fidelity(as_fabric(fabric), fidelity)
     op = _op(kind)
     if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 <= nbytes <= MAX_BYTES:
         raise ConfigError(f"nbytes = {nbytes!r}: expected an integer in 0..{MAX_BYTES} (64 GiB; the lowering "
@@ -186,10 +191,11 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
     p = _params(fab, algorithm, protocol, channels, chunk_bytes, root, dtype, options)
     r = _core.collective_run(fab.core_dict(), {"op": op.replace("sendrecv", "send_recv"), "members": members,
                                                "bytes": int(nbytes), "params": p})
+    warn_fidelity(str(r["fidelity_reason"]))
     t_ps = max(int(r["time_ps"]), 1)
     algbw = nbytes / t_ps * 1e3
     stats = {k: r[k] for k in ("transfers", "sim_packet_bytes", "folded_planes", "fold_reason", "packets", "events",
-                               "max_link_utilization", "credit_exhaustion_episodes", "arbitration_conflicts")}
+                               "max_link_utilization", "credit_exhaustion_episodes", "arbitration_conflicts", "fidelity", "fidelity_reason")}
     return CollectiveResult(op, n, int(nbytes), t_ps / 1e6, algbw, algbw * busbw_factor(op, n), str(r["algorithm"]),
                             str(r["protocol"]), int(r["channels"]), int(r["chunk_bytes"]),
                             np.asarray(r["bytes_sent"]), np.asarray(r["bytes_received"]), stats)

@@ -321,6 +321,9 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
     if net.get("kind") == "fabric":
         from flitsim.transfers import fabric_frames
 
+        from flitsim.transfers import warn_fidelity
+
         net["links"], net["switch_ports"], net["reorder"] = fabric_frames(net.pop("fabric"), network.fabric)
+        warn_fidelity(str(net.get("fidelity_reason", "")))
         df["fabric_credit_wait_ps"] = net.pop("task_credit_wait_ps").astype(np.int64)
     return TaskGraphRun(graph, df, int(r["makespan_ps"]), net, int(r["events"]))

@@ -39,12 +39,38 @@ class FabricNetwork:
 
     fabric: FabricSpec
     calibrated: bool = True
+    fidelity: str | None = None
 
     def to_core(self, devices: int) -> dict[str, Any]:
         if devices > self.fabric.gpus:
             raise ConfigError(f"devices = {devices}: the task graph uses more devices than the fabric's "
                               f"{self.fabric.gpus} GPUs")
-        return {"kind": "fabric", "fabric": self.fabric.core_dict(), "calibrated": bool(self.calibrated)}
+        fab = with_fidelity(self.fabric, self.fidelity)
+        return {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
+
+
+def with_fidelity(fabric: FabricSpec, fidelity: str | None) -> FabricSpec:
+    """``fabric`` at ``fidelity`` (None: unchanged). A flow-level run outside
+    the flow level's validation warns (:class:`flitsim.errors.FidelityWarning`).
+
+    Raises:
+        ConfigError: a fidelity other than ``packet``, ``flow``, ``auto``.
+    """
+    if fidelity is None:
+        return fabric
+    if fidelity not in ("packet", "flow", "auto"):
+        raise ConfigError(f"fidelity = {fidelity!r}: expected 'packet', 'flow' or 'auto'")
+    return fabric if fabric.fidelity == fidelity else fabric.replace(fidelity=fidelity)  # type: ignore[return-value]
+
+
+def warn_fidelity(reason: str) -> None:
+    """Warn when a result says flow level ran outside its validation."""
+    if reason.startswith("warning:"):
+        import warnings
+
+        from flitsim.errors import FidelityWarning
+
+        warnings.warn(reason[len("warning: "):], FidelityWarning, stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -66,6 +92,9 @@ class TransferResult:
         makespan_ps: last completion.
         folded_planes: identical switch planes simulated as one (1 = none);
             statistics then describe one plane. fold_reason says why or why not.
+        fidelity, fidelity_reason: ``packet`` or ``flow`` and why (auto's
+            choice, or a warning). At flow level credit, arbitration, queueing
+            and reorder counters are not modelled (zero).
     """
 
     transfers: "pd.DataFrame"
@@ -77,6 +106,8 @@ class TransferResult:
     fold_reason: str
     packets: int
     events: int
+    fidelity: str = "packet"
+    fidelity_reason: str = ""
 
     def summary(self) -> dict[str, Any]:
         """JSON-safe headline figures."""
@@ -90,6 +121,7 @@ class TransferResult:
             "max_reorder_packets": int(self.reorder.max_packets.max()),
             "folded_planes": self.folded_planes, "fold_reason": self.fold_reason,
             "packets": self.packets, "events": self.events,
+            "fidelity": self.fidelity, "fidelity_reason": self.fidelity_reason,
         }
 
 
@@ -122,7 +154,8 @@ def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None, hi: 
 
 
 def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
-              nbytes: Sequence[int] | np.ndarray | int, *, start_ps: Any = None, after: Any = None) -> TransferResult:
+              nbytes: Sequence[int] | np.ndarray | int, *, start_ps: Any = None, after: Any = None,
+              fidelity: str | None = None) -> TransferResult:
     """Run transfers on a fabric.
 
     Args:
@@ -131,6 +164,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         nbytes: bytes per transfer, shape (n,) or a scalar.
         start_ps: earliest start per transfer, ps (default 0).
         after: index of a transfer that must finish first, or -1 (default -1).
+        fidelity: ``packet``, ``flow`` or ``auto`` (default: the fabric's own).
 
     Returns:
         :class:`TransferResult`.
@@ -141,7 +175,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         StalledError: transfers that can never finish (the message says what
             is blocked).
     """
-    fabric = as_fabric(fabric)
+    fabric = with_fidelity(as_fabric(fabric), fidelity)
     s = np.asarray(src)
     if s.ndim != 1 or s.size == 0:
         raise ConfigError(f"src: shape {s.shape}, expected a non-empty 1-D array of GPU ids")
@@ -191,5 +225,6 @@ def _result(r: dict[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec)
                       "start_ps": start, "end_ps": end, "duration_ps": dur,
                       "GBps": np.where(dur > 0, batch["bytes"] / np.maximum(dur, 1) * 1e3, np.nan)})
     links, ports, ro = fabric_frames(r, fabric)
+    warn_fidelity(str(r["fidelity_reason"]))
     return TransferResult(t, links, ports, ro, int(r["makespan_ps"]), int(r["folded_planes"]), str(r["fold_reason"]),
-                          int(r["packets"]), int(r["events"]))
+                          int(r["packets"]), int(r["events"]), str(r["fidelity"]), str(r["fidelity_reason"]))

@@ -81,6 +81,13 @@ class Wire(Spec):
 
 Spray = Literal["round_robin", "hash", "adaptive"]
 
+Fidelity = Literal["packet", "flow", "auto"]
+"""How finely a fabric is simulated: ``packet`` (cycle-level switches, the
+reference), ``flow`` (fluid max-min sharing on the same graph, validated
+against packet level: docs/fidelity.md) or ``auto`` (flow level where that
+validation holds, packet level where the run is credit- or arbitration-bound;
+every result says which ran and why)."""
+
 
 class FabricSpec(Spec):
     """A single-switch-layer scale-up fabric.
@@ -90,7 +97,9 @@ class FabricSpec(Spec):
     ``sim_packets_per_lane`` > 0 sizes each transfer's simulated packets so
     every port it uses carries about that many (between ``sim_packet_bytes``
     and ``max_sim_packet_bytes``), so cost grows with transfers, not bytes;
-    ``fold_planes`` simulates one of P identical planes when that is exact.
+    ``fold_planes`` simulates one of P identical planes when that is exact;
+    ``fidelity`` = ``"flow"`` or ``"auto"`` runs fluid flows instead of
+    packets (:data:`Fidelity`).
 
     Raises:
         ConfigError: a GPU or switch port wired twice, a disconnected GPU, a
@@ -112,6 +121,7 @@ class FabricSpec(Spec):
     sim_packets_per_lane: int = Field(default=0, ge=0)
     max_sim_packet_bytes: int = Field(default=256 << 10, ge=1)
     fold_planes: bool = True
+    fidelity: Fidelity = "packet"
 
     @model_validator(mode="after")
     def _check_in_engine(self) -> "FabricSpec":

@@ -19,6 +19,8 @@ pub enum CEv {
     Ready(u32),
     /// Delay node (or ideal transfer) finished.
     Done(u32),
+    /// Flow-level fabric event.
+    Flow(crate::flow::FlowEv),
 }
 
 /// Forwards fabric events into a `CEv` scheduler.
@@ -31,9 +33,21 @@ impl Scheduler<FEv> for Wrap<'_> {
     }
 }
 
+/// Forwards flow events into a `CEv` scheduler.
+struct WrapFlow<'a>(&'a mut dyn Scheduler<CEv>);
+
+impl Scheduler<crate::flow::FlowEv> for WrapFlow<'_> {
+    #[inline]
+    fn schedule(&mut self, t: TimePs, e: crate::flow::FlowEv) {
+        self.0.schedule(t, CEv::Flow(e))
+    }
+}
+
 /// Where transfers run.
 pub(crate) enum Backend {
     Fabric(FabricSim),
+    /// Flow level on the same fabric (`crate::flow`).
+    Flow(crate::flow::FlowSim),
     /// One port per GPU of `bytes_per_s`; a transfer occupies its source's
     /// port for bytes / B and lands `alpha_ps` after it leaves.
     Ideal { alpha_ps: u64, bytes_per_s: f64, port_free: Vec<TimePs> },
@@ -82,7 +96,15 @@ impl DagExec {
     pub fn fabric(&self) -> Option<&FabricSim> {
         match &self.backend {
             Backend::Fabric(s) => Some(s),
-            Backend::Ideal { .. } => None,
+            _ => None,
+        }
+    }
+
+    /// The flow-level simulator, when transfers run at flow level.
+    pub fn flow(&self) -> Option<&crate::flow::FlowSim> {
+        match &self.backend {
+            Backend::Flow(s) => Some(s),
+            _ => None,
         }
     }
 
@@ -142,6 +164,12 @@ impl DagExec {
                 self.collect(q);
                 Ok(())
             }
+            Backend::Flow(sim) => {
+                let x = sim.add_transfer(src, dst, bytes, tag)?;
+                sim.handle(now, crate::flow::FlowEv::Start(x), &mut WrapFlow(q))?;
+                self.collect(q);
+                Ok(())
+            }
             Backend::Ideal { alpha_ps, bytes_per_s, port_free } => {
                 let s = now.max(port_free[src as usize]);
                 let e = s + (bytes as f64 * 1e12 / *bytes_per_s).ceil() as u64;
@@ -188,16 +216,21 @@ impl DagExec {
     }
 
     fn collect(&mut self, q: &mut dyn Scheduler<CEv>) {
-        let Backend::Fabric(sim) = &mut self.backend else { return };
-        if sim.completed.is_empty() {
+        let completed = match &mut self.backend {
+            Backend::Fabric(sim) => &mut sim.completed,
+            Backend::Flow(sim) => &mut sim.completed,
+            Backend::Ideal { .. } => return,
+        };
+        if completed.is_empty() {
             return;
         }
-        let c = std::mem::take(&mut sim.completed);
+        let c = std::mem::take(completed);
         for &(x, t) in &c {
             let node = self.xfer_node.get(x as usize).copied().unwrap_or(NONE);
             if node == NONE {
                 let tag = match &self.backend {
                     Backend::Fabric(sim) => sim.xfers[x as usize].tag,
+                    Backend::Flow(sim) => sim.xfers[x as usize].tag,
                     Backend::Ideal { .. } => 0,
                 };
                 self.plain_done.push((tag, t));
@@ -205,10 +238,12 @@ impl DagExec {
                 self.node_done(node, t, q);
             }
         }
-        if let Backend::Fabric(sim) = &mut self.backend {
-            let mut c = c;
-            c.clear();
-            sim.completed = c;
+        let mut c = c;
+        c.clear();
+        match &mut self.backend {
+            Backend::Fabric(sim) => sim.completed = c,
+            Backend::Flow(sim) => sim.completed = c,
+            Backend::Ideal { .. } => {}
         }
     }
 
@@ -218,6 +253,12 @@ impl DagExec {
             CEv::Fab(e) => {
                 if let Backend::Fabric(sim) = &mut self.backend {
                     sim.handle(now, e, &mut Wrap(q))?;
+                }
+                self.collect(q);
+            }
+            CEv::Flow(e) => {
+                if let Backend::Flow(sim) = &mut self.backend {
+                    sim.handle(now, e, &mut WrapFlow(q))?;
                 }
                 self.collect(q);
             }
@@ -231,6 +272,15 @@ impl DagExec {
                         self.set_xfer_node(x, i);
                         if let Backend::Fabric(sim) = &mut self.backend {
                             sim.handle(now, FEv::StartTransfer(x), &mut Wrap(q))?;
+                        }
+                        self.collect(q);
+                    }
+                    Backend::Flow(sim) => {
+                        let x = if loopback { sim.add_loopback_transfer(src, bytes, i)? } else { sim.add_transfer(src, dst, bytes, i)? };
+                        sim.xfers[x as usize].spray_offset = i;
+                        self.set_xfer_node(x, i);
+                        if let Backend::Flow(sim) = &mut self.backend {
+                            sim.handle(now, crate::flow::FlowEv::Start(x), &mut WrapFlow(q))?;
                         }
                         self.collect(q);
                     }
@@ -269,6 +319,9 @@ pub struct CollectiveResult {
     pub credit_exhaustion_episodes: u64,
     pub arbitration_conflicts: u64,
     pub estimate_ps: f64,
+    /// Fidelity that ran (`packet` or `flow`) and why (see `crate::flow`).
+    pub fidelity: String,
+    pub fidelity_reason: String,
 }
 
 struct DagModel {
@@ -299,26 +352,16 @@ pub(crate) fn calibrated_spec(spec: &FabricSpec, link_efficiency: f64) -> Result
     Ok(s)
 }
 
-/// Run one collective on a fabric (batch API).
-///
-/// Simulated packet size (when neither the fabric nor the params set one):
-/// the largest power of two times the payload that gives each GPU port at
-/// least one packet of the DAG's median transfer, at most 64 KiB. Plane
-/// folding when exact (every transfer a multiple of planes x links x packet).
-///
-/// # Errors
-/// `Config` for bad specs or requests (see [`lower`]); `Stalled` if the
-/// fabric cannot finish.
-pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
-    spec.validate()?;
-    let info = fabric_info(spec)?;
-    let low = lower(req.op, &req.members, req.bytes, &req.params, &info)?;
-    let mut spec = calibrated_spec(spec, req.params.link_efficiency)?;
-    let mut sizes: Vec<u64> = low.dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { bytes, .. } = *n { Some(bytes) } else { None }).collect();
+/// The spec with the simulated packet size set (when neither the fabric nor
+/// the params set one): the largest power of two times the payload that gives
+/// each GPU port at least one packet of the DAG's median transfer, at most
+/// 16 KiB. Both fidelities use it (the flow level's packet quantization).
+pub(crate) fn sim_packet_spec(mut spec: FabricSpec, dag: &Dag, param_spb: u64) -> FabricSpec {
+    let mut sizes: Vec<u64> = dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { bytes, .. } = *n { Some(bytes) } else { None }).collect();
     if spec.sim_packet_bytes == 0 {
         let pay = spec.gpu.payload_bytes as u64;
-        let spb = if req.params.sim_packet_bytes > 0 {
-            req.params.sim_packet_bytes.div_ceil(pay) * pay
+        let spb = if param_spb > 0 {
+            param_spb.div_ceil(pay) * pay
         } else if sizes.is_empty() {
             pay
         } else {
@@ -333,6 +376,27 @@ pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mu
         };
         spec.sim_packet_bytes = if spb == pay { 0 } else { spb };
     }
+    spec
+}
+
+/// Run one collective on a fabric (batch API).
+///
+/// Simulated packet size (when neither the fabric nor the params set one):
+/// the largest power of two times the payload that gives each GPU port at
+/// least one packet of the DAG's median transfer, at most 64 KiB. Plane
+/// folding when exact (every transfer a multiple of planes x links x packet).
+///
+/// # Errors
+/// `Config` for bad specs or requests (see [`lower`]); `Stalled` if the
+/// fabric cannot finish.
+pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
+    spec.validate()?;
+    if spec.fidelity != crate::fabric::Fidelity::Packet {
+        return super::flow_run::run_collective_at(spec, req, interrupt);
+    }
+    let info = fabric_info(spec)?;
+    let low = lower(req.op, &req.members, req.bytes, &req.params, &info)?;
+    let spec = sim_packet_spec(calibrated_spec(spec, req.params.link_efficiency)?, &low.dag, req.params.sim_packet_bytes);
     let spb = if spec.sim_packet_bytes == 0 { spec.gpu.payload_bytes as u64 } else { spec.sim_packet_bytes };
     let (run_spec, planes, reason) = match fold_spec(&spec) {
         Ok((f, p, unit)) => {
@@ -396,6 +460,8 @@ pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mu
         credit_exhaustion_episodes: exh,
         arbitration_conflicts: conflicts,
         estimate_ps: low.estimate_ps,
+        fidelity: "packet".into(),
+        fidelity_reason: String::new(),
     })
 }
 

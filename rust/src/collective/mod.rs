@@ -17,11 +17,13 @@
 //! on the wire.
 
 mod exec;
+mod flow_run;
 mod lower;
 mod network;
 mod params;
 
 pub use exec::{run_collective, run_collective_ideal, CollectiveResult, DagExec, CEv};
+pub use flow_run::{run_collective_at, run_collective_flow};
 pub use lower::{lower, Dag, FabricInfo, Lowered, NodeKind};
 pub use network::FabricNetwork;
 pub use params::{Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};

@@ -31,15 +31,22 @@ impl FabricNetwork {
     pub fn with_params(spec: &FabricSpec, params: CollectiveParams, calibrate: bool) -> Result<Self> {
         params.validate()?;
         let s = if calibrate { calibrated_spec(spec, params.link_efficiency)? } else { spec.clone() };
-        Ok(FabricNetwork { exec: DagExec::new(Backend::Fabric(FabricSim::new(&s, s.gpu_ports)?)), info: fabric_info(spec)?, params, devices: spec.gpus, gpu_ports: spec.gpu_ports })
+        // `flow` runs transfers at flow level; `auto` is decided by the caller
+        // (crate::taskgraph::execute_on_fabric), which builds this at one of the two.
+        let backend = match s.fidelity {
+            crate::fabric::Fidelity::Flow => Backend::Flow(crate::flow::FlowSim::new(&s)?),
+            _ => Backend::Fabric(FabricSim::new(&s, s.gpu_ports)?),
+        };
+        Ok(FabricNetwork { exec: DagExec::new(backend), info: fabric_info(spec)?, params, devices: spec.gpus, gpu_ports: spec.gpu_ports })
     }
 
     /// Fabric statistics after the task graph ran (links, switch ports,
     /// reorder buffers; transfer arrays empty), over `makespan_ps`.
     pub fn stats(&self, makespan_ps: u64, events: u64) -> crate::fabric::BatchResult {
-        let mut r = match self.exec.fabric() {
-            Some(sim) => crate::fabric::stats_of(sim, self.gpu_ports, events),
-            None => crate::fabric::BatchResult::default(),
+        let mut r = match (self.exec.fabric(), self.exec.flow()) {
+            (Some(sim), _) => crate::fabric::stats_of(sim, self.gpu_ports, events),
+            (None, Some(sim)) => crate::flow::flow_stats(sim, events),
+            _ => crate::fabric::BatchResult::default(),
         };
         r.makespan_ps = makespan_ps;
         r.folded_planes = 1;
@@ -66,9 +73,19 @@ impl FabricNetwork {
         out.iter().zip(&sources).map(|(w, s)| (w / s.len().max(1) as f64).round() as u64).collect()
     }
 
-    /// Protocol packets sent so far.
+    /// Protocol packets sent so far (flow level: payload / packet payload).
     pub fn packets_sent(&self) -> u64 {
-        self.exec.fabric().map_or(0, |s| s.packets_sent)
+        match (self.exec.fabric(), self.exec.flow()) {
+            (Some(s), _) => s.packets_sent,
+            (None, Some(s)) => crate::flow::flow_stats(s, 0).packets,
+            _ => 0,
+        }
+    }
+
+    /// Why a flow-level run is outside the flow level's validation (None when
+    /// inside it, or at packet level).
+    pub fn flow_outside_validation(&self) -> Option<String> {
+        self.exec.flow().and_then(crate::flow::outside_validation)
     }
 
     fn drain(&mut self, done: &mut NetworkDone) {

@@ -116,7 +116,10 @@ impl FlowFabric {
             up_port[p] = s as f64 / ser.max(inj_ps);
             // Head registered at the switch clock edge after it arrives (as the packet level does).
             let head = (((t.flit_ps + t.latency_ps) as f64 / cycle_ps - 1e-9).ceil() + spec.switch.pipeline_latency_cycles as f64) * cycle_ps;
-            lat_max = lat_max.max(head.ceil() as u64 + t.latency_ps);
+            // Injection pacing holds back each packet after the first: the
+            // fluid charges it for the first one too, so take that back.
+            let paced = (inj_ps - ser).max(0.0) as u64;
+            lat_max = lat_max.max((head.ceil() as u64 + t.latency_ps).saturating_sub(paced));
             // Credit windows: the switch input buffer (GPU -> switch) and the GPU's
             // receive buffer (switch -> GPU), each over its round trip.
             let pk = |c: u64| (c / f_s) as f64 * s as f64;
@@ -220,9 +223,9 @@ impl FlowFabric {
     }
 
     /// Append the path of a transfer (resource, coefficient) to `out`; returns
-    /// (lanes, work bytes, cap): the fluid work is the bytes of its busiest
-    /// lane times the lanes (packet quantization: the transfer ends when its
-    /// fullest lane does), `cap` its largest rate (lanes x lane cap), payload bytes/ps.
+    /// (lanes, work bytes, cap): the work is the transfer's bytes, `cap` its
+    /// largest rate, payload bytes/ps: (bytes / busiest lane's bytes) x one
+    /// lane's rate (packet quantization: alone, it ends when its fullest lane does).
     ///
     /// # Errors
     /// `Config` if no port of `src` reaches `dst`.
@@ -281,9 +284,14 @@ impl FlowFabric {
             }
         }
         let port_cap = used.iter().map(|&p| self.up_port[p as usize]).fold(f64::INFINITY, f64::min);
-        let cap = k * self.lane_cap.min(port_cap);
+        // Effective lanes: bytes / busiest lane's bytes (<= k), so an idle path
+        // takes exactly the busiest lane's time, while under sharing the flow
+        // asks only for its true bytes (the ports its short lanes leave idle
+        // serve other transfers, as spray rotation makes them at packet level).
+        let eff = (bytes as f64 / lane_bytes.max(1) as f64).min(k);
+        let cap = eff * self.lane_cap.min(port_cap);
         self.scratch = elig;
-        Ok((lanes as u32, (lane_bytes * lanes) as f64, cap))
+        Ok((lanes as u32, bytes as f64, cap))
     }
 
     /// Ports a resource stands for: (kind, ports) with kind 0 = GPU ports, 1 = switch ports.

@@ -3,7 +3,7 @@
 use super::convert::from_py;
 use super::taskgraph::col;
 use super::{signal_check, ConfigError};
-use crate::fabric::{run_batch, BatchResult, FabricSpec, TransferBatch};
+use crate::fabric::{BatchResult, FabricSpec, TransferBatch};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -19,6 +19,8 @@ pub(crate) fn result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResult<Boun
     d.set_item("switch_cycle_ps", r.switch_cycle_ps)?;
     d.set_item("packets", r.packets)?;
     d.set_item("events", r.events)?;
+    d.set_item("fidelity", r.fidelity)?;
+    d.set_item("fidelity_reason", r.fidelity_reason)?;
     // GPU -> switch links, one row per GPU port.
     let l = PyDict::new(py);
     let p = &r.ports;
@@ -88,7 +90,7 @@ pub fn fabric_transfers<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, batch: &
     if b.src.is_empty() {
         return Err(ConfigError::new_err("transfers: at least one transfer"));
     }
-    let r = py.detach(|| run_batch(&spec, &b, &mut signal_check))?;
+    let r = py.detach(|| crate::flow::run_batch_at(&spec, &b, &mut signal_check))?;
     result_dict(py, r)
 }
 
@@ -116,6 +118,8 @@ pub fn collective_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, request: &
     d.set_item("credit_exhaustion_episodes", r.credit_exhaustion_episodes)?;
     d.set_item("arbitration_conflicts", r.arbitration_conflicts)?;
     d.set_item("estimate_ps", r.estimate_ps)?;
+    d.set_item("fidelity", r.fidelity)?;
+    d.set_item("fidelity_reason", r.fidelity_reason)?;
     Ok(d)
 }
 

@@ -78,10 +78,12 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             (r, d)
         }
         NetworkSpec::Fabric { fabric, calibrated } => {
-            let mut net = crate::fabric::FabricNetwork::with_params(&fabric, crate::collective::CollectiveParams::default(), calibrated)?;
-            let r = py.detach(|| execute(&g, &mut net, &mut signal_check))?;
+            let run = py.detach(|| crate::taskgraph::execute_on_fabric(&g, &fabric, crate::collective::CollectiveParams::default(), calibrated, &mut signal_check))?;
+            let (r, net) = (run.result, run.network);
             let d = PyDict::new(py);
             d.set_item("kind", "fabric")?;
+            d.set_item("fidelity", run.fidelity)?;
+            d.set_item("fidelity_reason", run.reason)?;
             d.set_item("packets", net.packets_sent())?;
             d.set_item("fabric", super::fabric::result_dict(py, net.stats(r.makespan_ps, r.events))?)?;
             d.set_item("task_credit_wait_ps", net.task_credit_wait_ps(g.len()).into_pyarray(py))?;

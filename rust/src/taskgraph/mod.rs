@@ -16,9 +16,11 @@
 //! first (issue order, as a CUDA stream would run them).
 
 mod exec;
+mod fidelity;
 mod graph;
 mod network;
 
 pub use exec::{execute, TaskGraphResult};
+pub use fidelity::{execute_on_fabric, FabricRun};
 pub use graph::{CollectiveKind, EdgeKind, TaskGraph, TaskKind};
 pub use network::{IdealNetwork, Network, NetworkDone};
