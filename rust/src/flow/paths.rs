@@ -223,13 +223,14 @@ impl FlowFabric {
     }
 
     /// Append the path of a transfer (resource, coefficient) to `out`; returns
-    /// (lanes, work bytes, cap): the work is the transfer's bytes, `cap` its
+    /// (lanes, work bytes, cap, packet time): the work is the transfer's bytes, `cap` its
     /// largest rate, payload bytes/ps: (bytes / busiest lane's bytes) x one
-    /// lane's rate (packet quantization: alone, it ends when its fullest lane does).
+    /// lane's rate (packet quantization: alone, it ends when its fullest lane
+    /// does); the packet time is one simulated packet on one lane, ps.
     ///
     /// # Errors
     /// `Config` if no port of `src` reaches `dst`.
-    pub fn path(&mut self, src: u32, dst: u32, bytes: u64, x: u32, spray_offset: u32, out: &mut Vec<(u32, f64)>) -> Result<(u32, f64, f64)> {
+    pub fn path(&mut self, src: u32, dst: u32, bytes: u64, x: u32, spray_offset: u32, out: &mut Vec<(u32, f64)>) -> Result<(u32, f64, f64, f64)> {
         let mut elig = std::mem::take(&mut self.scratch);
         self.topo.eligible_ports(src, dst, &mut elig);
         if elig.is_empty() {
@@ -291,7 +292,7 @@ impl FlowFabric {
         let eff = (bytes as f64 / lane_bytes.max(1) as f64).min(k);
         let cap = eff * self.lane_cap.min(port_cap);
         self.scratch = elig;
-        Ok((lanes as u32, bytes as f64, cap))
+        Ok((lanes as u32, bytes as f64, cap, s.min(lane_bytes.max(1)) as f64 / port_cap))
     }
 
     /// Ports a resource stands for: (kind, ports) with kind 0 = GPU ports, 1 = switch ports.

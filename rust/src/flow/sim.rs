@@ -40,6 +40,8 @@ pub struct FlowXfer {
     work: f64,
     scale: f64,
     cap: f64,
+    /// One simulated packet's time on one of its lanes, ps.
+    pkt_ps: f64,
     path: (u32, u32),
 }
 
@@ -78,6 +80,7 @@ pub struct FlowSim {
     /// Flows started since the last solve: (round-robin place, dst, src).
     fresh: Vec<(u32, u32, u32)>,
     pairs: Vec<(u32, u32)>,
+    finished: Vec<(u32, TimePs, u32, f64)>,
 }
 
 impl FlowSim {
@@ -108,6 +111,7 @@ impl FlowSim {
             active_from: vec![0; g],
             fresh: Vec::new(),
             pairs: Vec::new(),
+            finished: Vec::new(),
         })
     }
 
@@ -121,7 +125,7 @@ impl FlowSim {
             return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &format!("GPU ids in 0..{g} (the fabric has {g} GPUs)")));
         }
         let id = self.xfers.len() as u32;
-        self.xfers.push(FlowXfer { src, dst, bytes, tag, loopback: false, spray_offset: 0, start_ps: 0, end_ps: 0, done: false, lanes: 0, work: 0.0, scale: 0.0, cap: 0.0, path: (0, 0) });
+        self.xfers.push(FlowXfer { src, dst, bytes, tag, loopback: false, spray_offset: 0, start_ps: 0, end_ps: 0, done: false, lanes: 0, work: 0.0, scale: 0.0, cap: 0.0, pkt_ps: 0.0, path: (0, 0) });
         Ok(id)
     }
 
@@ -161,6 +165,7 @@ impl FlowSim {
                 self.advance(now);
                 let lat = self.fab.latency_ps;
                 let mut k = 0;
+                self.finished.clear();
                 while k < self.active.len() {
                     let x = self.active[k] as usize;
                     let r = self.rate[k];
@@ -169,10 +174,32 @@ impl FlowSim {
                         self.active_from[self.xfers[x].src as usize] -= 1;
                         self.active.swap_remove(k);
                         self.rate.swap_remove(k);
-                        q.schedule(now + lat, FlowEv::Done(x as u32));
+                        let t = &self.xfers[x];
+                        let first = self.path_buf[t.path.0 as usize].0;
+                        self.finished.push((first, t.start_ps, x as u32, t.pkt_ps));
                     } else {
                         k += 1;
                     }
+                }
+                // Flows that drain together from one port set: round-robin
+                // serves their last packets one per round, in start order, so
+                // at packet level the earlier ones finish whole packet times
+                // before the last (which ends when the fluid does). Without
+                // this the fluid ties them exactly and loses the lead that
+                // chained steps (ring channels) build on.
+                self.finished.sort_unstable_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+                let mut i = 0;
+                while i < self.finished.len() {
+                    let mut j = i;
+                    while j < self.finished.len() && self.finished[j].0 == self.finished[i].0 {
+                        j += 1;
+                    }
+                    let n = j - i;
+                    for (rank, f) in self.finished[i..j].iter().enumerate() {
+                        let early = ((n - 1 - rank) as f64 * f.3) as u64;
+                        q.schedule(now + lat.saturating_sub(early), FlowEv::Done(f.2));
+                    }
+                    i = j;
                 }
                 // Keep the active list in start order (determinism of the solve order).
                 self.sort_active();
@@ -214,13 +241,14 @@ impl FlowSim {
             self.compact_paths();
         }
         let a = self.path_buf.len() as u32;
-        let (lanes, work, cap) = self.fab.path(src, dst, bytes, x, off, &mut self.path_buf)?;
+        let (lanes, work, cap, pkt_ps) = self.fab.path(src, dst, bytes, x, off, &mut self.path_buf)?;
         let t = &mut self.xfers[x as usize];
         t.path = (a, self.path_buf.len() as u32);
         t.lanes = lanes;
         t.work = work;
         t.scale = bytes as f64 / work;
         t.cap = cap;
+        t.pkt_ps = pkt_ps;
         // Bring running flows up to now at their old rates before the set changes.
         self.advance(now);
         self.active.push(x);
