@@ -32,11 +32,12 @@ mean over them estimates the mean over the distribution. The schedule
 ``decode`` receives the whole LLM workload (its first ``requests``) instead.
 
 Networks: ``fabric`` (and ``auto``, the default, which is the same) runs
-every schedule on the cycle-level fabric (:class:`flitsim.FabricNetwork`:
+every schedule on the cycle-level fabric (:class:`flitsim.networks.FabricNetwork`:
 transfers packet by packet, collectives lowered to transfer DAGs, calibrated
-injection); ``analytic`` on :class:`flitsim.taskgraph.IdealNetwork`
-parametrised from the fabric (alpha = the simulated latency of one packet
-between two GPUs, bandwidth = the calibrated per-GPU injection rate). Each
+injection); ``analytic`` on :class:`flitsim.networks.AnalyticNetwork`
+parametrised from the fabric (:meth:`~flitsim.networks.AnalyticNetwork.from_fabric`:
+alpha = the simulated latency of one packet between two GPUs, bandwidth = the
+calibrated per-GPU injection rate). Each
 run is labelled with the network it used.
 """
 
@@ -55,6 +56,7 @@ from pydantic import Field
 
 from flitsim._spec import Spec
 from flitsim.errors import config_error
+from flitsim.networks import AnalyticNetwork, FabricNetwork
 
 __all__ = ["Scenario", "FabricSection", "HardwareSection", "WorkloadSection", "ScheduleEntry", "CaseSection",
            "OutputSection", "load_scenario", "run_scenario", "ScenarioResult", "RunRecord"]
@@ -246,27 +248,6 @@ def _fabric_spec(sc: Scenario) -> Any:
     return spec.replace(**f.overrides) if f.overrides else spec
 
 
-def analytic_network(fabric: Any) -> tuple[Any, float, int]:
-    """IdealNetwork parametrised from ``fabric``: alpha = simulated latency of
-    one protocol packet between GPU 0 and 1, bandwidth = the per-GPU rate the
-    fabric network injects at: the calibrated ``link_efficiency`` x link payload
-    rate x GPU ports (as :class:`flitsim.FabricNetwork` applies it), or the
-    fabric's own ``gpu.injection_bytes_per_s`` when set.
-    Returns (network, bandwidth_GBps, alpha_ps)."""
-    import flitsim
-    from flitsim.collectives import default_params
-    from flitsim.taskgraph import IdealNetwork
-
-    payload = int(fabric.gpu.payload_bytes)
-    if fabric.gpu.injection_bytes_per_s:
-        bw = fabric.gpu.injection_bytes_per_s / 1e9
-    else:
-        bw = fabric.links[0].payload_GBps() * fabric.gpu_ports * float(default_params()["link_efficiency"])
-    one = flitsim.transfers(fabric.replace(sim_packet_bytes=0), [0], [1], payload)
-    alpha = int(one.makespan_ps)
-    return IdealNetwork(alpha_ps=alpha, bandwidth_GBps=bw), bw, alpha
-
-
 def _representatives(wl: Any, n: int) -> tuple[list[int], str]:
     inp = wl.requests.input_tokens.to_numpy()
     qs = (np.arange(n) + 0.5) / n
@@ -340,7 +321,6 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
         ConfigError: invalid scenario, unknown schedule / model / option.
         StalledError: a simulation that can never finish.
     """
-    import flitsim
     import flitsim.schedules as S
     from flitsim.hardware import gpu_preset
     from flitsim.report.critical_path import critical_path
@@ -350,8 +330,9 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     t_all = time.perf_counter()
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     fabric = _fabric_spec(sc)
-    fab_net = flitsim.FabricNetwork(fabric)
-    ana_net, bw_GBps, alpha_ps = analytic_network(fabric)
+    fab_net = FabricNetwork(fabric)
+    ana_net = AnalyticNetwork.from_fabric(fabric)
+    bw_GBps, alpha_ps = ana_net.bandwidth_GBps, ana_net.alpha_ps
     gpu = gpu_preset(sc.hardware.gpu)
     breakeven = gpu.peak_flop_per_s(sc.hardware.dtype) / (bw_GBps * 1e9)
     notes = [f"analytic network: alpha {alpha_ps / 1e3:.1f} ns (one packet GPU 0 -> 1 on the fabric), "
