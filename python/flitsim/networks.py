@@ -22,7 +22,7 @@ engine a plain dict (``to_core(devices)``); the Rust side is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -63,7 +63,7 @@ class AnalyticNetwork:
             bw = fabric.gpu.injection_bytes_per_s / 1e9
         else:
             bw = fabric.links[0].payload_GBps() * fabric.gpu_ports * float(default_params()["link_efficiency"])
-        one = transfers(fabric.replace(sim_packet_bytes=0), [0], [1], payload)
+        one = transfers(cast(FabricSpec, fabric.replace(sim_packet_bytes=0)), [0], [1], payload)
         return cls(alpha_ps=int(one.makespan_ps), bandwidth_GBps=bw)
 
     def to_core(self, devices: int) -> dict[str, Any]:
