@@ -17,11 +17,11 @@ def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
     for n in res.network_notes:
         c.print(f"[dim]{n}[/dim]")
     t = Table(title=f"{res.scenario.title}: runs")
-    for col in ("case", "schedule", "GPUs", "network", "makespan ms", "speedup", "stage CV", "fill/drain",
+    for col in ("case", "schedule", "GPUs", "network", "fidelity", "makespan ms", "speedup", "stage CV", "fill/drain",
                 "bubble", "FLOP/B"):
-        t.add_column(col, justify="right" if col not in ("case", "schedule", "network") else "left")
+        t.add_column(col, justify="right" if col not in ("case", "schedule", "network", "fidelity") else "left")
     for r in res.summary_frame().itertuples():
-        t.add_row(r.case, r.schedule, str(r.devices), r.network, f"{r.makespan_s * 1e3:.2f}",
+        t.add_row(r.case, r.schedule, str(r.devices), r.network, r.fidelity, f"{r.makespan_s * 1e3:.2f}",
                   "" if r.speedup != r.speedup else f"{r.speedup:.2f}x", f"{r.stage_time_cv:.3f}",
                   f"{r.fill_drain_share:.0%}", f"{r.bubble_fraction_mean:.0%}", f"{r.flop_per_comm_byte:,.0f}")
     c.print(t)
@@ -69,14 +69,19 @@ def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
 @click.option("--out", "out_dir", default="flitsim-report", show_default=True, help="report folder")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
+@click.option("-j", "--jobs", default=1, show_default=True, type=int,
+              help="worker processes over the independent runs (results identical at any N)")
 @friendly_errors
-def run_cmd(scenario: str, out_dir: str, no_progress: bool, as_json: bool) -> None:
+def run_cmd(scenario: str, out_dir: str, no_progress: bool, as_json: bool, jobs: int) -> None:
     """Run a scenario TOML file (examples/main.toml is the main job) and write
     its report (tables, Parquet, Perfetto traces, figures, report.html) to --out."""
     from flitsim.scenario import prepare_out_dir, run_scenario, scenario_json
 
+    from flitsim.parallel import check_jobs
+
+    check_jobs(jobs)
     prepare_out_dir(out_dir)  # fail before minutes of simulation, not after
-    res = run_scenario(scenario, progress=not no_progress and not as_json)
+    res = run_scenario(scenario, progress=not no_progress and not as_json, jobs=jobs)
     paths = res.write(out_dir)
     if as_json:
         echo_json({**scenario_json(res), "files": paths})

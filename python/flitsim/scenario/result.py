@@ -47,6 +47,10 @@ class RunRecord:
     llm_latency: Any = None
     dit: dict[str, Any] | None = None
     token_times: Any = None
+    #: ``packet``, ``flow`` (fabric runs) or ``analytic``, and why (auto's
+    #: choice or a flow-level warning; docs/fidelity.md).
+    fidelity: str = ""
+    fidelity_reason: str = ""
 
 
 @dataclasses.dataclass
@@ -72,7 +76,8 @@ class ScenarioResult:
             sp = r.single_gpu_s / m["makespan_s"] if r.single_gpu_s else float("nan")
             cp = r.critical.breakdown_share() if r.critical is not None else {}
             rows.append({"case": r.case, "schedule": r.label, "builder": r.name, "devices": r.devices,
-                         "stages": r.stages, "network": r.network, "makespan_s": m["makespan_s"],
+                         "stages": r.stages, "network": r.network, "fidelity": r.fidelity,
+                         "fidelity_reason": r.fidelity_reason, "makespan_s": m["makespan_s"],
                          "single_gpu_s": r.single_gpu_s, "speedup": sp, "efficiency": sp / r.devices,
                          "stage_time_cv": m["stage_time_cv"], "fill_drain_share": m["fill_drain_share"],
                          "bubble_fraction_mean": m["bubble_fraction_mean"], "flop_per_comm_byte": m["flop_per_comm_byte"],

@@ -103,6 +103,9 @@ class ScheduleEntry(Spec):
     label: str | None = None
     options: dict[str, Option] = Field(default_factory=dict)
     network: Literal["auto", "fabric", "analytic"] | None = None
+    #: Fidelity of this schedule's fabric runs: packet | flow | auto (default:
+    #: the fabric's own, set by ``[fabric] overrides = { fidelity = ... }``).
+    fidelity: Literal["packet", "flow", "auto"] | None = None
 
 
 class CaseSection(Spec):

@@ -33,4 +33,4 @@ pub fn outside_validation(sim: &FlowSim) -> Option<String> {
 }
 
 /// The reason line of a run that stayed at flow level.
-pub const FLOW_VALID: &str = "bandwidth-bound: no credit-bound hop, no FIFO head-of-line blocking, no synchronized (rolling) incast (flow level validated against packet level within 2 % here; docs/fidelity.md)";
+pub const FLOW_VALID: &str = "bandwidth-bound: no credit-bound hop, no FIFO head-of-line blocking, no synchronized (rolling) incast, no parallel transfers on one GPU pair (flow level validated against packet level within 2 % here; docs/fidelity.md)";

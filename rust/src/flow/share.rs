@@ -21,7 +21,11 @@ pub struct Filler {
     pub res_off: Vec<u32>,
     pub res_flows: Vec<u32>,
     fill: Vec<u32>,
-    /// Resources that became full in the last call.
+    /// Resources the last call's flows touch (sorted); only these are valid.
+    used: Vec<u32>,
+    seen: Vec<bool>,
+    /// Resources that became full in the last call (valid for resources the
+    /// flows touch; others read false).
     pub full: Vec<bool>,
 }
 
@@ -40,28 +44,58 @@ impl Filler {
         let nr = capacity.len();
         rate.clear();
         rate.resize(nf, 0.0);
-        self.rem.clear();
-        self.rem.extend_from_slice(capacity);
-        self.weight.clear();
-        self.weight.resize(nr, 0.0);
-        self.full.clear();
-        self.full.resize(nr, false);
+        if self.rem.len() != nr {
+            // Per-resource state, reset below only where flows touch it.
+            self.rem = vec![0.0; nr];
+            self.weight = vec![0.0; nr];
+            self.full = vec![false; nr];
+            self.res_off = vec![0; nr + 1];
+            self.seen = vec![false; nr];
+        }
+        for &r in &self.used {
+            self.full[r as usize] = false;
+            self.res_off[r as usize + 1] = 0;
+        }
+        self.res_off[0] = 0;
+        self.used.clear();
         self.frozen.clear();
         self.frozen.resize(nf, false);
-        // Flows per resource.
-        self.res_off.clear();
-        self.res_off.resize(nr + 1, 0);
+        // Resources the flows touch, in first-seen order (deterministic).
+        for &(r, _) in flows.path {
+            let ru = r as usize;
+            if !self.seen[ru] {
+                self.seen[ru] = true;
+                self.used.push(r);
+                self.rem[ru] = capacity[ru];
+                self.weight[ru] = 0.0;
+                self.res_off[ru + 1] = 0;
+            }
+        }
+        for &r in &self.used {
+            self.seen[r as usize] = false;
+        }
+        self.used.sort_unstable();
         for &(r, c) in flows.path {
             self.weight[r as usize] += c;
             self.res_off[r as usize + 1] += 1;
         }
-        for r in 0..nr {
-            self.res_off[r + 1] += self.res_off[r];
+        // CSR of flows per resource over the used resources, in index order
+        // (a count sits in res_off[r + 1] until r is reached; unused entries
+        // are stale and never read).
+        let mut acc = 0u32;
+        for &r in &self.used {
+            let cnt = self.res_off[r as usize + 1];
+            self.res_off[r as usize] = acc;
+            acc += cnt;
+            self.res_off[r as usize + 1] = acc;
         }
         self.res_flows.clear();
         self.res_flows.resize(flows.path.len(), 0);
         self.fill.clear();
-        self.fill.extend_from_slice(&self.res_off[..nr]);
+        self.fill.resize(nr.max(1), 0);
+        for &r in &self.used {
+            self.fill[r as usize] = self.res_off[r as usize];
+        }
         for f in 0..nf {
             for k in flows.off[f]..flows.off[f + 1] {
                 let r = flows.path[k as usize].0 as usize;
@@ -74,7 +108,8 @@ impl Filler {
         while left > 0 {
             // Next level at which a resource fills or a flow reaches its cap.
             let mut step = f64::INFINITY;
-            for r in 0..nr {
+            for &r in &self.used {
+                let r = r as usize;
                 if self.weight[r] > 0.0 && !self.full[r] {
                     step = step.min(self.rem[r].max(0.0) / self.weight[r]);
                 }
@@ -95,13 +130,15 @@ impl Filler {
                 break;
             }
             level += step;
-            for r in 0..nr {
+            for i in 0..self.used.len() {
+                let r = self.used[i] as usize;
                 if self.weight[r] > 0.0 {
                     self.rem[r] -= step * self.weight[r];
                 }
             }
             // Freeze flows at full resources, then flows at their caps.
-            for r in 0..nr {
+            for i in 0..self.used.len() {
+                let r = self.used[i] as usize;
                 if !self.full[r] && self.weight[r] > 0.0 && self.rem[r] <= FULL * capacity[r] {
                     self.full[r] = true;
                     for k in self.res_off[r]..self.res_off[r + 1] {
@@ -114,7 +151,7 @@ impl Filler {
                 }
             }
             for f in 0..nf {
-                if !self.frozen[f] && flows.cap[f] - level <= FULL * flows.cap[f] {
+                if !self.frozen[f] && flows.cap[f].is_finite() && flows.cap[f] - level <= FULL * flows.cap[f] {
                     self.freeze(f, level, flows, rate);
                     left -= 1;
                 }
