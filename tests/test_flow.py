@@ -117,3 +117,34 @@ def test_flow_is_deterministic() -> None:
     a = flitsim.transfers("hgx-h100", s, d, 1 << 20, fidelity="flow")
     b = flitsim.transfers("hgx-h100", s, d, 1 << 20, fidelity="flow")
     assert np.array_equal(a.transfers.end_ps.values, b.transfers.end_ps.values)
+
+
+def test_scenario_runs_identical_at_any_job_count(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from flitsim.scenario import run_scenario
+
+    src = (Path(__file__).resolve().parents[1] / "examples" / "tiny.toml").read_text()
+    p = tmp_path / "tiny_flow.toml"
+    p.write_text(src.replace("overrides = { sim_packet_bytes = 4096 }",
+                             'overrides = { sim_packet_bytes = 4096, fidelity = "auto" }'))
+    a = run_scenario(p, progress=False, jobs=1).summary_frame().drop(columns=["wall_s"])
+    b = run_scenario(p, progress=False, jobs=2).summary_frame().drop(columns=["wall_s"])
+    assert a.equals(b)
+    assert set(a.fidelity) <= {"flow", "packet"} and a.fidelity_reason.str.startswith("auto chose").all()
+
+
+def test_jobs_must_be_positive(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+    from flitsim.parallel import check_jobs
+
+    tiny = Path(__file__).resolve().parents[1] / "examples" / "tiny.toml"
+    r = CliRunner().invoke(cli, ["run", str(tiny), "--out", str(tmp_path / "o"), "-j", "0"])
+    assert r.exit_code != 0 and "jobs = 0" in r.output
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ConfigError, match="jobs"):
+            check_jobs(bad)

@@ -39,6 +39,13 @@ parametrised from the fabric (:meth:`~flitsim.networks.AnalyticNetwork.from_fabr
 alpha = the simulated latency of one packet between two GPUs, bandwidth = the
 calibrated per-GPU injection rate). Each
 run is labelled with the network it used.
+
+Fidelity of fabric runs: the fabric's ``fidelity`` (``[fabric] overrides =
+{ fidelity = "auto" }``: packet, flow or auto; default packet), or a
+schedule's own ``fidelity = "flow"``; every run's ``fidelity`` and
+``fidelity_reason`` columns say which ran and why (docs/fidelity.md).
+``flitsim run -j N`` runs the (case, schedule) entries on N processes with
+identical results.
 """
 
 from __future__ import annotations
