@@ -81,6 +81,8 @@ pub struct FlowSim {
     fresh: Vec<(u32, u32, u32)>,
     pairs: Vec<(u32, u32)>,
     finished: Vec<(u32, TimePs, u32, f64)>,
+    /// Path entries of running flows (compaction trigger).
+    live_path: usize,
 }
 
 impl FlowSim {
@@ -112,6 +114,7 @@ impl FlowSim {
             fresh: Vec::new(),
             pairs: Vec::new(),
             finished: Vec::new(),
+            live_path: 0,
         })
     }
 
@@ -175,6 +178,7 @@ impl FlowSim {
                         self.active.swap_remove(k);
                         self.rate.swap_remove(k);
                         let t = &self.xfers[x];
+                        self.live_path -= (t.path.1 - t.path.0) as usize;
                         let first = self.path_buf[t.path.0 as usize].0;
                         self.finished.push((first, t.start_ps, x as u32, t.pkt_ps));
                     } else {
@@ -237,13 +241,14 @@ impl FlowSim {
         }
         if self.active.is_empty() {
             self.path_buf.clear();
-        } else if self.path_buf.len() > 4096 && self.path_buf.len() > 4 * self.flat.len() {
+        } else if self.path_buf.len() > 4096 && self.path_buf.len() > 4 * self.live_path {
             self.compact_paths();
         }
         let a = self.path_buf.len() as u32;
         let (lanes, work, cap, pkt_ps) = self.fab.path(src, dst, bytes, x, off, &mut self.path_buf)?;
         let t = &mut self.xfers[x as usize];
         t.path = (a, self.path_buf.len() as u32);
+        self.live_path += (t.path.1 - t.path.0) as usize;
         t.lanes = lanes;
         t.work = work;
         t.scale = bytes as f64 / work;
