@@ -29,7 +29,7 @@ pub use stats::flow_stats;
 /// the fabric's static reason (credit- or arbitration-bound) or an incast
 /// seen while running.
 pub fn outside_validation(sim: &FlowSim) -> Option<String> {
-    sim.fab.packet_bound.clone().or_else(|| sim.diagnosis.incast.clone())
+    sim.fab.packet_bound.clone().or_else(|| sim.diagnosis.outside.clone())
 }
 
 /// The reason line of a run that stayed at flow level.

@@ -48,8 +48,9 @@ pub struct FlowXfer {
 /// Where flow level may differ from packet level, found while running.
 #[derive(Debug, Clone, Default)]
 pub struct FlowDiagnosis {
-    /// First synchronized round-robin collision seen (a rolling incast), described.
-    pub incast: Option<String>,
+    /// The first pattern seen that the flow level does not represent
+    /// (synchronized round-robin, parallel transfers on one GPU pair), described.
+    pub outside: Option<String>,
     /// Solves (max-min recomputations) run.
     pub solves: u64,
 }
@@ -323,7 +324,7 @@ impl FlowSim {
             self.caps.push(t.cap);
         }
         self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.rate);
-        if self.diagnosis.incast.is_none() {
+        if self.diagnosis.outside.is_none() {
             self.check_synchronized(now);
         }
         self.fresh.clear();
@@ -372,7 +373,7 @@ impl FlowSim {
             if self.pairs[i] == self.pairs[i - 1] {
                 let (s, d) = self.pairs[i];
                 let n = self.pairs.iter().filter(|p| **p == (s, d)).count();
-                self.diagnosis.incast = Some(format!(
+                self.diagnosis.outside = Some(format!(
                     "pipeline-bound: {n} concurrent transfers GPU {s} -> {d} at t = {:.3} us (e.g. ring channels); at packet level they finish a few packets apart and the next steps overlap, which fluid sharing does not represent",
                     now as f64 / 1e6
                 ));
@@ -393,7 +394,7 @@ impl FlowSim {
             return;
         }
         self.check_parallel_pairs(now);
-        if self.diagnosis.incast.is_some() {
+        if self.diagnosis.outside.is_some() {
             return;
         }
         self.fresh.sort_unstable();
@@ -412,7 +413,7 @@ impl FlowSim {
                     continue;
                 }
                 let n = group.len();
-                self.diagnosis.incast = Some(format!(
+                self.diagnosis.outside = Some(format!(
                     "arbitration-bound: {n} sources start flows to GPU {dst} at the same place ({place}) of their round-robin order at t = {:.3} us (synchronized order, a rolling incast at packet level); stagger destinations (source s sends to s+1, s+2, ...) or run packet level",
                     now as f64 / 1e6
                 ));
