@@ -9,6 +9,7 @@ import pytest
 
 from flitsim import ConfigError
 from flitsim.models import (
+    param_count,
     decode_cost,
     dit_step_cost,
     from_hf_config,
@@ -35,7 +36,7 @@ def _llama70_matmul_params() -> int:
 
 def test_llama3_70b_param_count_is_70_6_billion():
     # Meta model card / Hugging Face listing: 70.6 B parameters.
-    assert model_preset("llama-3-70b").param_count() == pytest.approx(70.6e9, rel=0.01)
+    assert param_count("llama-3-70b") == pytest.approx(70.6e9, rel=0.01)
 
 
 @pytest.mark.parametrize("name,published", [
@@ -49,7 +50,7 @@ def test_llama3_70b_param_count_is_70_6_billion():
 def test_zoo_param_counts_match_published(name, published):
     # 3 %: the model cards round to 2-3 significant figures (SD3 "2 B" is 2.03 B
     # in diffusers; our count keeps the last block's full text stream).
-    assert model_preset(name).param_count() == pytest.approx(published, rel=0.03)
+    assert param_count(name) == pytest.approx(published, rel=0.03)
 
 
 def test_llama70b_prefill_flops_are_2x_params_plus_attention():

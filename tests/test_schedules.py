@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 import flitsim.schedules as S
 from flitsim.errors import ConfigError
 from flitsim.hardware import roofline_time_s
-from flitsim.models import model_preset, slice_cost
+from flitsim.models import model_preset, param_count, slice_cost
 from flitsim.taskgraph import TaskGraphBuilder, execute
 from flitsim.workloads import dit_workload, llmperf_workload
 
@@ -142,7 +142,7 @@ def test_decode_ttft_tpot_definitions():
     # decode steps are memory bound: a step reads at least all weights (2 bytes per parameter) from HBM
     from flitsim.hardware import gpu_preset
     hbm = gpu_preset("h100").hbm_bytes_per_s
-    params = model_preset("llama-3-8b").param_count()
+    params = param_count("llama-3-8b")
     assert m.tpot_s.min() >= 2 * (params - 128256 * 4096) / hbm
 
 

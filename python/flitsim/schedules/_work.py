@@ -22,7 +22,8 @@ from typing import Any
 
 from flitsim.errors import config_error
 from flitsim.models import OpCost, dit_step_cost, slice_cost
-from flitsim.models.config import ModelConfig, _ensure_config, dtype_bytes
+from flitsim.models.config import ModelConfig, dtype_bytes
+from flitsim.models.zoo import as_model
 from flitsim.schedules._common import scale_cost, split_layers
 
 
@@ -47,7 +48,7 @@ def dit_model(model: Any, workload: Any) -> tuple[ModelConfig, Any]:
 
     if not isinstance(workload, DitWorkload):
         raise config_error("workload", type(workload).__name__, "a DitWorkload (flitsim.workloads.dit_workload)")
-    cfg = _ensure_config(workload.model if model is None else model)
+    cfg = as_model(workload.model if model is None else model)
     if cfg.kind != "dit":
         raise config_error("model", cfg.name, "a diffusion transformer (DiT) for this schedule")
     return cfg, workload
@@ -153,7 +154,7 @@ def layer_work(model: Any, workload: Any, *, steps: int | None = None, batch: in
         return LayerWork(cfg, "dit", blocks, pre, post, p, B, S, cfg.hidden, cfg.kv_width, b)
     from flitsim.schedules.terapipe import causal_seq_tokens
 
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     if cfg.kind != "causal":
         raise config_error("workload", workload, "a DitWorkload for a DiT (an int prefill length is for causal LLMs)")
     T = causal_seq_tokens(workload)

@@ -32,7 +32,7 @@ import numpy as np
 
 from flitsim.errors import config_error
 from flitsim.models import decode_cost, handoff_bytes, slice_cost
-from flitsim.models.config import _ensure_config
+from flitsim.models.zoo import as_model
 from flitsim.schedules._common import Hardware, Schedule, check_int, finish, new_builder, resolve_devices
 from flitsim.schedules._work import shard_weights
 from flitsim.schedules.terapipe import stage_layers
@@ -64,7 +64,7 @@ def build_decode(model: Any, workload: Any, *, devices: Any = None, stages: int 
     """
     from flitsim.workloads import LlmWorkload
 
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     if cfg.kind != "causal":
         raise config_error("model", cfg.name, "a causal LLM for decode")
     if not isinstance(workload, LlmWorkload):

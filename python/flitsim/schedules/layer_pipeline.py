@@ -15,7 +15,7 @@ from typing import Any
 
 from flitsim.errors import config_error
 from flitsim.models import handoff_bytes, slice_cost
-from flitsim.models.config import _ensure_config
+from flitsim.models.zoo import as_model
 from flitsim.schedules._common import Hardware, Schedule, check_int, finish, new_builder, resolve_devices
 from flitsim.schedules.terapipe import causal_seq_tokens, stage_layers
 
@@ -38,7 +38,7 @@ def build_layer_pipeline(model: Any, workload: Any, *, devices: Any = None, stag
         ConfigError: not a causal model, more stages than layers, M not dividing
             B, device ids outside the fabric.
     """
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     if cfg.kind != "causal":
         raise config_error("model", cfg.name, "a causal LLM for the layer pipeline")
     T = causal_seq_tokens(workload)

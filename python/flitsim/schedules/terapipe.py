@@ -38,7 +38,7 @@ import numpy as np
 
 from flitsim.errors import config_error
 from flitsim.models import handoff_bytes, slice_cost
-from flitsim.models.config import _ensure_config
+from flitsim.models.zoo import as_model
 from flitsim.schedules._common import (
     Hardware,
     Schedule,
@@ -98,7 +98,7 @@ def slice_time_matrix_s(model: Any, seq_tokens: int, stages: int, *, grid_tokens
         time for the slice from boundary a to boundary b (a < b), +inf elsewhere.
     """
     hw = hw or Hardware()
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     g = check_int("grid_tokens", grid_tokens)
     cells = -(-int(seq_tokens) // g)
     if cells > MAX_GRID_CELLS:
@@ -239,7 +239,7 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
         ConfigError: not a causal model, more stages than layers, bad slicing or
             slice lengths, device ids outside the fabric.
     """
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     if cfg.kind != "causal":
         raise config_error("model", cfg.name, "a causal LLM for TeraPipe (use pipefusion for DiTs)")
     T = causal_seq_tokens(workload)
