@@ -110,6 +110,32 @@ class CostModel:
         t, m = self.task_time_s(kernels)
         return int(round(t * 1e12)), int(round(m * 1e12))
 
+    def slice_grid_times_s(self, template: Any, tokens: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """Task times of a causal slice for many (tokens s, context c) at once,
+        seconds, shape of ``tokens``. ``template`` is the slice's kernels at
+        s = 1, c = 0 (:func:`flitsim.models.slice_kernels`): token-proportional
+        GEMM rows get M x s, elementwise rows numel x s, attention rows q = s,
+        context c, kv = c + s; identical rows are evaluated once. Modelled
+        times only (a profile applies to the built tasks, not to this grid)."""
+        ex: ExecutionMode = self.execution
+        cols = fuse_elementwise(template.cols) if ex.fuse_elementwise else template.cols
+        stacked = np.stack([cols[c] for c in cols])
+        uniq, counts = np.unique(stacked, axis=1, return_counts=True)
+        u = {c: uniq[i][:, None] for i, c in enumerate(cols)}
+        S = np.asarray(tokens, dtype=np.int64).reshape(1, -1)
+        C = np.asarray(context, dtype=np.int64).reshape(1, -1)
+        seq = u["seq"] == 1
+        kind = u["kind"]
+        g = {**u,
+             "m": np.where(seq & (kind == 0), u["m"] * S, u["m"]),
+             "numel": np.where(seq & (kind == 2), u["numel"] * S, u["numel"]),
+             "q": np.where(kind == 1, S, u["q"]), "ctx": np.where(kind == 1, C, u["ctx"]),
+             "kv": np.where(kind == 1, C + S, u["kv"])}
+        t = row_times_s(g, self.gpu, self.peak, self.gemm, self.attention)
+        gpu = ((t + ex.launch_gap_s) * counts[:, None]).sum(axis=0)
+        cpu = counts.sum() * ex.cpu_dispatch_s
+        return np.maximum(gpu, cpu).reshape(np.shape(tokens))
+
     def describe(self) -> dict[str, Any]:
         """GPU, dtype, execution mode, efficiency tops and their source, profile summary."""
         g: GpuSpec = self.gpu
