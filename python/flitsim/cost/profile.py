@@ -134,7 +134,7 @@ class Profile:
             key = (kind, g, dt, *shape)
             if key in table:
                 raise _row_error(i, "shape", shape, "one row per (kernel, gpu, dtype, shape): this one repeats")
-            table[key] = t * 1e-6
+            table[key] = t / 1e6
         return Profile(df, source, table)
 
     def __len__(self) -> int:

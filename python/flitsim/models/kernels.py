@@ -172,15 +172,24 @@ class Kernels:
         e = c["numel"] * (c["reads"] + c["writes"]) * b
         return np.where(c["kind"] == 0, g, np.where(c["kind"] == 1, a, e))
 
+    def _memo(self, name: str, fn: Any) -> Any:
+        # tables are immutable once built: derived totals are computed once per table
+        d = self.__dict__
+        if name not in d:
+            object.__setattr__(self, name, fn())
+        return d[name]
+
     def total_flops(self) -> float:
-        return float(self.flops().sum())
+        """Sum of :meth:`flops`."""
+        return self._memo("_flops", lambda: float(self.flops().sum()))
 
     def total_bytes(self) -> float:
-        return float(self.bytes().sum())
+        """Sum of :meth:`bytes`."""
+        return self._memo("_bytes", lambda: float(self.bytes().sum()))
 
     def key(self) -> bytes:
         """A hashable fingerprint of the table (for caching times)."""
-        return np.stack([self.cols[c] for c in _COLS]).tobytes() if len(self) else b""
+        return self._memo("_key", lambda: np.stack([self.cols[c] for c in _COLS]).tobytes() if len(self) else b"")
 
     def to_pandas(self) -> Any:
         """One row per kernel with names instead of codes, plus flops and bytes."""
