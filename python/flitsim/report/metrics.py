@@ -96,7 +96,7 @@ def schedule_metrics(schedule: Any) -> dict[str, Any]:
         none), compute_to_comm_ratio.
     """
     s = schedule
-    run = s._need_run()
+    run = s.require_run()
     t = run.tasks
     c = s.graph.columns
     n = len(s.graph)
@@ -142,7 +142,7 @@ def token_times_s(schedule: Any) -> list[np.ndarray]:
     """
     if getattr(schedule, "name", None) != "decode":
         raise config_error("schedule", getattr(schedule, "name", schedule), "a decode schedule")
-    run = schedule._need_run()
+    run = schedule.require_run()
     t = run.tasks
     last_stage = schedule.stages - 1
     sel = (t.kind != "transfer").to_numpy() & (schedule.graph.meta["stage"] == last_stage) & \
@@ -232,7 +232,7 @@ def dit_latency(schedule: Any) -> dict[str, float]:
     makespan / steps / images (steps = the schedule's denoising steps), and the
     per-step spread: ``step_time_s`` summary over the steps' spans (first
     start to last end of each step's tasks)."""
-    run = schedule._need_run()
+    run = schedule.require_run()
     mk = run.makespan_ps * 1e-12
     images = int(schedule.options.get("batch", 1) or 1)
     steps = max(int(schedule.steps), 1)
