@@ -21,6 +21,7 @@ from flitsim.cost.launch import ExecutionMode, execution_mode
 from flitsim.cost.profile import Profile, read_profile
 from flitsim.errors import config_error
 from flitsim.hardware.gpus import GpuSpec, gpu_preset
+from flitsim.models.kernels import Kernels
 
 __all__ = ["CostModel", "row_times_s"]
 
@@ -82,8 +83,6 @@ class CostModel:
         measured = np.zeros(len(t), bool)
         prof: Profile | None = self.profile
         if prof is not None and len(t):
-            from flitsim.models.kernels import Kernels
-
             m = prof.lookup(Kernels(cols), self.gpu.name, self.dtype)
             measured = ~np.isnan(m)
             t = np.where(measured, m, t)

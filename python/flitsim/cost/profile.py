@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 
 from flitsim.errors import ConfigError, config_error
+from flitsim.hardware.gpus import GPU_PRESETS, gpu_preset
+from flitsim.models.kernels import KINDS, OPS
 
 __all__ = ["Profile", "read_profile", "PROFILE_KEYS"]
 
@@ -82,9 +84,6 @@ class Profile:
                 kernel kind, GPU, dtype or elementwise op, a missing or
                 non-positive shape, a time that is not > 0, a duplicate shape.
         """
-        from flitsim.hardware.gpus import GPU_PRESETS, gpu_preset
-        from flitsim.models.kernels import KINDS, OPS
-
         ew_ops = set(OPS[OPS.index("layernorm"):])
         for col in ("kernel", "gpu", "dtype", "time_us"):
             if col not in df.columns:
@@ -148,8 +147,6 @@ class Profile:
     def lookup(self, kernels: Any, gpu_name: str, dtype: str) -> np.ndarray:
         """Measured time per row of ``kernels`` (a :class:`flitsim.models.Kernels`)
         on ``gpu_name`` in ``dtype``, seconds; NaN where the profile has no row."""
-        from flitsim.models.kernels import KINDS, OPS
-
         c = kernels.cols
         out = np.full(len(kernels), np.nan)
         dt = dtype.lower()

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from flitsim.models.config import ModelConfig
-from flitsim.models.cost import _Call, _causal_call, _dit_call, _Entry, _entries, _select
+from flitsim.models.cost import _Call, _causal_call, _dit_call, _select
+from flitsim.models.entries import _Entry
 from flitsim.models.zoo import as_model
 
 __all__ = ["Kernels", "KINDS", "PARTS", "OPS", "entry_kernels", "slice_kernels", "patch_kernels",
@@ -46,7 +47,7 @@ OPS = ("qkv", "attn_out", "mlp_up", "mlp_down", "adaln", "patch_embed", "text_pr
        "cross_q", "cross_kv", "cross_out", "final_linear",
        "attention", "cross_attention",
        "layernorm", "rmsnorm", "scale", "shift", "gate_mul", "residual_add", "gelu", "silu_mul", "silu",
-       "rope", "qk_norm", "concat", "embedding", "pos_add")
+       "rope", "qk_norm", "concat", "embedding", "pos_add", "reshape")
 """Kernel names (``Kernels.op`` codes); profiles match on kind and shape, not name."""
 _OP = {n: i for i, n in enumerate(OPS)}
 # tensor-parallel role: 0 replicated, 1 column-parallel (N / tp), 2 row-parallel (K / tp),
@@ -83,6 +84,15 @@ class Kernels:
     @staticmethod
     def empty() -> "Kernels":
         return Kernels({c: np.zeros(0, np.int64) for c in _COLS})
+
+    @staticmethod
+    def elementwise(op: str, numel: int, elem_bytes: int, *, part: str = "other", reads: int = 1,
+                    writes: int = 1) -> "Kernels":
+        """One elementwise kernel (e.g. the ``reshape`` copies around Ulysses'
+        all-to-alls: a head-major layout made contiguous)."""
+        r = _Rows(elem_bytes)
+        r.ew(op, PARTS.index(part), int(numel), reads, writes)
+        return r.build()
 
     @staticmethod
     def concat(parts: list["Kernels"]) -> "Kernels":

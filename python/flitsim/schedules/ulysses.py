@@ -6,7 +6,11 @@ one rank's buffer, (p / N) x width x bytes x batch (width aw for Q and the
 output, kv_width / 2 for K and for V), so each rank sends (N-1)/N of it: per
 device per step ``4 x L x (N-1)/N^2 x p x hs x bytes`` for multi-head attention,
 the xDiT README's ``(4/N) O(p x hs) L``. Every kernel but the attention runs
-on p / N tokens; the attention runs H / N heads over all p tokens.
+on p / N tokens; the attention runs H / N heads over all p tokens. Each
+all-to-all needs its buffer laid out by destination rank and the received one
+made contiguous again: a ``reshape`` copy of the Q/K/V shard after the QKV
+projection and of the attention output before the out projection, and the
+same after receiving (elementwise kernels of one read and one write each).
 """
 
 from __future__ import annotations
@@ -38,12 +42,19 @@ def build_ulysses(model: Any, workload: Any, *, devices: Any = None, degree: int
     b, B, p = work.bytes_per_element, work.batch, work.tokens
     aw, kw = work.cfg.attn_width, work.kv_width
     shard = lambda width: int(round(p / N * width * b * B))  # noqa: E731
+    from flitsim.models.kernels import Kernels
+
+    qkv_elems, out_elems = int(round(p / N * (aw + kw) * B)), int(round(p / N * aw * B))
+    send_qkv = Kernels.elementwise("reshape", qkv_elems, b, part="pre_attn")
+    recv_out = Kernels.elementwise("reshape", out_elems, b, part="post_attn")
     parts = {}
     for k in work.blocks:
         if id(k) not in parts:
             kt = k.shard_tokens(N)
-            parts[id(k)] = (kt.parts("pre_attn"), k.parts("attn").attention_as(heads_div=N),
-                            kt.parts("post_attn", "mlp"))
+            att = Kernels.concat([Kernels.elementwise("reshape", qkv_elems, b, part="attn"),
+                                  k.parts("attn").attention_as(heads_div=N),
+                                  Kernels.elementwise("reshape", out_elems, b, part="attn")])
+            parts[id(k)] = (kt.parts("pre_attn") + send_qkv, att, recv_out + kt.parts("post_attn", "mlp"))
     tail = [-1] * N
     for s in range(work.steps):
         tail = step_ends(gb, work, ids, N, s, tail, "pre")
