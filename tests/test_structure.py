@@ -189,3 +189,16 @@ def test_the_checks_can_fail():
     assert layer_of("flitsim.report.metrics") > layer_of("flitsim.taskgraph") > layer_of("flitsim.networks")
     assert layer_of("flitsim.transfers") < layer_of("flitsim.networks")
     assert layer_of("flitsim._anything") == 0
+
+
+def test_moved_names_say_where_they_went():
+    import pytest
+
+    import flitsim
+    import flitsim.report
+
+    with pytest.raises(AttributeError, match="moved to flitsim.scenario.run_scenario"):
+        flitsim.report.run_scenario  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        flitsim.report.nope  # noqa: B018
+    assert flitsim.scenario.run_scenario.__module__ == "flitsim.scenario.run"

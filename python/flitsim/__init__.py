@@ -26,7 +26,6 @@ from flitsim.collectives import CollectiveResult, collective, nccl_tests
 from flitsim.networks import AnalyticNetwork, FabricNetwork, IdealNetwork
 from flitsim.sweeps import sweep
 from flitsim import report
-from flitsim import scenario
 
 __all__ = [
     "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
@@ -34,3 +33,13 @@ __all__ = [
     "link_transfer", "switchlab", "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "TransferResult", "transfers",
     "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # flitsim.scenario loads on first use: it pulls in schedules, models and
+    # pandas, which ``import flitsim`` alone does not need.
+    if name == "scenario":
+        import importlib
+
+        return importlib.import_module("flitsim.scenario")
+    raise AttributeError(f"module 'flitsim' has no attribute {name!r}")
