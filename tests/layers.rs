@@ -1,7 +1,7 @@
-//! No path in rust/src points up a layer (docs/architecture.md draws them), and
-//! no sibling files name each other in a circle:
-//! every `crate::<module>` a file names, in `use` lines or inline paths, must be
-//! its own top-level module or one below it.
+//! The crate's structure (docs/architecture.md draws it): every `crate::<module>`
+//! a file in rust/src names, in `use` lines or inline paths, is its own
+//! top-level module or one below it; and no sibling files name each other in a
+//! circle.
 
 use std::fs;
 use std::path::{Path, PathBuf};
