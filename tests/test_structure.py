@@ -202,7 +202,3 @@ def test_moved_names_say_where_they_went():
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         flitsim.report.nope  # noqa: B018
     assert flitsim.scenario.run_scenario.__module__ == "flitsim.scenario.run"
-    import flitsim.transfers
-
-    with pytest.raises(AttributeError, match="moved to flitsim.networks.FabricNetwork"):
-        flitsim.transfers.FabricNetwork  # noqa: B018

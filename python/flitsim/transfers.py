@@ -168,12 +168,3 @@ def _result(r: dict[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec)
     links, ports, ro = fabric_frames(r, fabric)
     return TransferResult(t, links, ports, ro, int(r["makespan_ps"]), int(r["folded_planes"]), str(r["fold_reason"]),
                           int(r["packets"]), int(r["events"]))
-
-
-def __getattr__(name: str) -> object:
-    # FabricNetwork moved up a layer, to flitsim.networks; say so rather than
-    # import it from here (which would point an import up a layer).
-    if name == "FabricNetwork":
-        raise AttributeError("flitsim.transfers.FabricNetwork moved to flitsim.networks.FabricNetwork "
-                             "(also flitsim.FabricNetwork)")
-    raise AttributeError(f"module 'flitsim.transfers' has no attribute {name!r}")
