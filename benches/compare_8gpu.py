@@ -5,7 +5,7 @@ next to the measured table REFERENCE.md quotes (xDiT README 2024, 8x L20 PCIe).
     PYTHONPATH=python python3 benches/compare_8gpu.py [--bandwidth-GBps 20] [--alpha-us 10]
 
 flitsim has no PCIe fabric yet, so the network here is the alpha-beta
-IdealNetwork with an assumed PCIe-like per-GPU rate (default 20 GB/s, 10 us):
+AnalyticNetwork with an assumed PCIe-like per-GPU rate (default 20 GB/s, 10 us):
 the comparison is indicative only. ``--bandwidth-GBps 0`` gives the
 compute-only speedups (free communication).
 """
@@ -16,7 +16,7 @@ import argparse
 import sys
 
 import flitsim.schedules as S
-from flitsim.taskgraph import IdealNetwork
+from flitsim.networks import AnalyticNetwork
 from flitsim.workloads import dit_workload
 
 MEASURED = {  # seconds, xDiT README 2024 (assets/latency-L20.jpg); None = out of memory
@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--alpha-us", type=float, default=10.0)
     ap.add_argument("--resolutions", default="1024,2048,4096")
     a = ap.parse_args(argv)
-    net = IdealNetwork(alpha_ps=int(a.alpha_us * 1e6), bandwidth_GBps=a.bandwidth_GBps)
-    print(f"network: IdealNetwork alpha {a.alpha_us} us, {a.bandwidth_GBps} GB/s per GPU (0 = free)")
+    net = AnalyticNetwork(alpha_ps=int(a.alpha_us * 1e6), bandwidth_GBps=a.bandwidth_GBps)
+    print(f"network: AnalyticNetwork alpha {a.alpha_us} us, {a.bandwidth_GBps} GB/s per GPU (0 = free)")
     print("| px | schedule | model s | measured s | model speedup | measured speedup |")
     print("|---|---|---|---|---|---|")
     for px in (int(x) for x in a.resolutions.split(",")):

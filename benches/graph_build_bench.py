@@ -31,7 +31,12 @@ def build_all(path: str) -> int:
     load_scenario, fabric_spec, load_workload = _scenario_helpers()
     sc = load_scenario(path)
     fabric = fabric_spec(sc)
-    common = {"gpu": sc.hardware.gpu, "dtype": sc.hardware.dtype, "fabric_devices": fabric.gpus}
+    try:
+        from flitsim.hardware import fabric_gpu
+        gpu = sc.hardware.gpu or fabric_gpu(fabric) or "h100"
+    except ImportError:  # before the kernel-level model
+        gpu = sc.hardware.gpu
+    common = {"gpu": gpu, "dtype": sc.hardware.dtype, "fabric_devices": fabric.gpus}
     tasks = 0
     for case in sc.cases:
         wl, info = load_workload(case, sc)
@@ -41,12 +46,12 @@ def build_all(path: str) -> int:
                 built = [S.build("decode", case.model, info["workload"], **opts)]
             elif info["kind"] == "dit":
                 built = [S.build(e.name, None, wl, **opts),
-                         S.build("tensor_parallel", None, wl, degree=1, gpu=sc.hardware.gpu, dtype=sc.hardware.dtype)]
+                         S.build("tensor_parallel", None, wl, degree=1, gpu=gpu, dtype=sc.hardware.dtype)]
             else:
                 built = []
                 for tok in info["reps"]:
                     built.append(S.build(e.name, case.model, tok, **opts))
-                    built.append(S.build("layer_pipeline", case.model, tok, stages=1, batch=1, gpu=sc.hardware.gpu,
+                    built.append(S.build("layer_pipeline", case.model, tok, stages=1, batch=1, gpu=gpu,
                                          dtype=sc.hardware.dtype))
             tasks += sum(len(b.graph) for b in built)
     return tasks

@@ -229,9 +229,9 @@ def test_communication_steals_compute_with_a_bounded_effect():
     w = dit_workload("pixart-alpha", 2048, steps=1)
     net = S.build("ring_attention", None, w, degree=4, gpu="h100")
     off = S.build("ring_attention", None, w, degree=4, gpu="h100", interference={"enabled": False})
-    from flitsim.taskgraph import IdealNetwork
+    from flitsim.networks import AnalyticNetwork
 
-    n = IdealNetwork(alpha_ps=2_000_000, bandwidth_GBps=400.0)
+    n = AnalyticNetwork(alpha_ps=2_000_000, bandwidth_GBps=400.0)
     t_on, t_off = S.simulate(net, n).makespan_ps, S.simulate(off, n).makespan_ps
     share = 8 / 132
     assert t_off < t_on <= t_off * (1 + share / (1 - share)) + 1

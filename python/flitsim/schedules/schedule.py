@@ -83,7 +83,7 @@ class Schedule:
     # ------------------------------------------------------------------ running
     def simulate(self, network: Any = None) -> "Schedule":
         """Execute the graph over ``network`` (anything with ``to_core(devices)``,
-        default :class:`~flitsim.taskgraph.IdealNetwork` with zero cost) and
+        default :class:`~flitsim.networks.AnalyticNetwork` with zero cost) and
         return a copy holding the run.
 
         Raises:
