@@ -99,21 +99,21 @@ def test_terapipe_dp_never_worse_than_uniform(T, K):
             assert dp <= _latency("llama-3-70b", T, K, [T // M] * M) * (1 + 1e-12)
 
 
-def test_terapipe_dp_strictly_better_for_long_sequence():
-    # Short slices turn memory-bound (weights re-read per slice) and pay launch costs, so the best
-    # uniform plan is already good; without per-kernel CPU dispatch (CUDA graphs, as training
-    # frameworks run) the DP's uneven slices win at 32k tokens on 8 stages. (In eager mode the
-    # DP's optimum on this grid is the uniform 512-token plan: dispatch makes short slices dear.)
+def test_terapipe_dp_beats_the_default_slicing_for_long_sequence():
+    # Short slices turn memory-bound (weights re-read per slice), pay launch costs and lose wave
+    # quantization (a 512-token slice fills the tiles exactly), so under the kernel model the DP's
+    # optimum at 32k tokens on 8 stages is the best uniform plan itself (512-token slices; the roofline
+    # made the DP's uneven slices > 0.1 % better, docs/schedules.md). It never loses to a uniform plan,
+    # and beats TeraPipe's default of one slice per stage-multiple (16 slices) by far.
     T, K = 32768, 8
     cg = CostModel("h100", execution="cuda_graph")
     s = S.build("terapipe", "llama-3-70b", T, stages=K, slicing="dp", include_embed_head=False,
                 execution="cuda_graph")
     dp = _latency("llama-3-70b", T, K, s.options["slice_tokens"], cg)
     assert dp == pytest.approx(s.options["dp_latency_s"], rel=1e-9)
-    best_uniform = min(_latency("llama-3-70b", T, K, [T // M] * M, cg) for M in (16, 32, 64, 128, 256))
-    assert dp < best_uniform  # by 0.04 % here (the roofline made it > 0.1 %)
-    lens = s.options["slice_tokens"]
-    assert lens[0] > lens[-1]  # later slices see more context, so they are shorter
+    uniform = {M: _latency("llama-3-70b", T, K, [T // M] * M, cg) for M in (16, 32, 64, 128, 256)}
+    assert dp <= min(uniform.values()) * (1 + 1e-12)
+    assert dp < 0.95 * uniform[16]
 
 
 def test_stage_time_cv_pipefusion_flat_terapipe_grows_with_length():
