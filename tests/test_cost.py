@@ -239,3 +239,46 @@ def test_communication_steals_compute_with_a_bounded_effect():
     assert (off.graph.columns["steal_ppm"] == 0).all()
     ce = S.build("ring_attention", None, w, degree=4, gpu="h100", interference={"transfer_transport": "copy_engine"})
     assert S.simulate(ce, n).makespan_ps == t_off  # copy engines use no SMs
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 1 << 16), n=st.integers(1, 1 << 15), k=st.integers(1, 1 << 15),
+       gpu=st.sampled_from(sorted(GPU_PRESETS)))
+def test_a_gemm_never_beats_the_datasheet_and_grows_with_its_shape(m, n, k, gpu):
+    # Physics: no kernel faster than peak FLOP/s or than HBM bandwidth moving its bytes once;
+    # more rows never take less time (waves and bytes only grow).
+    g = gpu_preset(gpu)
+    peak = g.peak_flop_per_s("bf16")
+    t = float(gemm_time_s(m, n, k, 2, g, peak))
+    assert t >= 2 * m * n * k / peak * (1 - 1e-12)
+    assert t >= (m * k + k * n + m * n) * 2 / g.hbm_bytes_per_s * (1 - 1e-12)
+    assert float(gemm_time_s(m + 1, n, k, 2, g, peak)) >= t
+
+
+@pytest.mark.parametrize("model,P", [("pixart-alpha", 4096), ("flux.1-dev", 1024), ("llama-3-8b", 0)])
+def test_no_kernel_beats_the_datasheet(model, P):
+    k = slice_kernels(model, 700, 300) if P == 0 else step_kernels(model, P, batch=2)
+    for gpu in ("h100", "l20", "gb200"):
+        g = gpu_preset(gpu)
+        _, t, _ = CostModel(gpu).kernel_times_s(k)
+        bound = np.maximum(k.flops() / g.peak_flop_per_s("bf16"), k.bytes() / g.hbm_bytes_per_s)
+        assert (t >= bound * (1 - 1e-12)).all()
+
+
+def test_profile_cli_validates_and_shows(tmp_path):
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+    from flitsim.cli.profile_cmd import example_profile_path
+
+    r = CliRunner().invoke(cli, ["profile", "validate", example_profile_path()])
+    assert r.exit_code == 0 and "16 rows OK (H100)" in r.output
+    r = CliRunner().invoke(cli, ["profile", "show", "--json"])
+    assert r.exit_code == 0 and '"model_over_measured"' in r.output
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame([_profile_row(gpu="tpu-v5")]).to_csv(bad, index=False)
+    r = CliRunner().invoke(cli, ["profile", "validate", str(bad)])
+    assert r.exit_code == 2 and "profile row 0: gpu = 'tpu-v5'" in r.output
