@@ -282,3 +282,26 @@ def test_profile_cli_validates_and_shows(tmp_path):
     pd.DataFrame([_profile_row(gpu="tpu-v5")]).to_csv(bad, index=False)
     r = CliRunner().invoke(cli, ["profile", "validate", str(bad)])
     assert r.exit_code == 2 and "profile row 0: gpu = 'tpu-v5'" in r.output
+
+
+def test_scenario_takes_the_fabrics_gpu_and_reports_the_measured_share(tmp_path):
+    from flitsim.cli.profile_cmd import example_profile_path
+    from flitsim.scenario import run_scenario
+
+    toml = tmp_path / "s.toml"
+    toml.write_text(f'''title = "profile"
+[fabric]
+preset = "hgx-h100"
+network = "analytic"
+[hardware]
+profile = "{example_profile_path()}"
+[[cases]]
+name = "PixArt 1024"
+workload = {{ kind = "dit", model = "pixart-alpha", resolution_px = 1024, steps = 1 }}
+[[cases.schedules]]
+name = "tensor_parallel"
+options = {{ degree = 2 }}
+''')
+    r = run_scenario(toml, progress=False).runs[0]
+    assert r.schedule.options["gpu"] == "H100" and r.schedule.options["gpu_source"] == "fabric hgx-h100"
+    assert 0 < r.metrics["compute_measured_share"] < 1  # the example has the 1-GPU shapes only, some match

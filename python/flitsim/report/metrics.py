@@ -93,7 +93,8 @@ def schedule_metrics(schedule: Any) -> dict[str, Any]:
         credit_wait_s (sum over tasks), credit_wait_share (credit waits / (tasks'
         devices x makespan)), mean_stage_compute_s (mean pipelined compute task),
         mean_comm_task_s (mean duration of transfer / collective tasks, 0 when
-        none), compute_to_comm_ratio.
+        none), compute_to_comm_ratio, compute_measured_share (share of compute
+        time from a measured kernel profile, 0 when modelled).
     """
     s = schedule
     run = s.require_run()
@@ -124,6 +125,7 @@ def schedule_metrics(schedule: Any) -> dict[str, Any]:
         "credit_wait_s": cw, "credit_wait_share": cw / (mk * len(s.devices)) if mk else 0.0,
         "mean_stage_compute_s": mean_stage, "mean_comm_task_s": mean_comm,
         "compute_to_comm_ratio": mean_stage / mean_comm if mean_comm > 0 else float("inf"),
+        "compute_measured_share": s.measured_compute_share() if hasattr(s, "measured_compute_share") else 0.0,
     }
 
 

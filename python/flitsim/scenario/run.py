@@ -95,7 +95,16 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     bar = None
     if progress:
         bar = tqdm(total=total, desc="simulating", unit="run", file=sys.stderr, leave=True)
-    hw = {"gpu": gpu_name, "dtype": sc.hardware.dtype, "execution": sc.hardware.execution}
+    # no [hardware] gpu: the builders take the fabric's GPU and record it (options["gpu_source"])
+    hw: dict[str, Any] = {"gpu": sc.hardware.gpu} if sc.hardware.gpu else {"fabric": fabric}
+    hw.update(dtype=sc.hardware.dtype, execution=sc.hardware.execution)
+    if sc.hardware.profile:
+        from pathlib import Path
+
+        from flitsim.cost import read_profile
+
+        pp = Path(sc.hardware.profile)
+        hw["profile"] = read_profile(pp if pp.is_absolute() else Path(sc.base_dir) / pp)  # read once, errors early
     common = {**hw, "fabric_devices": fabric.gpus}
     runs: list[RunRecord] = []
     baseline_cache: dict[tuple[str, Any], float] = {}

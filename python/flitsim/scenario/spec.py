@@ -76,12 +76,14 @@ class FabricSection(Spec):
 class HardwareSection(Spec):
     """Compute side of every schedule: GPU preset name (default: the GPU the
     fabric is built from, e.g. gb200-nvl72 -> gb200; else h100), activation
-    dtype and execution mode (``eager``, ``cuda_graph``, ``compiled``;
-    docs/compute.md)."""
+    dtype, execution mode (``eager``, ``cuda_graph``, ``compiled``) and an
+    optional measured kernel profile (CSV / Parquet path, relative to the
+    scenario file; docs/compute.md)."""
 
     gpu: str | None = None
     dtype: str = "bf16"
     execution: Literal["eager", "cuda_graph", "compiled"] = "eager"
+    profile: str | None = None
 
 
 class WorkloadSection(Spec):
