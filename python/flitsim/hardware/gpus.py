@@ -23,6 +23,7 @@ from pydantic import Field
 
 from flitsim._spec import Spec
 from flitsim.errors import config_error
+from flitsim.hardware.systems import SYSTEM_PRESETS
 
 __all__ = ["GpuSpec", "Efficiency", "GPU_PRESETS", "gpu_preset", "fabric_gpu", "roofline_time_s", "a100",
            "a100_pcie", "a800", "h100", "h100_pcie", "h20", "h200", "b200", "gb200", "l20", "l40", "l40s",
@@ -292,11 +293,6 @@ GPU_PRESETS: dict[str, Callable[[], GpuSpec]] = {
     "l40s": l40s, "rtx4090": rtx4090, "rtx-4090": rtx4090,
 }
 
-# Fabric preset -> the GPU it is built from (hardware/systems.py names the same parts).
-_FABRIC_GPU = {"gb200-nvl72": "gb200", "nvl72": "gb200", "hgx-b200": "b200", "hgx-h100": "h100",
-               "dgx-h100": "h100", "dgx-a100": "a100", "hgx-a100": "a100"}
-
-
 def gpu_preset(name: str) -> GpuSpec:
     """Look up a GPU preset (case-insensitive; ``_`` and spaces read as ``-``):
     ``a100``, ``a100-pcie``, ``a800``, ``h100``, ``h100-pcie``, ``h20``, ``h200``,
@@ -312,17 +308,18 @@ def gpu_preset(name: str) -> GpuSpec:
 
 
 def fabric_gpu(fabric: Any) -> str | None:
-    """The GPU preset name a fabric is built from: a FabricSpec's ``gpu_model``
-    when set, else the fabric preset's part (``gb200-nvl72`` -> ``gb200``,
+    """The GPU preset name a fabric is built from: the system preset of the
+    same name (:mod:`flitsim.hardware.systems`: ``gb200-nvl72`` -> ``gb200``,
     ``hgx-b200`` -> ``b200``, ``hgx-h100`` -> ``h100``, ``dgx-a100`` -> ``a100``);
-    None for a fabric that names no GPU."""
+    None for a fabric that names no GPU (a custom fabric)."""
     if fabric is None:
         return None
-    own = getattr(fabric, "gpu_model", None)
-    if own:
-        return str(own)
     name = fabric if isinstance(fabric, str) else getattr(fabric, "name", None)
-    return _FABRIC_GPU.get(str(name).lower().replace("_", "-")) if name else None
+    key = str(name).lower().replace("_", "-") if name else ""
+    if key not in SYSTEM_PRESETS:
+        return None
+    gpu = SYSTEM_PRESETS[key]().gpu.lower()
+    return gpu if gpu in GPU_PRESETS else None
 
 
 def _roofline(flops: float, mem_bytes: float, peak: float, eff: float, gpu: GpuSpec, mem_eff: float) -> float:
