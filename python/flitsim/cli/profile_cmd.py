@@ -46,15 +46,15 @@ def show_cmd(path: str | None, execution: str, as_json: bool) -> None:
 
     from flitsim.cost import CostModel, read_profile
     from flitsim.cost.model import row_times_s
-    from flitsim.hardware import gpu_preset
+    from flitsim.hardware import GPU_PRESETS, gpu_preset
+    from flitsim.models.kernels import EW_READS, OPS
 
     path = path or example_profile_path()
     p = read_profile(path)
     rows = []
     for key, t_s in p.table.items():
         kind, gpu_name, dtype, *shape = key
-        preset = next(k for k in ("a100", "a100-pcie", "a800", "h100", "h100-pcie", "h20", "h200", "b200", "gb200",
-                                  "l20", "l40", "l40s", "rtx4090") if gpu_preset(k).name == gpu_name)
+        preset = next(k for k in GPU_PRESETS if gpu_preset(k).name == gpu_name)
         cm = CostModel(preset, dtype if dtype != "fp32" else "bf16", execution)
         cols = {c: np.zeros(1, np.int64) for c in ("kind", "op", "part", "tp", "seq", "m", "n", "k", "batch", "heads",
                                                    "kv_heads", "q", "kv", "ctx", "head_dim", "causal", "numel",
@@ -70,12 +70,10 @@ def show_cmd(path: str | None, execution: str, as_json: bool) -> None:
             cols["ctx"][:] = shape[4] - shape[3] if shape[6] else 0
             desc = "b={} h={} kvh={} q={} kv={} hd={} causal={}".format(*shape)
         else:
-            from flitsim.models.kernels import OPS
-
             cols["kind"][:] = 2
             cols["op"][:] = OPS.index(shape[0])
             cols["numel"][:] = shape[1]
-            cols["reads"][:] = 2 if shape[0] in ("residual_add", "pos_add", "silu_mul") else 1
+            cols["reads"][:] = EW_READS.get(shape[0], 1)
             cols["writes"][:] = 1
             desc = f"{shape[0]} numel={shape[1]}"
         model_s = float(row_times_s(cols, cm.gpu, cm.peak, cm.gemm, cm.attention)[0])

@@ -36,7 +36,7 @@ from flitsim.models.cost import _Call, _causal_call, _dit_call, _select
 from flitsim.models.entries import _Entry
 from flitsim.models.zoo import as_model
 
-__all__ = ["Kernels", "KINDS", "PARTS", "OPS", "entry_kernels", "slice_kernels", "patch_kernels",
+__all__ = ["Kernels", "KINDS", "PARTS", "OPS", "EW_READS", "entry_kernels", "slice_kernels", "patch_kernels",
            "step_kernels", "decode_kernels"]
 
 KINDS = ("gemm", "attention", "elementwise")
@@ -50,6 +50,8 @@ OPS = ("qkv", "attn_out", "mlp_up", "mlp_down", "adaln", "patch_embed", "text_pr
        "rope", "qk_norm", "concat", "embedding", "pos_add", "reshape")
 """Kernel names (``Kernels.op`` codes); profiles match on kind and shape, not name."""
 _OP = {n: i for i, n in enumerate(OPS)}
+EW_READS = {"residual_add": 2, "pos_add": 2, "silu_mul": 2}
+"""Full-size tensors an elementwise kernel reads (others read one); each writes one."""
 # tensor-parallel role: 0 replicated, 1 column-parallel (N / tp), 2 row-parallel (K / tp),
 # 3 heads (attention), 4 split elementwise (numel / tp)
 _REP, _COL, _ROW, _HEADS, _SPLIT = range(5)
