@@ -6,7 +6,9 @@ system), :func:`link_transfer` (the link lab), :mod:`flitsim.switchlab` (the
 switch lab), :func:`transfers` (traffic on a whole fabric), :func:`collective`
 and :func:`nccl_tests` (collectives, nccl-tests style), :mod:`flitsim.schedules`
 (TeraPipe, PipeFusion and baselines as task graphs), :mod:`flitsim.report`
-(``flitsim run``: metrics, critical path, scorecard, report) and :func:`sweep`.
+(``flitsim run``: metrics, critical path, scorecard, report), :func:`sweep`,
+and faults: :func:`goodput_vs_ber`, :func:`fec_error_model`, :class:`Fault`
+(dead links and planes, ``FabricSpec.with_faults``).
 Presets live in :mod:`flitsim.hardware`, models in :mod:`flitsim.models`,
 workloads in :mod:`flitsim.workloads`.
 Errors: :class:`ConfigError` (a ValueError), :class:`StalledError` (a RuntimeError).
@@ -20,6 +22,8 @@ from flitsim.linklab import LinkTransferResult, link_transfer
 from flitsim import switchlab
 from flitsim.transfers import FabricNetwork, TransferResult, transfers
 from flitsim.collectives import CollectiveResult, collective, nccl_tests
+from flitsim.faults import fec_error_model, goodput_vs_ber
+from flitsim.hardware.fabric import Fault
 from flitsim.sweeps import sweep
 from flitsim import report
 
@@ -27,5 +31,6 @@ __all__ = [
     "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
     "link_transfer", "switchlab", "FabricNetwork", "TransferResult", "transfers",
-    "CollectiveResult", "collective", "nccl_tests", "sweep", "report",
+    "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "Fault", "fec_error_model",
+    "goodput_vs_ber",
 ]
