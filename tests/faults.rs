@@ -211,3 +211,16 @@ fn bit_errors_on_a_fabric_are_replayed_and_accounted() {
     eprintln!("fabric BER: tx replays {tx} rx replays {rx}, makespan {} vs {}", r.makespan_ps, r0.makespan_ps);
     assert!(r.makespan_ps > r0.makespan_ps);
 }
+
+#[test]
+fn plane_dead_from_the_start_runs_like_a_fabric_without_it() {
+    // Spraying skips the dead plane, so the other planes see exactly the
+    // traffic of a fabric built with one plane fewer.
+    let b = all_to_all(8, 96 << 10);
+    let mut spec = presets::planar(8, 4, false);
+    spec.faults = vec![Fault::Plane { switch: 3, at_ps: 0 }];
+    let r = run_batch(&spec, &b, &mut NoInterrupt).unwrap();
+    let r3 = run_batch(&presets::planar(8, 3, false), &b, &mut NoInterrupt).unwrap();
+    assert_eq!(r.end_ps, r3.end_ps);
+    assert!(r.ports.iter().filter(|p| p.switch == 3).all(|p| p.link.packets == 0));
+}

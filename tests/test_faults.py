@@ -178,3 +178,12 @@ def test_goodput_curve_is_monotone_and_cli_prints_it() -> None:
     out = CliRunner().invoke(cli, ["ber", "nvlink5", "--ber", "0,2e-3", "--bytes", "1MiB", "--json"])
     assert out.exit_code == 0, out.output
     assert '"closed_form_ratio"' in out.output
+
+
+def test_collective_with_a_plane_dead_from_the_start_equals_one_plane_fewer() -> None:
+    four = uniform_fabric(8, [1, 1, 1, 1])
+    three = uniform_fabric(8, [1, 1, 1])
+    for op in ("all_reduce", "all_gather"):
+        a = flitsim.collective(four, op, 1 << 20, faults=[{"kind": "plane", "switch": 3, "at_ps": 0}])
+        b = flitsim.collective(three, op, 1 << 20)
+        assert a.time_us == b.time_us, op

@@ -43,9 +43,8 @@ pub const DEFAULT_TIMEOUT_PS: u64 = 1_000_000;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplaySpec {
-    /// Raw (pre-FEC) bit error rate per lane, in [0, 1). Default 0. Not
-    /// public for NVLink; IEEE 802.3 200G-per-lane PHYs are specified with
-    /// RS(544,514) at a pre-FEC BER of about 2.4e-4.
+    /// Raw (pre-FEC) bit error rate per lane, in [0, 1). Default 0 (not
+    /// public for NVLink: REFERENCE.md, "Not public").
     #[serde(default)]
     pub ber: f64,
     /// Receiver tail arrival to NAK usable at the sender, ps. Default (None):

@@ -11,7 +11,11 @@
 //!   (`replay.timeout_ps` of the link, default 1 us) expires, on a live port;
 //! - packets still queued at a source port that died, or whose switch can no
 //!   longer reach their destination, are sprayed again over the live ports;
-//! - new transfers and route choices skip dead ports (spraying skips the plane).
+//! - new transfers and route choices skip dead ports (spraying skips the plane);
+//! - GPU-wide limits stay split as before (each port's queue keeps its share,
+//!   docs/fabric.md), so a dead port's share goes with it: the calibrated
+//!   collective injection is NCCL's per-link rate, and a plane dead from
+//!   t = 0 runs exactly like a fabric built without it.
 //!
 //! Accounting: `delivered + replayed_delivered = sent` bytes, with
 //! `lost` bytes (sent once on a path that died) each replayed once more.
