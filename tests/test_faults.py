@@ -187,3 +187,27 @@ def test_collective_with_a_plane_dead_from_the_start_equals_one_plane_fewer() ->
         a = flitsim.collective(four, op, 1 << 20, faults=[{"kind": "plane", "switch": 3, "at_ps": 0}])
         b = flitsim.collective(three, op, 1 << 20)
         assert a.time_us == b.time_us, op
+
+
+@pytest.mark.parametrize("spray", ["round_robin", "hash", "adaptive"])
+def test_every_spray_rule_reroutes_and_loses_nothing(spray: str) -> None:
+    fab = uniform_fabric(4, [1, 1, 1], spray=spray)
+    src = [s for s in range(4) for d in range(4) if s != d]
+    dst = [d for s in range(4) for d in range(4) if s != d]
+    r0 = flitsim.transfers(fab, src, dst, 1 << 17)
+    r = flitsim.transfers(fab, src, dst, 1 << 17, faults=[
+        {"kind": "plane", "switch": 1, "at_ps": r0.makespan_ps // 2},
+        {"kind": "link", "gpu": 2, "port": 0, "at_ps": r0.makespan_ps // 3}])
+    _accounted(r.faults, r.links)
+    assert r.faults["faults_applied"] == 2 and r.faults["lost_packets"] > 0
+    # Nothing crosses the dead plane after it died: its links carry less than the live one.
+    assert r.links[r.links.switch == 1].payload_bytes.sum() < r.links[r.links.switch == 2].payload_bytes.sum()
+
+
+def test_faults_in_a_fabric_file(tmp_path) -> None:
+    p = tmp_path / "f.toml"
+    p.write_text('gpus = 4\nlinks_per_switch = [1, 1]\n[[faults]]\nkind = "plane"\nswitch = 1\nat_ps = 0\n')
+    fab = flitsim.hardware.FabricSpec.from_toml(p)
+    assert fab.faults == (Fault(kind="plane", switch=1, at_ps=0),)
+    r = flitsim.transfers(fab, [0], [1], 1 << 16)
+    assert r.links[r.links.switch == 1].packets.sum() == 0
