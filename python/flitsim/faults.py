@@ -114,7 +114,7 @@ def goodput_vs_ber(link: LinkSpec | str = "nvlink5", bers: Sequence[float] = (0.
         r_ps = s + timing["latency_ps"] + rt["nak_return_ps"]
         eff = (1 - p) / (1 + (r_ps / s - 1) * p)
         r = link_transfer(spec, total_bytes, payload_bytes, max_recorded_packets=0)  # type: ignore[arg-type]
-        rp = r.link["replay"]
+        rp: dict[str, int] = dict(r.link["replay"])  # type: ignore[call-overload]
         rows.append({
             "ber": float(ber), "symbol_error_prob": m["symbol_error_prob"],
             "codeword_corrected_prob": m["codeword_corrected_prob"],

@@ -188,8 +188,8 @@ class FabricSpec(Spec):
         if ber is not None or replay:
             if ber is not None:
                 replay["ber"] = ber
-            links = tuple(l.replace(replay=ReplaySpec(**{**(l.replay.to_dict() if l.replay else {}), **replay}))
-                          for l in links)
+            links = tuple(l.replace(replay=ReplaySpec(**{**(l.replay.to_dict() if l.replay else {}),  # type: ignore[misc]
+                                                          **replay})) for l in links)
         return self.replace(faults=self.faults + fs, links=links)  # type: ignore[return-value]
 
     @classmethod
