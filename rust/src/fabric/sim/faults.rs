@@ -172,7 +172,8 @@ impl FabricSim {
                 self.ports[pk.src_port as usize].lost_bytes += b;
                 let sid = self.shares.len() as u32;
                 self.shares.push(Share { xfer: pk.xfer, full_left: 0, last_bytes: pk.bytes, pkt_bytes: b, seq: pk.seq });
-                q.schedule(at + self.faults.timeout_ps[pk.src_port as usize], FEv::Requeue(sid));
+                // Applied lazily, so the timer may already have expired.
+                q.schedule((at + self.faults.timeout_ps[pk.src_port as usize]).max(now), FEv::Requeue(sid));
             }
         }
         self.faults.next_ps = self.faults.list.get(self.faults.next).map_or(u64::MAX, |&(t, _)| t);
