@@ -23,36 +23,6 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class FabricNetwork:
-    """The cycle-level fabric as the network of a task graph
-    (``flitsim.taskgraph.execute(graph, FabricNetwork(spec))``): transfer tasks
-    run packet by packet; collective tasks are lowered to transfer DAGs on the
-    same fabric (``flitsim.collective``'s algorithms with their default, "auto"
-    choice). Plane folding is not applied (work arrives over time).
-
-    ``calibrated`` (default True): when the fabric sets no
-    ``gpu.injection_bytes_per_s``, every GPU injects at most the calibrated
-    NCCL-level rate (``link_efficiency`` 0.824 x link rate x ports, from NCCL's
-    SM90 20.6 GB/s per link; docs/collectives.md), as ``flitsim.collective``
-    does. False runs the fabric exactly as specified, as ``flitsim.transfers`` does.
-
-    ``faults``: :class:`flitsim.Fault` entries (or dicts) added to the
-    fabric's own (dead links/planes at given times, ps from the start of the run).
-    """
-
-    fabric: FabricSpec
-    calibrated: bool = True
-    faults: Sequence[Any] = ()
-
-    def to_core(self, devices: int) -> dict[str, Any]:
-        if devices > self.fabric.gpus:
-            raise ConfigError(f"devices = {devices}: the task graph uses more devices than the fabric's "
-                              f"{self.fabric.gpus} GPUs")
-        fab = self.fabric.with_faults(self.faults) if self.faults else self.fabric
-        return {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
-
-
-@dataclass(frozen=True)
 class TransferResult:
     """Outcome of :func:`transfers`.
 

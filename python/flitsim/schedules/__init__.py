@@ -59,10 +59,10 @@ def build(name: str, model: Any, workload: Any, *, devices: Any = None, **option
 
 def simulate(schedule: Schedule, network: Any = None) -> Schedule:
     """Run ``schedule``'s task graph over ``network`` and return the schedule
-    with its run. ``network``: :class:`flitsim.taskgraph.IdealNetwork`
-    (alpha-beta; default zero cost), :class:`flitsim.FabricNetwork` (the
-    cycle-level fabric), a fabric preset name or a FabricSpec (see
-    :func:`flitsim.taskgraph.resolve_network`).
+    with its run. ``network``: :class:`flitsim.networks.AnalyticNetwork`
+    (alpha-beta; default zero cost), :class:`flitsim.networks.FabricNetwork`
+    (the cycle-level fabric), a fabric preset name or a FabricSpec (see
+    :func:`flitsim.networks.resolve_network`).
 
     Raises:
         ConfigError: the graph's devices do not fit the network, a cycle.
