@@ -135,6 +135,9 @@ def test_dead_link_transfers_reroute_and_account() -> None:
     ({"kind": "plane", "switch": 0, "gpu": 1, "at_ps": 0}, "gpu"),
     ({"kind": "nic", "nic": 0, "at_ps": 0}, "issue 14"),
     ({"kind": "cable", "at_ps": 0}, "kind"),
+    ({"kind": "plane", "switch": True, "at_ps": 0}, "switch"),
+    ({"kind": "plane", "switch": 0, "at_ps": 1.5}, "at_ps"),
+    ({"kind": "plane", "switch": "1", "at_ps": 0}, "switch"),
 ])
 def test_bad_faults_are_config_errors(fault: dict, match: str) -> None:
     fab = uniform_fabric(4, [1, 1])

@@ -20,7 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
-from pydantic import Field, model_validator
+import numpy as np
+from pydantic import Field, field_validator, model_validator
 
 from flitsim import _core
 from flitsim._spec import Spec
@@ -103,11 +104,17 @@ class Fault(Spec):
     """
 
     kind: Literal["link", "plane", "nic"]
-    at_ps: int = Field(ge=0, le=MAX_FAULT_PS)
-    gpu: int | None = Field(default=None, ge=0)
-    port: int | None = Field(default=None, ge=0)
-    switch: int | None = Field(default=None, ge=0)
-    nic: int | None = Field(default=None, ge=0)
+    at_ps: int = Field(ge=0, le=MAX_FAULT_PS, strict=True)
+    gpu: int | None = Field(default=None, ge=0, strict=True)
+    port: int | None = Field(default=None, ge=0, strict=True)
+    switch: int | None = Field(default=None, ge=0, strict=True)
+    nic: int | None = Field(default=None, ge=0, strict=True)
+
+    @field_validator("at_ps", "gpu", "port", "switch", "nic", mode="before")
+    @classmethod
+    def _numpy_ints(cls, v: Any) -> Any:
+        # Strict ints (no bools, strings or floats), but numpy integers are ints.
+        return int(v) if isinstance(v, np.integer) else v
 
     @model_validator(mode="after")
     def _ids_for_kind(self) -> "Fault":
