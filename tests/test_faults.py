@@ -214,3 +214,30 @@ def test_faults_in_a_fabric_file(tmp_path) -> None:
     assert fab.faults == (Fault(kind="plane", switch=1, at_ps=0),)
     r = flitsim.transfers(fab, [0], [1], 1 << 16)
     assert r.links[r.links.switch == 1].packets.sum() == 0
+
+
+def test_random_faults_either_refuse_or_deliver_every_byte() -> None:
+    """Property: any fault list on a small fabric gives a ConfigError (ids out
+    of range, GPUs cut off) or a finished run with nothing dropped."""
+    hyp = pytest.importorskip("hypothesis")
+    st = hyp.strategies
+    fab = uniform_fabric(4, [1, 1, 1])
+    src = [s for s in range(4) for d in range(4) if s != d]
+    dst = [d for s in range(4) for d in range(4) if s != d]
+    fault = st.one_of(
+        st.fixed_dictionaries({"kind": st.just("plane"), "switch": st.integers(0, 3), "at_ps": st.integers(0, 4_000_000)}),
+        st.fixed_dictionaries({"kind": st.just("link"), "gpu": st.integers(0, 4), "port": st.integers(0, 3),
+                               "at_ps": st.integers(0, 4_000_000)}))
+
+    @hyp.settings(max_examples=25, deadline=None, derandomize=True)
+    @hyp.given(faults=st.lists(fault, max_size=3), ber=st.sampled_from([0.0, 1.9e-3]), nbytes=st.integers(1, 1 << 16))
+    def check(faults: list, ber: float, nbytes: int) -> None:
+        try:
+            spec = fab.with_faults(faults, ber=ber)
+        except ConfigError:
+            return
+        r = flitsim.transfers(spec, src, dst, nbytes)
+        _accounted(r.faults, r.links)
+        assert (r.transfers.end_ps >= r.transfers.start_ps).all()
+
+    check()
