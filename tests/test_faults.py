@@ -86,11 +86,16 @@ def test_bit_error_sampling_is_seeded() -> None:
     assert not a.links.replays.equals(c.links.replays)
 
 
-def _accounted(faults: dict, links) -> None:
+def _accounted(faults: dict, links, once: bool = True) -> None:
+    """Nothing dropped: delivered + replayed-and-delivered = sent, the GPU links
+    delivered exactly the sent bytes, and each loss cost one more transmission.
+    ``once``: no packet was lost twice (a later fault can catch a replayed copy)."""
     assert faults["delivered_bytes"] + faults["replayed_delivered_bytes"] == faults["sent_bytes"]
     assert int(links.rx_payload_bytes.sum()) == faults["sent_bytes"]  # from link statistics
     assert int(links.payload_bytes.sum()) == faults["sent_bytes"] + faults["lost_bytes"]
-    assert int(links.lost_bytes.sum()) == faults["lost_bytes"] == faults["replayed_delivered_bytes"]
+    assert int(links.lost_bytes.sum()) == faults["lost_bytes"] >= faults["replayed_delivered_bytes"]
+    if once:
+        assert faults["lost_bytes"] == faults["replayed_delivered_bytes"]
 
 
 def test_plane_failure_mid_collective_delivers_every_byte() -> None:
@@ -201,7 +206,7 @@ def test_every_spray_rule_reroutes_and_loses_nothing(spray: str) -> None:
     r = flitsim.transfers(fab, src, dst, 1 << 17, faults=[
         {"kind": "plane", "switch": 1, "at_ps": r0.makespan_ps // 2},
         {"kind": "link", "gpu": 2, "port": 0, "at_ps": r0.makespan_ps // 3}])
-    _accounted(r.faults, r.links)
+    _accounted(r.faults, r.links, once=False)
     assert r.faults["faults_applied"] == 2 and r.faults["lost_packets"] > 0
     # Nothing crosses the dead plane after it died: its links carry less than the live one.
     assert r.links[r.links.switch == 1].payload_bytes.sum() < r.links[r.links.switch == 2].payload_bytes.sum()
@@ -237,7 +242,7 @@ def test_random_faults_either_refuse_or_deliver_every_byte() -> None:
         except ConfigError:
             return
         r = flitsim.transfers(spec, src, dst, nbytes)
-        _accounted(r.faults, r.links)
+        _accounted(r.faults, r.links, once=len(faults) <= 1)
         assert (r.transfers.end_ps >= r.transfers.start_ps).all()
 
     check()

@@ -17,8 +17,9 @@
 //!   collective injection is NCCL's per-link rate, and a plane dead from
 //!   t = 0 runs exactly like a fabric built without it.
 //!
-//! Accounting: `delivered + replayed_delivered = sent` bytes, with
-//! `lost` bytes (sent once on a path that died) each replayed once more.
+//! Accounting: `delivered + replayed_delivered = sent` bytes; each loss
+//! costs one more transmission (a replayed copy can be lost again by a later
+//! fault, so `replayed_delivered <= lost`).
 //! The spec guarantees (FabricSpec::validate) that every pair of GPUs keeps a
 //! live switch after all faults, so requeued packets always find a port.
 
