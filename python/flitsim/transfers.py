@@ -43,7 +43,8 @@ class TransferResult:
             statistics then describe one plane. fold_reason says why or why not.
         faults: fault accounting: faults_applied, lost_packets, lost_bytes,
             delivered_bytes, replayed_delivered_bytes, sent_bytes
-            (delivered + replayed_delivered = sent: nothing dropped). The
+            (delivered + replayed_delivered = sent: nothing dropped; one plane's
+            share when folded, like the other statistics). The
             ``links`` rows carry the per-port side: rx_payload_bytes (delivered
             through the port), lost_bytes, and link-level retry (replays,
             replayed_wire_bytes, replay_ps, replay_buffer_wait_ps; rx_* for the
