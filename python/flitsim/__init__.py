@@ -9,7 +9,9 @@ and :func:`nccl_tests` (collectives, nccl-tests style), :mod:`flitsim.networks`
 :mod:`flitsim.schedules`
 (TeraPipe, PipeFusion and baselines as task graphs), :mod:`flitsim.scenario`
 (``flitsim run``: scenario files, the main job's runner, writing the report),
-:mod:`flitsim.report` (metrics, critical path, scorecard, plots, traces) and :func:`sweep`.
+:mod:`flitsim.report` (metrics, critical path, scorecard, plots, traces), :func:`sweep`,
+and faults: :func:`goodput_vs_ber`, :func:`fec_error_model`, :class:`Fault`
+(dead links and planes, ``FabricSpec.with_faults``).
 Presets live in :mod:`flitsim.hardware`, models in :mod:`flitsim.models`,
 workloads in :mod:`flitsim.workloads`.
 Errors: :class:`ConfigError` (a ValueError), :class:`StalledError` (a RuntimeError).
@@ -23,6 +25,8 @@ from flitsim.linklab import LinkTransferResult, link_transfer
 from flitsim import switchlab
 from flitsim.transfers import TransferResult, transfers
 from flitsim.collectives import CollectiveResult, collective, nccl_tests
+from flitsim.faults import fec_error_model, goodput_vs_ber
+from flitsim.hardware.fabric import Fault
 from flitsim.networks import AnalyticNetwork, FabricNetwork, IdealNetwork
 from flitsim.sweeps import sweep
 from flitsim import report
@@ -31,7 +35,8 @@ __all__ = [
     "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
     "link_transfer", "switchlab", "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "TransferResult", "transfers",
-    "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario",
+    "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario", "Fault",
+    "fec_error_model", "goodput_vs_ber",
 ]
 
 

@@ -22,7 +22,7 @@ engine a plain dict (``to_core(devices)``); the Rust side is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -95,18 +95,25 @@ class FabricNetwork:
     SM90 20.6 GB/s per link; docs/collectives.md), as ``flitsim.collective``
     does. False runs the fabric exactly as specified, as ``flitsim.transfers`` does.
 
+    ``faults``: :class:`flitsim.Fault` entries (or dicts) added to the
+    fabric's own (dead links/planes at given times, ps from the start of the
+    run; docs/faults.md). The run's ``network["faults"]`` holds the accounting.
+
     Raises (from :meth:`to_core`):
-        ConfigError: a task graph with more devices than the fabric has GPUs.
+        ConfigError: a task graph with more devices than the fabric has GPUs;
+            invalid faults (unknown ids, every plane dead, ...).
     """
 
     fabric: FabricSpec
     calibrated: bool = True
+    faults: Sequence[Any] = ()
 
     def to_core(self, devices: int) -> dict[str, Any]:
         if devices > self.fabric.gpus:
             raise ConfigError(f"devices = {devices}: the task graph uses more devices than the fabric's "
                               f"{self.fabric.gpus} GPUs")
-        return {"kind": "fabric", "fabric": self.fabric.core_dict(), "calibrated": bool(self.calibrated)}
+        fab = self.fabric.with_faults(self.faults) if self.faults else self.fabric
+        return {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
 
 
 Network = AnalyticNetwork | FabricNetwork

@@ -9,6 +9,6 @@ mod topology;
 pub(crate) use run::fold_spec;
 pub use crate::collective::FabricNetwork;
 pub use run::{run_batch, stats_of, BatchResult, PortLinkStats, TransferBatch};
-pub use sim::{FEv, FabricSim, ReorderStats};
-pub use spec::{FabricSpec, GpuInjection, Spray, SwitchParams, Wire};
+pub use sim::{FEv, FabricSim, FaultStats, ReorderStats};
+pub use spec::{FabricSpec, Fault, GpuInjection, Spray, SwitchParams, Wire, MAX_FAULT_PS};
 pub use topology::Topology;
