@@ -173,9 +173,8 @@ def import_graph() -> dict[str, set[str]]:
 
 # Circles known and being removed elsewhere, tolerated exactly as listed (a circle
 # that grows or a new one fails). The models circle (config -> cost -> zoo ->
-# config) is issue 20's "models circle", split by the compute work
-# (models/zoo.as_model, models/hf.py); delete the entry when it is gone.
-KNOWN_CIRCLES = [["flitsim.models.config", "flitsim.models.cost", "flitsim.models.zoo"]]
+# config) is gone: models/zoo.as_model, models/hf.py, models/entries.py.
+KNOWN_CIRCLES: list[list[str]] = []
 
 
 def test_no_circular_imports():

@@ -1,7 +1,7 @@
 """Hardware presets and specs: SerDes lanes, links, systems. Every preset value
 carries its public source or is marked *assumed* with a reason."""
 
-from flitsim.hardware.gpus import GPU_PRESETS, Efficiency, GpuSpec, gpu_preset, roofline_time_s
+from flitsim.hardware.gpus import GPU_PRESETS, Efficiency, GpuSpec, fabric_gpu, gpu_preset, roofline_time_s
 from flitsim.hardware.fabric import (
     FABRIC_PRESETS,
     FabricSpec,
@@ -31,5 +31,5 @@ __all__ = [
     "FecCode", "LinkSpec", "PacketFormat", "ReplaySpec", "SerdesSpec", "KP4", "LINK_PRESETS", "link_preset",
     "nvlink3", "nvlink4", "nvlink5", "SYSTEM_PRESETS", "SystemPreset", "dgx_a100", "gb200_nvl72",
     "hgx_b200", "hgx_h100", "system_preset",
-    "GPU_PRESETS", "Efficiency", "GpuSpec", "gpu_preset", "roofline_time_s",
+    "GPU_PRESETS", "Efficiency", "GpuSpec", "fabric_gpu", "gpu_preset", "roofline_time_s",
 ]
