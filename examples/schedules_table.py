@@ -1,4 +1,4 @@
-"""Measured makespans / CVs for docs/schedules.md (AnalyticNetwork 500 ns, 450 GB/s, H100 roofline)."""
+"""Measured makespans / CVs for docs/schedules.md (AnalyticNetwork 500 ns, 450 GB/s, H100 kernel-level model)."""
 import flitsim.schedules as S
 from flitsim.networks import AnalyticNetwork
 from flitsim.workloads import dit_workload

@@ -22,7 +22,7 @@ engine a plain dict (``to_core(devices)``); the Rust side is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -95,6 +95,10 @@ class FabricNetwork:
     SM90 20.6 GB/s per link; docs/collectives.md), as ``flitsim.collective``
     does. False runs the fabric exactly as specified, as ``flitsim.transfers`` does.
 
+    ``faults``: :class:`flitsim.Fault` entries (or dicts) added to the
+    fabric's own (dead links/planes at given times, ps from the start of the
+    run; docs/faults.md). The run's ``network["faults"]`` holds the accounting.
+
     ``fidelity``: ``"packet"``, ``"flow"`` or ``"auto"`` (default None: the
     fabric's own ``fidelity``, ``"packet"`` unless set; see
     :data:`flitsim.hardware.fabric.Fidelity` and docs/fidelity.md). The run's
@@ -102,12 +106,13 @@ class FabricNetwork:
 
     Raises (from :meth:`to_core`):
         ConfigError: a task graph with more devices than the fabric has GPUs;
-            an unknown fidelity.
+            invalid faults (unknown ids, every plane dead, ...); an unknown fidelity.
     """
 
     fabric: FabricSpec
     calibrated: bool = True
     fidelity: str | None = None
+    faults: Sequence[Any] = ()
 
     def to_core(self, devices: int) -> dict[str, Any]:
         from flitsim.transfers import with_fidelity
@@ -116,6 +121,7 @@ class FabricNetwork:
             raise ConfigError(f"devices = {devices}: the task graph uses more devices than the fabric's "
                               f"{self.fabric.gpus} GPUs")
         fab = with_fidelity(self.fabric, self.fidelity)
+        fab = fab.with_faults(self.faults) if self.faults else fab
         return {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
 
 

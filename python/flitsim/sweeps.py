@@ -192,9 +192,9 @@ def schedule_point(schedule: str, *, model: str | None = None, tokens: int | Non
         if resolution_px is None:
             raise config_error("resolution_px", None, "a side in pixels with dit_model")
         wl: Any = dit_workload(dit_model, resolution_px, steps=steps)
-        sched = S.build(schedule, None, wl, fabric_devices=fab.gpus, **options)
+        sched = S.build(schedule, None, wl, fabric=fab, **options)  # compute on the fabric's GPU unless gpu= given
     else:
-        sched = S.build(schedule, model, tokens, fabric_devices=fab.gpus, **options)
+        sched = S.build(schedule, model, tokens, fabric=fab, **options)
     net = FabricNetwork(fab) if network == "fabric" else AnalyticNetwork.from_fabric(fab)
     res = S.simulate(sched, net)
     return {k: v for k, v in res.summary().items() if isinstance(v, (int, float, str))}

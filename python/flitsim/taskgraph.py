@@ -280,7 +280,9 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
     })
     net = dict(r["network"])
     if net.get("kind") == "fabric":
-        net["links"], net["switch_ports"], net["reorder"] = fabric_frames(net.pop("fabric"), network.fabric)
+        fab = net.pop("fabric")
+        net["links"], net["switch_ports"], net["reorder"] = fabric_frames(fab, network.fabric)
+        net["faults"] = {k: int(v) for k, v in fab["faults"].items()}
         warn_fidelity(str(net.get("fidelity_reason", "")))
         df["fabric_credit_wait_ps"] = net.pop("task_credit_wait_ps").astype(np.int64)
     return TaskGraphRun(graph, df, int(r["makespan_ps"]), net, int(r["events"]))

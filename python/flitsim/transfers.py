@@ -9,7 +9,7 @@ stream: memory is bounded by the fabric, not by the number of packets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -65,6 +65,14 @@ class TransferResult:
         makespan_ps: last completion.
         folded_planes: identical switch planes simulated as one (1 = none);
             statistics then describe one plane. fold_reason says why or why not.
+        faults: fault accounting: faults_applied, lost_packets, lost_bytes,
+            delivered_bytes, replayed_delivered_bytes, sent_bytes
+            (delivered + replayed_delivered = sent: nothing dropped; one plane's
+            share when folded, like the other statistics). The
+            ``links`` rows carry the per-port side: rx_payload_bytes (delivered
+            through the port), lost_bytes, and link-level retry (replays,
+            replayed_wire_bytes, replay_ps, replay_buffer_wait_ps; rx_* for the
+            switch -> GPU direction).
         fidelity, fidelity_reason: ``packet`` or ``flow`` and why (auto's
             choice, or a warning). At flow level credit, arbitration, queueing
             and reorder counters are not modelled (zero).
@@ -79,6 +87,7 @@ class TransferResult:
     fold_reason: str
     packets: int
     events: int
+    faults: dict[str, int] = field(default_factory=dict)
     fidelity: str = "packet"
     fidelity_reason: str = ""
 
@@ -94,6 +103,7 @@ class TransferResult:
             "max_reorder_packets": int(self.reorder.max_packets.max()),
             "folded_planes": self.folded_planes, "fold_reason": self.fold_reason,
             "packets": self.packets, "events": self.events,
+            "faults": dict(self.faults),
             "fidelity": self.fidelity, "fidelity_reason": self.fidelity_reason,
         }
 
@@ -128,7 +138,7 @@ def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None, hi: 
 
 def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
               nbytes: Sequence[int] | np.ndarray | int, *, start_ps: Any = None, after: Any = None,
-              fidelity: str | None = None) -> TransferResult:
+              faults: Any = None, fidelity: str | None = None) -> TransferResult:
     """Run transfers on a fabric.
 
     Args:
@@ -137,6 +147,8 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         nbytes: bytes per transfer, shape (n,) or a scalar.
         start_ps: earliest start per transfer, ps (default 0).
         after: index of a transfer that must finish first, or -1 (default -1).
+        faults: :class:`flitsim.Fault` entries (or dicts) added to the fabric's
+            (see ``FabricSpec.with_faults``).
         fidelity: ``packet``, ``flow`` or ``auto`` (default: the fabric's own).
 
     Returns:
@@ -149,6 +161,8 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
             is blocked).
     """
     fabric = with_fidelity(as_fabric(fabric), fidelity)
+    if faults is not None:
+        fabric = fabric.with_faults(faults)
     s = np.asarray(src)
     if s.ndim != 1 or s.size == 0:
         raise ConfigError(f"src: shape {s.shape}, expected a non-empty 1-D array of GPU ids")
@@ -200,4 +214,5 @@ def _result(r: dict[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec)
     links, ports, ro = fabric_frames(r, fabric)
     warn_fidelity(str(r["fidelity_reason"]))
     return TransferResult(t, links, ports, ro, int(r["makespan_ps"]), int(r["folded_planes"]), str(r["fold_reason"]),
-                          int(r["packets"]), int(r["events"]), str(r["fidelity"]), str(r["fidelity_reason"]))
+                          int(r["packets"]), int(r["events"]), {k: int(v) for k, v in r["faults"].items()},
+                          str(r["fidelity"]), str(r["fidelity_reason"]))

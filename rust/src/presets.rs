@@ -25,6 +25,7 @@ pub fn nvlink5() -> LinkSpec {
         vcs: 8,
         credits_per_vc_flits: 512,
         credit_return_ps: 30_000,
+        replay: None,
     }
 }
 
@@ -49,5 +50,6 @@ pub fn planar(gpus: u32, planes: u32, fold_planes: bool) -> FabricSpec {
         max_sim_packet_bytes: 256 << 10,
         fold_planes,
         fidelity: crate::fabric::Fidelity::Packet,
+        faults: Vec::new(),
     }
 }

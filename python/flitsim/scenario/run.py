@@ -19,7 +19,8 @@ from tqdm.auto import tqdm
 
 import flitsim.schedules as S
 from flitsim.errors import config_error
-from flitsim.hardware import gpu_preset
+from flitsim.hardware import fabric_gpu, gpu_preset
+from flitsim.schedules.builder import DEFAULT_GPU
 from flitsim.networks import AnalyticNetwork, FabricNetwork
 from flitsim.report.critical_path import critical_path
 from flitsim.report.metrics import dit_latency, fabric_metrics, llm_latency_table, schedule_metrics, token_times_s
@@ -73,7 +74,8 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     fab_net = FabricNetwork(fabric)
     ana_net = AnalyticNetwork.from_fabric(fabric)
     bw_GBps, alpha_ps = ana_net.bandwidth_GBps, ana_net.alpha_ps
-    gpu = gpu_preset(sc.hardware.gpu)
+    gpu_name = sc.hardware.gpu or fabric_gpu(fabric) or DEFAULT_GPU
+    gpu = gpu_preset(gpu_name)
     breakeven = gpu.peak_flop_per_s(sc.hardware.dtype) / (bw_GBps * 1e9)
     notes = [f"analytic network: alpha {alpha_ps / 1e3:.1f} ns (one packet GPU 0 -> 1 on the fabric), "
              f"{bw_GBps:.1f} GB/s per GPU (calibrated injection rate of the fabric network)"]
@@ -98,9 +100,18 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     bar = None
     if progress:
         bar = tqdm(total=total, desc="simulating", unit="run", file=sys.stderr, leave=True)
-    common = {"gpu": sc.hardware.gpu, "dtype": sc.hardware.dtype, "fabric_devices": fabric.gpus}
-    ctx = _Context(sc, fab_net, ana_net, workloads, common)
-    runs: list[RunRecord] = []
+    # no [hardware] gpu: the builders take the fabric's GPU and record it (options["gpu_source"])
+    hw: dict[str, Any] = {"gpu": sc.hardware.gpu} if sc.hardware.gpu else {"fabric": fabric}
+    hw.update(dtype=sc.hardware.dtype, execution=sc.hardware.execution)
+    if sc.hardware.profile:
+        from pathlib import Path
+
+        from flitsim.cost import read_profile
+
+        pp = Path(sc.hardware.profile)
+        hw["profile"] = read_profile(pp if pp.is_absolute() else Path(sc.base_dir) / pp)  # read once, errors early
+    common = {**hw, "fabric_devices": fabric.gpus}
+    ctx = _Context(sc, fab_net, ana_net, workloads, common, hw)
     from flitsim.parallel import check_jobs, map_ordered
 
     jobs = check_jobs(jobs)
@@ -137,6 +148,7 @@ class _Context:
     ana_net: AnalyticNetwork
     workloads: dict[str, dict[str, Any]]
     common: dict[str, Any]
+    hw: dict[str, Any]
 
 
 _BASELINES: dict[tuple[Any, ...], float] = {}
@@ -157,10 +169,9 @@ def _one_gpu(ctx: _Context, case: CaseSection, wl: Any, tokens: int | None) -> f
     key = (sc.title, case.name, tokens)
     if key not in _BASELINES:
         if info_kind(ctx.workloads[case.name]) == "dit":
-            b = S.build("tensor_parallel", None, wl, degree=1, gpu=sc.hardware.gpu, dtype=sc.hardware.dtype)
+            b = S.build("tensor_parallel", None, wl, degree=1, **ctx.hw)
         else:
-            b = S.build("layer_pipeline", case.model, tokens, stages=1, batch=1, gpu=sc.hardware.gpu,
-                        dtype=sc.hardware.dtype)
+            b = S.build("layer_pipeline", case.model, tokens, stages=1, batch=1, **ctx.hw)
         _BASELINES[key] = S.simulate(b, None).makespan_ps * 1e-12
     return _BASELINES[key]
 

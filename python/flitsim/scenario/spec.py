@@ -81,10 +81,16 @@ class FabricSection(Spec):
 
 
 class HardwareSection(Spec):
-    """GPU preset name and activation dtype of every schedule."""
+    """Compute side of every schedule: GPU preset name (default: the GPU the
+    fabric is built from, e.g. gb200-nvl72 -> gb200; else h100), activation
+    dtype, execution mode (``eager``, ``cuda_graph``, ``compiled``) and an
+    optional measured kernel profile (CSV / Parquet path, relative to the
+    scenario file; docs/compute.md)."""
 
-    gpu: str = "gb200"
+    gpu: str | None = None
     dtype: str = "bf16"
+    execution: Literal["eager", "cuda_graph", "compiled"] = "eager"
+    profile: str | None = None
 
 
 class WorkloadSection(Spec):

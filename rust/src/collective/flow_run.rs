@@ -70,6 +70,15 @@ pub fn run_collective_flow(spec: &FabricSpec, req: &CollectiveRequest, interrupt
         credit_exhaustion_episodes: 0,
         arbitration_conflicts: 0,
         estimate_ps: low.estimate_ps,
+        faults: Default::default(),
+        sent_bytes_on_fabric: sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum(),
+        rx_payload_bytes: {
+            let mut v = vec![0u64; spec.gpus as usize];
+            for p in &st.ports {
+                v[p.gpu as usize] += p.rx_payload_bytes;
+            }
+            v
+        },
         fidelity: "flow".into(),
         fidelity_reason: match outside_validation(sim) {
             Some(w) => format!("{WARN}{w}"),

@@ -10,6 +10,6 @@ pub(crate) use run::fold_spec;
 pub use crate::collective::FabricNetwork;
 pub(crate) use run::validate_batch;
 pub use run::{run_batch, stats_of, BatchResult, PortLinkStats, TransferBatch};
-pub use sim::{FEv, FabricSim, ReorderStats};
-pub use spec::{FabricSpec, Fidelity, GpuInjection, Spray, SwitchParams, Wire};
+pub use sim::{FEv, FabricSim, FaultStats, ReorderStats};
+pub use spec::{FabricSpec, Fault, Fidelity, GpuInjection, Spray, SwitchParams, Wire, MAX_FAULT_PS};
 pub use topology::Topology;

@@ -155,6 +155,11 @@ impl FlowFabric {
                 down_port[q] = s as f64 / (f_s as f64 * cycle_ps).ceil().max(ej_ps);
             }
         }
+        if !spec.faults.is_empty() {
+            why = Some(format!("faults: {} dead link(s) or plane(s) are simulated at packet level only (rerouting and end-to-end replay)", spec.faults.len()));
+        } else if spec.links.iter().any(|l| l.replay.is_some()) {
+            why = Some("link-level replay (bit errors, FEC, go-back-N) is simulated at packet level only".into());
+        }
         if spec.switch.queueing == "fifo" {
             why = Some("arbitration-bound: FIFO input queues block at the head of line (58.6 % saturation under uniform traffic, Karol et al. 1987), which fluid sharing does not represent".into());
         }

@@ -39,6 +39,13 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> BatchResult {
         (pk as u64, flits as u64)
     };
     let link_ps = |w: u64| (w as f64 * fab.flit_bytes as f64 / fab.link_bytes_per_ps).round() as u64;
+    // Bytes delivered into each GPU port: its switch port's output.
+    let mut rx = vec![0.0f64; np];
+    for (q, w) in topo.switch_port_to.iter().enumerate() {
+        if let Some(gp) = w {
+            rx[*gp as usize] += down[q];
+        }
+    }
     let mut out_ports = Vec::with_capacity(np);
     for (p, &b) in up.iter().enumerate() {
         let (pk, flits) = wire(b);
@@ -47,8 +54,11 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> BatchResult {
             gpu: p as u32 / topo.gpu_ports,
             port: p as u32 % topo.gpu_ports,
             switch: sw,
-            link: LinkStats { busy_ps: link_ps(flits), payload_bytes: b.round() as u64, wire_bytes: flits * fab.flit_bytes, packets: pk },
+            link: LinkStats { busy_ps: link_ps(flits), payload_bytes: b.round() as u64, wire_bytes: flits * fab.flit_bytes, packets: pk, replay: Default::default() },
             vcs: vec![VcStats::default()],
+            rx_payload_bytes: rx[p].round() as u64,
+            lost_bytes: 0,
+            rx_replay: Default::default(),
         });
     }
     let sp = topo.switch_ports as usize;
@@ -81,6 +91,7 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> BatchResult {
         });
     }
     let packets = out_ports.iter().map(|p| p.link.packets).sum();
+    let sent_bytes = sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum();
     BatchResult {
         ports: out_ports,
         switches,
@@ -89,6 +100,7 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> BatchResult {
         packets,
         events,
         folded_planes: 1,
+        sent_bytes,
         ..Default::default()
     }
 }
