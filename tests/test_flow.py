@@ -148,3 +148,11 @@ def test_jobs_must_be_positive(tmp_path) -> None:  # type: ignore[no-untyped-def
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ConfigError, match="jobs"):
             check_jobs(bad)
+
+
+def test_faults_run_at_packet_level_under_auto() -> None:
+    from flitsim import Fault
+
+    a = flitsim.transfers("hgx-b200", [0], [1], 1 << 20, fidelity="auto",
+                          faults=[Fault(kind="plane", switch=0, at_ps=0)])
+    assert a.fidelity == "packet" and "faults" in a.fidelity_reason
