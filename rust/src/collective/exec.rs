@@ -398,9 +398,6 @@ pub(crate) fn sim_packet_spec(mut spec: FabricSpec, dag: &Dag, param_spb: u64) -
 /// fabric cannot finish.
 pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
     spec.validate()?;
-    if spec.fidelity != crate::fabric::Fidelity::Packet {
-        return super::flow_run::run_collective_at(spec, req, interrupt);
-    }
     let info = fabric_info(spec)?;
     let low = lower(req.op, &req.members, req.bytes, &req.params, &info)?;
     let spec = sim_packet_spec(calibrated_spec(spec, req.params.link_efficiency)?, &low.dag, req.params.sim_packet_bytes);

@@ -87,8 +87,8 @@ pub fn run_collective_flow(spec: &FabricSpec, req: &CollectiveRequest, interrupt
     })
 }
 
-/// Run one collective at `spec.fidelity` (`flow` or `auto`; `packet` goes to
-/// [`run_collective`]).
+/// Run one collective at `spec.fidelity`: `packet` ([`run_collective`], which
+/// ignores the field), `flow` or `auto`.
 ///
 /// # Errors
 /// As [`run_collective`].

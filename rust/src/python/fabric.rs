@@ -112,7 +112,7 @@ pub fn fabric_transfers<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, batch: &
 pub fn collective_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, request: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let spec: FabricSpec = from_py(spec, "fabric")?;
     let req: crate::collective::CollectiveRequest = from_py(request, "collective")?;
-    let r = py.detach(|| crate::collective::run_collective(&spec, &req, &mut signal_check))?;
+    let r = py.detach(|| crate::collective::run_collective_at(&spec, &req, &mut signal_check))?;
     let d = PyDict::new(py);
     d.set_item("time_ps", r.time_ps)?;
     d.set_item("algorithm", super::convert::to_py(py, &r.algorithm)?)?;
