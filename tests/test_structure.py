@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("flitsim.ledger", "flitsim.linklab", "flitsim.switchlab", "flitsim.transfers", "flitsim.collectives",
      "flitsim.faults", "flitsim.models", "flitsim.cost", "flitsim.workloads"),
     ("flitsim.networks",),
-    ("flitsim.taskgraph",),
+    ("flitsim.taskgraph", "flitsim.memory"),
     ("flitsim.schedules", "flitsim.serving"),
     ("flitsim.report",),
     ("flitsim.scenario", "flitsim.sweeps"),
