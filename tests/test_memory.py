@@ -153,3 +153,18 @@ def test_timeline_comm_buffers_bounded_by_what_was_sent():
         got = c["bytes"][tr & (c["peer"] == d)].astype(float)
         assert got.max() <= peak[d] <= got.sum()
     assert peak[s.devices[0]] == 0  # stage 0 receives nothing in a prefill
+
+
+def test_static_comm_buffers_closed_forms():
+    """Before a run: DistriFusion's in-flight all-gather is one layer's K/V of the whole
+    sequence (nccl-tests size p x kw x b); Ulysses' four all-to-alls of one layer (Q, K, V
+    and the output, counted together: an upper bound before a run) hold send + receive:
+    2 x p/N x (2 aw + kw) x b."""
+    w = dit_workload("flux.1-dev", 1024, steps=2)
+    p = 4096 + 512
+    d = S.build("distrifusion", None, w, degree=4)
+    assert (d.memory.comm_buffers == p * 6144 * 2).all()
+    u = S.build("ulysses", None, w, degree=4)
+    assert (u.memory.comm_buffers == 2 * (p // 4) * (2 * 3072 + 6144) * 2).all()
+    # after a run the timeline peak replaces the bound and never exceeds it
+    assert (u.simulate().memory.comm_buffers <= u.memory.comm_buffers).all()

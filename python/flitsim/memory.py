@@ -25,8 +25,9 @@ Components (bytes per device):
   collectives of one (step, layer, item); after a run, the peak over the
   run's timeline (a hand-off's buffer lives from its start until the last task
   on the receiving device that depends on it ends; a collective's for its
-  duration). Per member: all_reduce / reduce_scatter / broadcast / reduce S
-  (in place), all_gather N x S (the output), all_to_all 2 S (send + receive).
+  duration). Per member, S the nccl-tests size: all_to_all 2 S (send +
+  receive), the others S (all_gather's output, reduce_scatter's input,
+  all_reduce / broadcast / reduce in place).
 - ``workspace``: framework workspace (CUDA context, cuBLAS / NCCL workspaces,
   allocator slack) — not public: a parameter, default
   :data:`DEFAULT_WORKSPACE_BYTES`.
@@ -175,41 +176,48 @@ def parallel_memory(name: str, cfg: ModelConfig, *, n: int, dtype: str, tokens: 
     return out
 
 
-_COLL_FACTOR = {"all_reduce": 1.0, "reduce_scatter": 1.0, "broadcast": 1.0, "reduce": 1.0, "all_to_all": 2.0}
+def _collective_members(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (collective task, member) pair: (task ids, member devices, buffer bytes per member).
+    Per member, S the nccl-tests size: all_to_all 2 S (send + receive), the others S (all_gather's
+    output, reduce_scatter's input; all_reduce, broadcast and reduce in place)."""
+    from flitsim.taskgraph import COLLECTIVES
 
-
-def _coll_member_bytes(kind: str, nbytes: float, members: int) -> float:
-    return nbytes * (members if kind == "all_gather" else _COLL_FACTOR[kind])
+    tasks = np.nonzero(c["kind"] == 2)[0]
+    offs, mem = c["group_offsets"].astype(np.int64), c["group_members"].astype(np.int64)
+    g = c["group"][tasks].astype(np.int64)
+    counts = offs[g + 1] - offs[g]
+    rep = np.repeat(np.arange(len(tasks)), counts)
+    pos = np.repeat(offs[g], counts) + np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    kind = c["collective"][tasks].astype(np.int64)
+    factor = np.ones(len(tasks))
+    factor[kind == COLLECTIVES.index("all_to_all")] = 2.0
+    per = c["bytes"][tasks].astype(np.float64) * factor
+    return tasks[rep], mem[pos], per[rep]
 
 
 def _comm_static(schedule: Any) -> np.ndarray:
     """Largest hand-off receive buffer + largest (step, layer, item) group of collectives, per fabric device."""
-    from flitsim.taskgraph import COLLECTIVES
-
-    g = schedule.graph
-    c = g.columns
-    n = g.devices
+    c = schedule.graph.columns
+    n = schedule.graph.devices
     recv = np.zeros(n)
     tr = (c["kind"] == 1) & (c["device"] != c["peer"])
     np.maximum.at(recv, c["peer"][tr].astype(np.int64), c["bytes"][tr].astype(np.float64))
     coll = np.zeros(n)
-    offs, mem = c["group_offsets"], c["group_members"]
-    groups: dict[tuple[int, int, int], np.ndarray] = {}
-    for t in np.nonzero(c["kind"] == 2)[0]:
-        gi = int(c["group"][t])
-        members = mem[offs[gi]:offs[gi + 1]].astype(np.int64)
-        key = (int(schedule.task_step[t]), int(schedule.task_layer[t]), int(schedule.task_item[t]))
-        acc = groups.setdefault(key, np.zeros(n))
-        acc[members] += _coll_member_bytes(COLLECTIVES[int(c["collective"][t])], float(c["bytes"][t]), len(members))
-    for acc in groups.values():
-        np.maximum(coll, acc, out=coll)
+    t, m, b = _collective_members(c)
+    if len(t):
+        key = np.stack([schedule.task_step[t], schedule.task_layer[t], schedule.task_item[t], m])
+        _, inv = np.unique(key, axis=1, return_inverse=True)
+        inv = inv.reshape(-1)
+        sums = np.zeros(int(inv.max()) + 1)
+        np.add.at(sums, inv, b)
+        dev_of = np.zeros(len(sums), np.int64)
+        dev_of[inv] = m
+        np.maximum.at(coll, dev_of, sums)
     return recv + coll
 
 
 def _comm_timeline(schedule: Any) -> np.ndarray:
     """Peak over the run's timeline of communication buffers live on each fabric device."""
-    from flitsim.taskgraph import COLLECTIVES
-
     g = schedule.graph
     c = g.columns
     n = g.devices
@@ -228,15 +236,12 @@ def _comm_timeline(schedule: Any) -> np.ndarray:
     ev_t = [start[tr], free[tr]]
     ev_d = [nbytes[tr], -nbytes[tr]]
     ev_o = [np.ones(len(tr)), np.where(free[tr] > start[tr], 0.0, 2.0)]
-    offs, mem = c["group_offsets"], c["group_members"]
-    for t in np.nonzero(kind == 2)[0]:
-        gi = int(c["group"][t])
-        members = mem[offs[gi]:offs[gi + 1]].astype(np.int64)
-        b = _coll_member_bytes(COLLECTIVES[int(c["collective"][t])], nbytes[t], len(members))
-        ev_dev += [members, members]
-        ev_t += [np.full(len(members), start[t]), np.full(len(members), end[t])]
-        ev_d += [np.full(len(members), b), np.full(len(members), -b)]
-        ev_o += [np.ones(len(members)), np.full(len(members), 0.0 if end[t] > start[t] else 2.0)]
+    ct, cm, cb = _collective_members(c)
+    zero = end[ct] <= start[ct]
+    ev_dev += [cm, cm]
+    ev_t += [start[ct], end[ct]]
+    ev_d += [cb, -cb]
+    ev_o += [np.ones(len(ct)), np.where(zero, 2.0, 0.0)]
     d, t_, delta, rank = (np.concatenate(x) for x in (ev_dev, ev_t, ev_d, ev_o))
     peak = np.zeros(n)
     if len(d) == 0:

@@ -87,7 +87,8 @@ class ScenarioResult:
                          "single_gpu_s": r.single_gpu_s, "speedup": sp, "efficiency": sp / r.devices,
                          "stage_time_cv": m["stage_time_cv"], "fill_drain_share": m["fill_drain_share"],
                          "bubble_fraction_mean": m["bubble_fraction_mean"], "flop_per_comm_byte": m["flop_per_comm_byte"],
-                         "comm_bytes": m["comm_bytes"], "credit_wait_s": m["credit_wait_s"], **r.memory,
+                         "comm_bytes": m["comm_bytes"], "credit_wait_s": m["credit_wait_s"],
+                         **r.memory,
                          **{f"cp_{k.replace(' ', '_')}": v for k, v in cp.items()},
                          "sequences": len(r.per_sequence), "wall_s": r.wall_s})
         return pd.DataFrame(rows)

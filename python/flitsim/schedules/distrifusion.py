@@ -83,5 +83,5 @@ def build_distrifusion(model: Any, workload: Any, *, devices: Any = None, degree
     mem = parallel_memory("distrifusion", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
                           causal=work.kind == "causal")
     return gb.freeze("distrifusion", ids, 1, work.steps,
-                     {"memory_static": mem, "model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch,
-                      "warmup_steps": W})
+                     {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch,
+                      "warmup_steps": W, "memory_static": mem})

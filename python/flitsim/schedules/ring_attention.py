@@ -93,4 +93,5 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
     mem = parallel_memory("ring_attention", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
                           causal=work.kind == "causal")
     return gb.freeze("ring_attention", ids, 1, work.steps,
-                     {"memory_static": mem, "model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch})
+                     {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch,
+                      "memory_static": mem})

@@ -67,4 +67,5 @@ def build_tensor_parallel(model: Any, workload: Any, *, devices: Any = None, deg
     mem = parallel_memory("tensor_parallel", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
                           causal=work.kind == "causal")
     return gb.freeze("tensor_parallel", ids, 1, work.steps,
-                     {"memory_static": mem, "model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch})
+                     {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch,
+                      "memory_static": mem})
