@@ -24,7 +24,8 @@ def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
         t.add_row(r.case, r.schedule, str(r.devices), r.network, f"{r.makespan_s * 1e3:.2f}",
                   "" if r.speedup != r.speedup else f"{r.speedup:.2f}x", f"{r.stage_time_cv:.3f}",
                   f"{r.fill_drain_share:.0%}", f"{r.bubble_fraction_mean:.0%}", f"{r.flop_per_comm_byte:,.0f}",
-                  f"{r.peak_memory_bytes / 1e9:.1f}" + ("" if r.memory_status == "ok" else f" OOM ({r.memory_broken_by})"))
+                  f"{r.peak_memory_bytes / 1e9:.1f}" + {"ok": "", "oom": f" OOM ({r.memory_broken_by})"}.get(
+                      r.memory_status, f" {r.memory_status}"))
     c.print(t)
     t = Table(title="critical path (share of makespan)")
     for col in ("case", "schedule", "compute", "serial.", "switch q.", "link credit", "handoff credit", "stream q.",

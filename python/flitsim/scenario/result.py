@@ -54,7 +54,10 @@ class RunRecord:
 def memory_columns(schedules: list[Any]) -> dict[str, Any]:
     """``memory_status``, ``peak_memory_bytes``, ``memory_broken_by``,
     ``hbm_capacity_bytes`` of the fullest of ``schedules`` (the run's sequences)."""
-    fps = [s.footprint() for s in schedules]
+    fps = [s.footprint() for s in schedules if "memory_static" in s.options]
+    if not fps:
+        return {"memory_status": "unknown", "peak_memory_bytes": float("nan"), "memory_broken_by": None,
+                "hbm_capacity_bytes": float("nan")}
     worst = max(fps, key=lambda f: f.peak_bytes)
     return {"memory_status": worst.status, "peak_memory_bytes": worst.peak_bytes,
             "memory_broken_by": worst.broken_by, "hbm_capacity_bytes": worst.capacity_bytes}

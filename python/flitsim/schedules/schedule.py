@@ -212,7 +212,8 @@ class Schedule:
         """Plain dict of the headline numbers: makespan (s), stage times (s),
         stage-time CV, fill/drain share, bubble fraction (mean, max), bytes
         sent, FLOPs, FLOP per communicated byte, credit waits, task count, and
-        memory: ``memory_status`` (``"ok"`` / ``"oom"``), ``peak_memory_bytes``
+        memory: ``memory_status`` (``"ok"`` / ``"oom"``; ``"unknown"`` for a
+        schedule built without a memory model), ``peak_memory_bytes``
         (the fullest device), ``memory_broken_by`` (component, or None),
         ``hbm_capacity_bytes``."""
         sent = self.comm_bytes()
@@ -224,9 +225,13 @@ class Schedule:
             "gpu": self.options.get("gpu"), "gpu_source": self.options.get("gpu_source"),
             "execution": self.options.get("execution"), "compute_measured_share": self.measured_compute_share(),
         }
-        fp = self.footprint()
-        out.update(memory_status=fp.status, peak_memory_bytes=fp.peak_bytes, memory_broken_by=fp.broken_by,
-                   hbm_capacity_bytes=fp.capacity_bytes)
+        if "memory_static" in self.options:
+            fp = self.footprint()
+            out.update(memory_status=fp.status, peak_memory_bytes=fp.peak_bytes, memory_broken_by=fp.broken_by,
+                       hbm_capacity_bytes=fp.capacity_bytes)
+        else:  # a graph lowered outside flitsim.schedules: no memory model
+            out.update(memory_status="unknown", peak_memory_bytes=float("nan"), memory_broken_by=None,
+                       hbm_capacity_bytes=float(self.options.get("hbm_capacity_bytes", float("nan"))))
         if self.run is not None:
             bub = self.bubble_fraction()
             out.update(makespan_s=self.makespan_ps * 1e-12, fill_drain_share=self.fill_drain_share(),
