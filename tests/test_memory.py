@@ -169,3 +169,12 @@ def test_static_comm_buffers_closed_forms():
     assert (u.memory.comm_buffers == 2 * (p // 4) * (2 * 3072 + 6144) * 2).all()
     # after a run the timeline peak replaces the bound and never exceeds it
     assert (u.simulate().memory.comm_buffers <= u.memory.comm_buffers).all()
+
+
+def test_sweep_point_reports_oom_as_a_row():
+    from flitsim.sweeps import schedule_point
+
+    row = schedule_point("distrifusion", dit_model="flux.1-dev", resolution_px=4096, steps=1, degree=2, gpu="l40")
+    assert row["memory_status"] == "oom" and row["memory_broken_by"] == "stale_kv"
+    assert row["peak_memory_bytes"] > row["hbm_capacity_bytes"] == 48e9
+    assert row["makespan_s"] > 0  # it still ran
