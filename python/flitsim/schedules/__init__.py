@@ -15,7 +15,8 @@ One module per schedule:
 
 Entry points: :func:`build` (by name) and :func:`simulate` (run over a
 network); the result is a :class:`Schedule` with the metrics (stage-time CV,
-fill/drain share, bubble fraction, bytes, FLOPs, :meth:`Schedule.summary`).
+fill/drain share, bubble fraction, bytes, FLOPs, :meth:`Schedule.summary`) and
+the memory per device (:attr:`Schedule.memory`, ``"ok"`` / ``"oom"``: :mod:`flitsim.memory`).
 Compute times come from the kernel-level model (:mod:`flitsim.cost`) of the
 model's kernels (:mod:`flitsim.models.kernels`) on the schedule's GPU: given,
 else the one the ``fabric`` is built from, else H100 (``options["gpu_source"]``).
