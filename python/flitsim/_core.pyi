@@ -47,7 +47,8 @@ def fabric_transfers(spec: Any, batch: dict[str, Any]) -> dict[str, Any]:
 
 def collective_run(spec: Any, request: Any) -> dict[str, Any]:
     """Run one collective (request dict mirrors ``CollectiveRequest``: op, members, bytes, params) on a fabric spec dict;
-    ``bytes_sent``/``bytes_received`` are uint64 arrays per GPU."""
+    ``bytes_sent``/``bytes_received`` (the lowering's count) and ``link_bytes_sent``/``link_bytes_received``
+    (what the fabric's links carried and delivered) are uint64 arrays per GPU."""
 
 def collective_ideal(gpus: int, alpha_ps: int, bandwidth_bytes_per_s: float, nvls: bool, request: Any) -> int:
     """Completion time (ps) of a collective's DAG on the ideal alpha-beta port model."""

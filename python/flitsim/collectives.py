@@ -16,6 +16,7 @@ latency 1.5 us + 2.0 us x n; NCCL tuning.cc latencies per protocol otherwise.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -74,7 +75,11 @@ class CollectiveResult:
             busbw_GBps = algbw x nccl-tests factor.
         algorithm, protocol, channels, chunk_bytes: what ran (``auto`` resolved).
         bytes_sent, bytes_received: per GPU of the fabric, payload bytes over
-            its links (protocol expansion included; NVLS loopback counted).
+            its links as the lowering counts them (protocol expansion
+            included; NVLS loopback counted).
+        link_bytes_sent, link_bytes_received: per GPU, payload bytes the
+            fabric's GPU -> switch links actually carried (link statistics)
+            and the bytes delivered to the GPU: the physics check of the above.
         stats: fabric statistics (packets, events, sim_packet_bytes,
             folded_planes, fold_reason, max_link_utilization,
             credit_exhaustion_episodes, arbitration_conflicts, transfers).
@@ -92,6 +97,8 @@ class CollectiveResult:
     chunk_bytes: int
     bytes_sent: np.ndarray
     bytes_received: np.ndarray
+    link_bytes_sent: np.ndarray
+    link_bytes_received: np.ndarray
     stats: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -188,11 +195,15 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
                                                "bytes": int(nbytes), "params": p})
     t_ps = max(int(r["time_ps"]), 1)
     algbw = nbytes / t_ps * 1e3
-    stats = {k: r[k] for k in ("transfers", "sim_packet_bytes", "folded_planes", "fold_reason", "packets", "events",
+    if "lowered" in str(r["sim_packet_note"]) or "(warning)" in str(r["sim_packet_note"]):
+        warnings.warn(str(r["sim_packet_note"]), stacklevel=2)
+    stats = {k: r[k] for k in ("transfers", "sim_packet_bytes", "folded_planes", "fold_reason", "sim_packet_note",
+                               "packets", "events",
                                "max_link_utilization", "credit_exhaustion_episodes", "arbitration_conflicts")}
     return CollectiveResult(op, n, int(nbytes), t_ps / 1e6, algbw, algbw * busbw_factor(op, n), str(r["algorithm"]),
                             str(r["protocol"]), int(r["channels"]), int(r["chunk_bytes"]),
-                            np.asarray(r["bytes_sent"]), np.asarray(r["bytes_received"]), stats)
+                            np.asarray(r["bytes_sent"]), np.asarray(r["bytes_received"]),
+                            np.asarray(r["link_bytes_sent"]), np.asarray(r["link_bytes_received"]), stats)
 
 
 def collective_ideal(kind: str, nbytes: int, n: int, *, alpha_ps: int, bandwidth_bytes_per_s: float,
@@ -252,7 +263,7 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
         raise ConfigError(f"ngpus = {n}: expected 1..{fab.gpus} (GPUs of the fabric)")
     group = [0, 1] if op == "sendrecv" else list(range(n))
     e = _DTYPES.get(dtype, 4)
-    unit = e * (n if op in ("all_gather", "reduce_scatter") else n * n if op == "all_to_all" else 1)
+    unit = e * (n if op in ("all_gather", "reduce_scatter", "all_to_all") else 1)
     rows = []
     sizes = []
     s = lo

@@ -149,8 +149,10 @@ pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabr
         return Err(FlitsimError::config("nbytes", bytes, &format!("a whole number of {e}-byte elements (dtype_bytes = {e})")));
     }
     let per_rank = matches!(op, Op::AllGather | Op::ReduceScatter | Op::AllToAll);
-    if per_rank && bytes % (e * n as u64 * if op == Op::AllToAll { n as u64 } else { 1 }) != 0 {
-        let unit = e * n as u64 * if op == Op::AllToAll { n as u64 } else { 1 };
+    // all_to_all: `bytes` is one rank's whole send buffer, n parts of equal
+    // whole elements (one per peer, itself included), like all_gather's n shards.
+    if per_rank && bytes % (e * n as u64) != 0 {
+        let unit = e * n as u64;
         return Err(FlitsimError::config(
             "nbytes",
             bytes,
@@ -227,15 +229,17 @@ pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabr
                 Op::ReduceScatter => true,
                 _ => false,
             };
+            // On a switched fabric every channel's ring runs r -> r+1 over the
+            // same links in lock step (NCCL's model: one latency per step,
+            // busbw = channels x per-channel bw), so the channels of a step are
+            // one transfer of their summed chunks: separate chains would let
+            // packet-level timing noise desynchronise them.
             channels = auto_ch(elems / n as u64);
-            let c = channels as u64;
-            for ch in 0..c {
-                let ch_el = split(elems, c, ch);
-                if ch_el == 0 {
-                    continue;
-                }
+            let group_chunk_el = chunk_el.saturating_mul(channels as u64);
+            {
+                let ch_el = elems;
                 let max_shard = ch_el.div_ceil(n as u64);
-                let k_chunks = max_shard.div_ceil(chunk_el).max(1);
+                let k_chunks = max_shard.div_ceil(group_chunk_el).max(1);
                 // ids[(k * steps + s) * n + r]
                 let base = dag.nodes.len() as u32;
                 for k in 0..k_chunks {
@@ -273,15 +277,12 @@ pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabr
             // Pipelined chain: broadcast root -> root+1 -> ...; reduce towards
             // the root: root+1 -> root+2 -> ... -> root (reducing at each hop).
             channels = auto_ch(elems);
-            let c = channels as u64;
+            let group_chunk_el = chunk_el.saturating_mul(channels as u64);
             let hops = n - 1;
             let order: Vec<u32> = if op == Op::Broadcast { (0..n).map(|i| rank(p.root + i)).collect() } else { (0..n).map(|i| rank(p.root + 1 + i)).collect() };
-            for ch in 0..c {
-                let ch_el = split(elems, c, ch);
-                if ch_el == 0 {
-                    continue;
-                }
-                let k_chunks = ch_el.div_ceil(chunk_el).max(1);
+            {
+                let ch_el = elems;
+                let k_chunks = ch_el.div_ceil(group_chunk_el).max(1);
                 let base = dag.nodes.len() as u32;
                 for k in 0..k_chunks {
                     let el = split(ch_el, k_chunks, k);
@@ -403,7 +404,9 @@ pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabr
         (Op::AllToAll, _) => {
             // Direct, staggered: rank r sends its part for r + k at step k, all
             // posted at once in that order (chunks of one pair chained).
-            let pair_el = elems / (n as u64 * n as u64);
+            // One rank's buffer holds n parts; the part for itself stays put,
+            // so (n-1)/n of the buffer leaves each rank (nccl-tests' definition).
+            let pair_el = elems / n as u64;
             let k_chunks = pair_el.div_ceil(chunk_el).max(1);
             for k in 1..n {
                 for r in 0..n {

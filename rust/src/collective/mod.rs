@@ -16,12 +16,14 @@
 //! Protocols Simple, LL128 (120 of 128 B useful) and LL (50 %) scale the bytes
 //! on the wire.
 
-mod exec;
+mod dag;
 mod lower;
 mod network;
 mod params;
+mod run;
 
-pub use exec::{run_collective, run_collective_ideal, CollectiveResult, DagExec, CEv};
+pub use dag::{CEv, DagExec};
+pub use run::{run_collective, run_collective_ideal, CollectiveResult};
 pub use lower::{lower, Dag, FabricInfo, Lowered, NodeKind};
 pub use network::FabricNetwork;
 pub use params::{Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};

@@ -3,7 +3,8 @@
 //! run on the same fabric, concurrently with everything else (no folding:
 //! work arrives over time).
 
-use super::exec::{calibrated_spec, fabric_info, Backend, CEv, DagExec};
+use super::dag::{Backend, CEv, DagExec};
+use super::run::{calibrated_spec, fabric_info};
 use super::lower::{lower, FabricInfo};
 use super::params::{CollectiveParams, Op};
 use crate::engine::{Scheduler, TimePs};

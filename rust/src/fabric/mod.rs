@@ -1,12 +1,14 @@
 //! Whole fabrics: GPUs, switch chips and the links between them; transfers
 //! packet by packet through cycle-level switches.
 
+mod fold;
 mod run;
 mod sim;
 mod spec;
 mod topology;
 
-pub(crate) use run::fold_spec;
+pub(crate) use fold::fold_spec;
+pub use fold::FoldPlan;
 pub use crate::collective::FabricNetwork;
 pub use run::{run_batch, stats_of, BatchResult, PortLinkStats, TransferBatch};
 pub use sim::{FEv, FabricSim, ReorderStats};

@@ -1,8 +1,9 @@
 //! Running transfers on a fabric: the batch API (arrays in, completion times
-//! and statistics out), exact plane folding, and the task-graph network.
+//! and statistics out; plane folding decided by [`super::fold`]).
 
+use super::fold::FoldPlan;
 use super::sim::{FEv, FabricSim, ReorderStats};
-use super::spec::{FabricSpec, Spray, Wire};
+use super::spec::FabricSpec;
 use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
 use crate::error::{ensure, FlitsimError, Result};
 use crate::link::{LinkStats, VcStats};
@@ -106,54 +107,6 @@ fn validate_batch(b: &TransferBatch, gpus: u32) -> Result<()> {
     Ok(())
 }
 
-/// Decide plane folding: returns the folded spec and the plane count, or why not.
-fn fold(spec: &FabricSpec, b: &TransferBatch) -> std::result::Result<(FabricSpec, u32), String> {
-    let (f, planes, unit) = fold_spec(spec)?;
-    if let Some(i) = (0..b.bytes.len()).find(|&i| b.bytes[i] % unit != 0 && b.src[i] != b.dst[i]) {
-        return Err(format!("transfer {i} ({} bytes) is not a multiple of planes x links x packet = {unit} bytes", b.bytes[i]));
-    }
-    Ok((f, planes))
-}
-
-/// The one-plane spec of a plane-symmetric fabric, the plane count, and the
-/// unit (planes x links x simulated packet bytes) every transfer must be a
-/// multiple of for folding to be exact; or why the fabric cannot fold.
-pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u32, u64), String> {
-    if !spec.fold_planes {
-        return Err("folding disabled (fold_planes = false)".into());
-    }
-    if spec.spray != Spray::RoundRobin {
-        return Err(format!("spray {:?} does not spread packets evenly over planes", spec.spray));
-    }
-    if spec.sim_packets_per_lane > 0 {
-        return Err("adaptive coalescing (sim_packets_per_lane) sizes packets from each transfer's bytes, which folding divides".into());
-    }
-    let topo = super::topology::Topology::new(spec);
-    let Some((planes, l)) = topo.plane_symmetry(spec) else {
-        return Err("switches are not identical planes (unequal links per GPU, mixed link specs or unwired ports)".into());
-    };
-    let s = if spec.sim_packet_bytes == 0 { spec.gpu.payload_bytes as u64 } else { spec.sim_packet_bytes };
-    let unit = planes as u64 * l as u64 * s;
-    // One plane: switch 0 and the L ports of every GPU wired to it.
-    let mut wires: Vec<Wire> = spec.wires.iter().filter(|w| w.switch == 0).copied().collect();
-    wires.sort_by_key(|w| (w.gpu, w.gpu_port));
-    let mut k = 0;
-    let mut last = u32::MAX;
-    for w in &mut wires {
-        if w.gpu != last {
-            k = 0;
-            last = w.gpu;
-        }
-        w.gpu_port = k;
-        k += 1;
-    }
-    let mut f = spec.clone();
-    f.switches = 1;
-    f.gpu_ports = l;
-    f.wires = wires;
-    Ok((f, planes, unit))
-}
-
 /// Run a batch of transfers.
 ///
 /// # Errors
@@ -162,10 +115,8 @@ pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u
 pub fn run_batch(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn Interrupt) -> Result<BatchResult> {
     spec.validate()?;
     validate_batch(batch, spec.gpus)?;
-    let (run_spec, planes, reason) = match fold(spec, batch) {
-        Ok((f, p)) => (f, p, format!("folded {p} identical planes into one (round-robin spray, every transfer a multiple of planes x links x packet)")),
-        Err(why) => (spec.clone(), 1, why),
-    };
+    let plan = FoldPlan::new(spec, (0..batch.bytes.len()).map(|i| (batch.src[i], batch.dst[i], batch.bytes[i])));
+    let (run_spec, planes, reason) = (plan.spec, plan.planes, plan.reason);
     let mut sim = FabricSim::new(&run_spec, spec.gpu_ports)?;
     let n = batch.src.len();
     for i in 0..n {

@@ -157,6 +157,9 @@ pub struct FabricSim {
     /// Completed transfers not yet collected by the owner: (transfer, time).
     pub(crate) completed: Vec<(u32, TimePs)>,
     pub(crate) packets_sent: u64,
+    /// Payload bytes delivered to each GPU (drained at its ports), for
+    /// conservation checks against what the links carried.
+    pub(crate) delivered_bytes: Vec<u64>,
 }
 
 fn ceil_div_f(t: f64) -> u64 {
@@ -235,6 +238,7 @@ impl FabricSim {
             sw.set_record_upstream_credits(true);
             sws.push(Sw { sw, cycle_ps: 1000.0 / clock_ghz, wake_at: None, stepped: None });
         }
+        let topo_gpus = topo.gpus as usize;
         Ok(FabricSim {
             rr_out: vec![0; (topo.switches * topo.gpus) as usize],
             reorder: vec![ReorderStats::default(); topo.gpus as usize],
@@ -258,6 +262,7 @@ impl FabricSim {
             scratch: Vec::new(),
             completed: Vec::new(),
             packets_sent: 0,
+            delivered_bytes: vec![0; topo_gpus],
         })
     }
 
@@ -672,6 +677,7 @@ impl FabricSim {
         rs.max_packets = rs.max_packets.max(self.in_flight[dst]);
         rs.held_sum += self.in_flight[dst];
         xf.left -= info.bytes as u64;
+        self.delivered_bytes[dst] += info.bytes as u64;
         if xf.left == 0 {
             let xid = x as u32;
             self.complete(xid, now);

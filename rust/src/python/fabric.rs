@@ -107,9 +107,12 @@ pub fn collective_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, request: &
     d.set_item("transfers", r.transfers)?;
     d.set_item("bytes_sent", r.bytes_sent.into_pyarray(py))?;
     d.set_item("bytes_received", r.bytes_received.into_pyarray(py))?;
+    d.set_item("link_bytes_sent", r.link_bytes_sent.into_pyarray(py))?;
+    d.set_item("link_bytes_received", r.link_bytes_received.into_pyarray(py))?;
     d.set_item("sim_packet_bytes", r.sim_packet_bytes)?;
     d.set_item("folded_planes", r.folded_planes)?;
     d.set_item("fold_reason", r.fold_reason)?;
+    d.set_item("sim_packet_note", r.sim_packet_note)?;
     d.set_item("packets", r.packets)?;
     d.set_item("events", r.events)?;
     d.set_item("max_link_utilization", r.max_link_utilization)?;
