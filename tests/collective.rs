@@ -8,7 +8,7 @@ fn req(op: Op, n: u32, bytes: u64, algo: Algorithm) -> CollectiveRequest {
         op,
         members: (0..n).collect(),
         bytes,
-        params: CollectiveParams { algorithm: algo, protocol: Protocol::Simple, channels: 1, chunk_bytes: bytes, launch_ps: 1, step_latency_ps: 1, ..Default::default() },
+        params: CollectiveParams { algorithm: algo, protocol: Protocol::Simple, channels: 1, chunk_bytes: bytes, launch_ps: 1, host_launch_ps: 0, step_latency_ps: 1, ..Default::default() },
     }
 }
 

@@ -186,6 +186,19 @@ impl DagExec {
         }
     }
 
+    /// A DAG transfer's last byte arrived at `t`: the node ends then, or at
+    /// its protocol floor (start + min_ps) if that is later.
+    fn transfer_done(&mut self, i: u32, t: TimePs, q: &mut dyn Scheduler<CEv>) {
+        if let NodeKind::Transfer { min_ps, .. } = self.kind[i as usize] {
+            let floor = self.ready_ps[i as usize].saturating_add(min_ps);
+            if floor > t {
+                q.schedule(floor, CEv::Done(i));
+                return;
+            }
+        }
+        self.node_done(i, t, q);
+    }
+
     fn collect(&mut self, q: &mut dyn Scheduler<CEv>) {
         let Backend::Fabric(sim) = &mut self.backend else { return };
         if sim.completed.is_empty() {
@@ -201,7 +214,7 @@ impl DagExec {
                 };
                 self.plain_done.push((tag, t));
             } else {
-                self.node_done(node, t, q);
+                self.transfer_done(node, t, q);
             }
         }
         if let Backend::Fabric(sim) = &mut self.backend {
@@ -223,7 +236,7 @@ impl DagExec {
             CEv::Done(i) => self.node_done(i, now, q),
             CEv::Ready(i) => match self.kind[i as usize] {
                 NodeKind::Delay { ps } => q.schedule(now + ps, CEv::Done(i)),
-                NodeKind::Transfer { src, dst, bytes, loopback } => match &mut self.backend {
+                NodeKind::Transfer { src, dst, bytes, loopback, min_ps } => match &mut self.backend {
                     Backend::Fabric(sim) => {
                         let x = if loopback { sim.add_loopback_transfer(src, bytes, i)? } else { sim.add_transfer(src, dst, bytes, i)? };
                         sim.xfers[x as usize].spray_offset = i;
@@ -237,7 +250,7 @@ impl DagExec {
                         let s = now.max(port_free[src as usize]);
                         let e = s + (bytes as f64 * 1e12 / *bytes_per_s).ceil() as u64;
                         port_free[src as usize] = e;
-                        q.schedule(e + *alpha_ps, CEv::Done(i));
+                        q.schedule((e + *alpha_ps).max(now.saturating_add(min_ps)), CEv::Done(i));
                     }
                 },
             },

@@ -24,6 +24,6 @@ mod run;
 
 pub use dag::{CEv, DagExec};
 pub use run::{run_collective, run_collective_ideal, CollectiveResult};
-pub use lower::{lower, Dag, FabricInfo, Lowered, NodeKind};
+pub use lower::{candidates, estimate, lower, lower_as, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
 pub use network::FabricNetwork;
 pub use params::{Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};

@@ -2,7 +2,7 @@
 //! size, plane folding, statistics) and on the ideal port model.
 
 use super::dag::{Backend, CEv, DagExec};
-use super::lower::{lower, FabricInfo, NodeKind};
+use super::lower::{algo_name, candidates, estimate, lower, lower_as, FabricInfo, Lowered, NodeKind};
 use super::params::{Algorithm, CollectiveRequest, Protocol};
 use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
 use crate::error::{FlitsimError, Result};
@@ -39,6 +39,8 @@ pub struct CollectiveResult {
     pub credit_exhaustion_episodes: u64,
     pub arbitration_conflicts: u64,
     pub estimate_ps: f64,
+    /// When `auto` chose: every (algorithm, protocol, simulated time_ps) tried.
+    pub auto_candidates: Vec<(String, String, u64)>,
 }
 
 struct DagModel {
@@ -69,12 +71,18 @@ pub(crate) fn calibrated_spec(spec: &FabricSpec, link_efficiency: f64) -> Result
     Ok(s)
 }
 
+/// Candidates `auto` simulates: those whose closed-form estimate is within
+/// this factor of the best estimate (the estimate ignores contention, so it
+/// ranks well but not exactly; beyond 3x no contention effect measured here
+/// reverses the order).
+pub const AUTO_PRUNE_FACTOR: f64 = 3.0;
+
 /// Run one collective on a fabric (batch API).
 ///
-/// Simulated packet size (when neither the fabric nor the params set one):
-/// the largest power of two times the payload that gives each GPU port at
-/// least one packet of the DAG's median transfer, at most 64 KiB. Plane
-/// folding when exact (every transfer a multiple of planes x links x packet).
+/// `auto` algorithm / protocol: every supported (algorithm, protocol) pair
+/// whose closed-form estimate is within [`AUTO_PRUNE_FACTOR`] of the best is
+/// simulated on the fabric, and the fastest simulated one is returned (its
+/// time is the simulator's own prediction; `auto_candidates` lists them all).
 ///
 /// # Errors
 /// `Config` for bad specs or requests (see [`lower`]); `Stalled` if the
@@ -82,9 +90,37 @@ pub(crate) fn calibrated_spec(spec: &FabricSpec, link_efficiency: f64) -> Result
 pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
     spec.validate()?;
     let info = fabric_info(spec)?;
-    let low = lower(req.op, &req.members, req.bytes, &req.params, &info)?;
+    let n = req.members.len() as u32;
+    // validates the request and parameters before anything is simulated
+    let first = lower(req.op, &req.members, req.bytes, &req.params, &info)?;
+    let cands = candidates(req.op, n.max(1), &req.params, &info)?;
+    if cands.len() <= 1 {
+        return simulate(spec, req, first, interrupt);
+    }
+    let est: Vec<f64> = cands.iter().map(|&(a, p)| estimate(req.op, a, p, n, req.bytes, &req.params, &info)).collect();
+    let best_est = est.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut best: Option<CollectiveResult> = None;
+    let mut tried = Vec::new();
+    for (&(a, p), &e) in cands.iter().zip(&est) {
+        if e > best_est * AUTO_PRUNE_FACTOR {
+            continue;
+        }
+        let low = lower_as(req.op, &req.members, req.bytes, a, p, &req.params, &info)?;
+        let r = simulate(spec, req, low, interrupt)?;
+        tried.push((algo_name(a).to_string(), format!("{p:?}").to_lowercase(), r.time_ps));
+        if best.as_ref().is_none_or(|b| r.time_ps < b.time_ps) {
+            best = Some(r);
+        }
+    }
+    let mut r = best.expect("at least the best estimate is simulated");
+    r.auto_candidates = tried;
+    Ok(r)
+}
+
+/// Simulate one lowered collective on the fabric.
+fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
     let spec = calibrated_spec(spec, req.params.link_efficiency)?;
-    let xfers = || low.dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { src, dst, bytes, loopback } = *n { Some((src, if loopback { u32::MAX } else { dst }, bytes)) } else { None });
+    let xfers = || low.dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { src, dst, bytes, loopback, .. } = *n { Some((src, if loopback { u32::MAX } else { dst }, bytes)) } else { None });
     let (spec, sim_note) = choose_sim_packets(spec, req.params.sim_packet_bytes, xfers());
     let spb = if spec.sim_packet_bytes == 0 { spec.gpu.payload_bytes as u64 } else { spec.sim_packet_bytes };
     let plan = FoldPlan::new(&spec, xfers());
@@ -150,6 +186,7 @@ pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mu
         credit_exhaustion_episodes: exh,
         arbitration_conflicts: conflicts,
         estimate_ps: low.estimate_ps,
+        auto_candidates: Vec::new(),
     })
 }
 

@@ -119,6 +119,7 @@ pub fn collective_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, request: &
     d.set_item("credit_exhaustion_episodes", r.credit_exhaustion_episodes)?;
     d.set_item("arbitration_conflicts", r.arbitration_conflicts)?;
     d.set_item("estimate_ps", r.estimate_ps)?;
+    d.set_item("auto_candidates", r.auto_candidates)?;
     Ok(d)
 }
 
