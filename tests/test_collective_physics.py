@@ -84,7 +84,8 @@ def test_all_to_all_matches_the_same_traffic_as_transfers():
     n, s = 8, 64 << 20
     r = flitsim.collective("hgx-h100", "all_to_all", s, launch_ps=1, host_launch_ps=0, protocol="simple")
     inj = int(18 * 25e9 * flitsim.collectives.default_params()["link_efficiency"])
-    fab = fabric_preset("hgx-h100", gpu={"payload_bytes": 256, "injection_bytes_per_s": inj})
+    fab = fabric_preset("hgx-h100", gpu={"payload_bytes": 256, "injection_bytes_per_s": inj,
+                                         "injection_packet_overhead_bytes": 8})
     src = [a for a in range(n) for b in range(n) if a != b]
     dst = [b for a in range(n) for b in range(n) if a != b]
     t = flitsim.transfers(fab, src, dst, s // n)
@@ -132,3 +133,45 @@ def test_unsafe_packet_request_is_lowered_with_a_warning():
     with pytest.warns(UserWarning, match="lowered"):
         r = flitsim.collective("hgx-h100", "all_reduce", 1 << 20, algorithm="ring", sim_packet_bytes=65536)
     assert r.stats["sim_packet_bytes"] < 65536
+
+
+def test_absurd_parameters_and_sizes_are_config_errors():
+    # issue 13: these wrapped, aborted or gave plausible answers
+    from flitsim import taskgraph as tg
+
+    for kw, field in ((dict(step_latency_ps=2**64 - 1), "step_latency_ps"),
+                      (dict(link_efficiency=1e-300), "link_efficiency"),
+                      (dict(link_efficiency=1e-12), "link_efficiency"),
+                      (dict(nvls_efficiency=1e-300, algorithm="nvls"), "nvls_efficiency"),
+                      (dict(host_launch_ps=10**15), "host_launch_ps"),
+                      (dict(chunk_bytes=4), "nbytes")):
+        with pytest.raises(flitsim.ConfigError, match=field):
+            flitsim.collective("hgx-h100", "all_reduce", 1 << 30, **kw)
+    b = tg.TaskGraphBuilder(devices=8)
+    b.add_collective(list(range(8)), "all_reduce", 2**50)
+    with pytest.raises(flitsim.ConfigError, match="DAG"):
+        tg.execute(b.build(), flitsim.FabricNetwork(fabric_preset("hgx-h100")))
+
+
+def test_collective_params_reach_task_graph_collectives():
+    from flitsim import taskgraph as tg
+
+    b = tg.TaskGraphBuilder(devices=8)
+    b.add_collective(list(range(8)), "all_reduce", 1 << 20)
+    fab = fabric_preset("hgx-h100")
+    t0 = tg.execute(b.build(), flitsim.FabricNetwork(fab)).tasks.end_ps.iloc[0]
+    t1 = tg.execute(b.build(), flitsim.FabricNetwork(fab, collective_params={"host_launch_ps": 0})).tasks.end_ps.iloc[0]
+    # exactly the default host launch cost less
+    assert t0 - t1 == flitsim.collectives.default_params()["host_launch_ps"]
+
+
+def test_copy_engine_256_byte_packets_inject_faster_than_sm_128_byte_stores():
+    # nccl-tests issue 149 (NVIDIA maintainer): SM 128 B payloads ~20 GB/s per
+    # 25 GB/s NVLink 4 link; copy engines 256 B -> 20.6 GB/s (NCCL topo.h SM90,
+    # CE p2p 371-377 GB/s over 18 links, NCCL issue 1264)
+    s = 256 << 20
+    ce = flitsim.collective("hgx-h100", "sendrecv", s, group=[0, 1])
+    sm = flitsim.collective(fabric_preset("hgx-h100", gpu={"payload_bytes": 128}), "sendrecv", s, group=[0, 1])
+    assert ce.algbw_GBps == pytest.approx(18 * 20.6, rel=0.02)
+    assert sm.algbw_GBps == pytest.approx(18 * 20.0, rel=0.02)
+    assert ce.algbw_GBps > sm.algbw_GBps * 1.02

@@ -97,7 +97,7 @@ def test_cli_json():
 
     from flitsim.cli import cli
 
-    r = CliRunner().invoke(cli, ["nccl-tests", "all_gather", "-g", "hgx-h100", "-b", "1M", "-e", "1M", "--json"])
+    r = CliRunner().invoke(cli, ["nccl-tests", "all_gather", "-F", "hgx-h100", "-b", "1M", "-e", "1M", "--json"])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
     assert rows[0]["size"] == 1 << 20

@@ -16,6 +16,7 @@ latency 1.5 us + 2.0 us x n; NCCL tuning.cc latencies per protocol otherwise.
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
@@ -44,6 +45,33 @@ def default_params() -> dict[str, Any]:
     """The calibrated collective parameters the engine uses by default
     (``link_efficiency``, ``nvls_efficiency``, latencies; docs/collectives.md)."""
     return dict(_core.collective_defaults())
+
+
+def load_params(params: "str | os.PathLike[str] | dict[str, Any] | None") -> dict[str, Any]:
+    """Collective parameters from a ``flitsim calibrate`` file (TOML with a
+    ``[collective]`` table of CollectiveParams fields), a dict of them, or None
+    (empty: the calibrated defaults).
+
+    Raises:
+        ConfigError: an unreadable file, no ``[collective]`` table, an unknown
+            field (the message lists the known ones).
+    """
+    if params is None:
+        return {}
+    if isinstance(params, dict):
+        d = dict(params)
+    else:
+        from flitsim._toml import read_toml
+
+        t = read_toml(params, "params")
+        if not isinstance(t.get("collective"), dict):
+            raise ConfigError(f"params = {str(params)!r}: expected a [collective] table of collective parameters")
+        d = dict(t["collective"])
+    known = set(default_params())
+    bad = sorted(set(d) - known)
+    if bad:
+        raise ConfigError(f"params: unknown collective parameter(s) {bad}; known: {sorted(known)}")
+    return d
 
 
 def busbw_factor(op: str, n: int) -> float:
@@ -137,7 +165,8 @@ def _params(fabric: FabricSpec, algorithm: str, protocol: str, channels: int | N
 
 def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence[int] | None = None, *,
                algorithm: str = "auto", protocol: str = "auto", channels: int | None = None,
-               chunk_bytes: int | None = None, root: int = 0, dtype: str = "float", **options: Any) -> CollectiveResult:
+               chunk_bytes: int | None = None, root: int = 0, dtype: str = "float",
+               params: "str | os.PathLike[str] | dict[str, Any] | None" = None, **options: Any) -> CollectiveResult:
     """Run one collective on a fabric.
 
     Args:
@@ -156,6 +185,8 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             chunk (default 1 MiB).
         root: root rank for broadcast/reduce. dtype: element type (sizes must be
             whole elements).
+        params: a ``flitsim calibrate`` parameter file (or dict) of
+            collective parameters; ``options`` override it.
         options: further CollectiveParams fields (``link_efficiency``,
             ``nvls_efficiency``, ``nvls_base_ps``, ``nvls_per_rank_ps``,
             ``launch_ps``, ``step_latency_ps``, ``reduce_bytes_per_s``,
@@ -190,7 +221,7 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
         if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and not (v >= 0):
             raise ConfigError(f"{name} = {v!r}: expected a non-negative number")
     n = len(members)
-    p = _params(fab, algorithm, protocol, channels, chunk_bytes, root, dtype, options)
+    p = _params(fab, algorithm, protocol, channels, chunk_bytes, root, dtype, {**load_params(params), **options})
     r = _core.collective_run(fab.core_dict(), {"op": op.replace("sendrecv", "send_recv"), "members": members,
                                                "bytes": int(nbytes), "params": p})
     t_ps = max(int(r["time_ps"]), 1)
@@ -200,6 +231,7 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
     stats = {k: r[k] for k in ("transfers", "sim_packet_bytes", "folded_planes", "fold_reason", "sim_packet_note",
                                "packets", "events",
                                "max_link_utilization", "credit_exhaustion_episodes", "arbitration_conflicts")}
+    stats["auto_candidates"] = [(str(a), str(b), int(t)) for a, b, t in r["auto_candidates"]]
     return CollectiveResult(op, n, int(nbytes), t_ps / 1e6, algbw, algbw * busbw_factor(op, n), str(r["algorithm"]),
                             str(r["protocol"]), int(r["channels"]), int(r["chunk_bytes"]),
                             np.asarray(r["bytes_sent"]), np.asarray(r["bytes_received"]),

@@ -39,12 +39,19 @@ class FabricNetwork:
 
     fabric: FabricSpec
     calibrated: bool = True
+    collective_params: Any = None
+    """A ``flitsim calibrate`` parameter file or dict for the collective tasks."""
 
     def to_core(self, devices: int) -> dict[str, Any]:
         if devices > self.fabric.gpus:
             raise ConfigError(f"devices = {devices}: the task graph uses more devices than the fabric's "
                               f"{self.fabric.gpus} GPUs")
-        return {"kind": "fabric", "fabric": self.fabric.core_dict(), "calibrated": bool(self.calibrated)}
+        d: dict[str, Any] = {"kind": "fabric", "fabric": self.fabric.core_dict(), "calibrated": bool(self.calibrated)}
+        if self.collective_params is not None:
+            from flitsim.collectives import load_params
+
+            d["collective_params"] = load_params(self.collective_params)
+        return d
 
 
 @dataclass(frozen=True)

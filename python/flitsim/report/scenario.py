@@ -66,13 +66,16 @@ Option = Scalar | list[Scalar]
 class FabricSection(Spec):
     """The fabric: a ``preset`` with ``overrides`` of FabricSpec fields, a
     ``file`` (FabricSpec TOML, relative to the scenario), or ``inline``
-    (a FabricSpec table). ``network``: auto | fabric | analytic."""
+    (a FabricSpec table). ``network``: auto | fabric | analytic.
+    ``collective_params``: a ``flitsim calibrate`` parameter file (relative
+    to the scenario) for the collectives on the fabric."""
 
     preset: str | None = "gb200-nvl72"
     overrides: dict[str, Any] = Field(default_factory=dict)
     file: str | None = None
     inline: dict[str, Any] | None = None
     network: Literal["auto", "fabric", "analytic"] = "auto"
+    collective_params: str | None = None
 
 
 class HardwareSection(Spec):
@@ -350,7 +353,10 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     t_all = time.perf_counter()
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     fabric = _fabric_spec(sc)
-    fab_net = flitsim.FabricNetwork(fabric)
+    cp = sc.fabric.collective_params
+    if cp is not None and not Path(cp).is_absolute():
+        cp = str(Path(sc.base_dir) / cp)
+    fab_net = flitsim.FabricNetwork(fabric, collective_params=cp)
     ana_net, bw_GBps, alpha_ps = analytic_network(fabric)
     gpu = gpu_preset(sc.hardware.gpu)
     breakeven = gpu.peak_flop_per_s(sc.hardware.dtype) / (bw_GBps * 1e9)

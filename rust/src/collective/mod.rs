@@ -18,12 +18,12 @@
 
 mod dag;
 mod lower;
-mod network;
 mod params;
 mod run;
 
 pub use dag::{CEv, DagExec};
+pub(crate) use dag::Backend;
+pub(crate) use run::{calibrated_spec, fabric_info};
 pub use run::{run_collective, run_collective_ideal, CollectiveResult};
 pub use lower::{candidates, estimate, lower, lower_as, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
-pub use network::FabricNetwork;
 pub use params::{Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};

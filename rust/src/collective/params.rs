@@ -3,7 +3,6 @@
 //! here with its calibration written next to it (docs/collectives.md).
 
 use crate::error::{ensure, FlitsimError, Result};
-use crate::taskgraph::CollectiveKind;
 use serde::{Deserialize, Serialize};
 
 /// Collective operations (NCCL names).
@@ -25,25 +24,11 @@ impl Op {
     /// all_reduce; (n-1)/n all_gather, reduce_scatter, all_to_all; 1
     /// broadcast, reduce, send/recv.
     pub fn busbw_factor(self, n: u32) -> f64 {
+        let n = n.max(1) as f64;
         match self {
-            Op::SendRecv => 1.0,
-            Op::AllReduce => CollectiveKind::AllReduce.busbw_factor(n),
-            Op::AllGather => CollectiveKind::AllGather.busbw_factor(n),
-            Op::ReduceScatter => CollectiveKind::ReduceScatter.busbw_factor(n),
-            Op::AllToAll => CollectiveKind::AllToAll.busbw_factor(n),
-            Op::Broadcast => CollectiveKind::Broadcast.busbw_factor(n),
-            Op::Reduce => CollectiveKind::Reduce.busbw_factor(n),
-        }
-    }
-
-    pub fn from_kind(k: CollectiveKind) -> Self {
-        match k {
-            CollectiveKind::AllReduce => Op::AllReduce,
-            CollectiveKind::AllGather => Op::AllGather,
-            CollectiveKind::ReduceScatter => Op::ReduceScatter,
-            CollectiveKind::AllToAll => Op::AllToAll,
-            CollectiveKind::Broadcast => Op::Broadcast,
-            CollectiveKind::Reduce => Op::Reduce,
+            Op::AllReduce => 2.0 * (n - 1.0) / n,
+            Op::AllGather | Op::ReduceScatter | Op::AllToAll => (n - 1.0) / n,
+            Op::Broadcast | Op::Reduce | Op::SendRecv => 1.0,
         }
     }
 
@@ -133,11 +118,12 @@ pub struct CollectiveParams {
     /// Element size, bytes (4 = float32, nccl-tests' default type).
     #[serde(default = "d_dtype")]
     pub dtype_bytes: u32,
-    /// GPU injection limit (Simple protocol, copy loop of the SMs) as a
-    /// fraction of its links' payload data rate (0.824 = NCCL topo.h SM90
-    /// 20.6 GB/s per link / 25 GB/s; matches 8xH100 ring busbw ~370 and CE
-    /// p2p 371-377 GB/s). Applied only when the fabric's own
-    /// `gpu.injection_bytes_per_s` is 0.
+    /// GPU injection rate as a fraction of its links' payload data rate,
+    /// charged per protocol packet on (payload + 8) bytes (see
+    /// `run::INJECTION_PACKET_OVERHEAD_BYTES`): 0.849 gives NCCL topo.h's SM90
+    /// 20.6 GB/s per link at 256-byte packets (8xH100 ring busbw ~370, CE p2p
+    /// 371-377 GB/s) and ~20 GB/s at 128 B (nccl-tests issue 149). Applied
+    /// only when the fabric's own `gpu.injection_bytes_per_s` is 0.
     #[serde(default = "d_link_eff")]
     pub link_efficiency: f64,
     /// LL protocol user-data rate per GPU as a fraction of its links'
@@ -170,12 +156,17 @@ pub struct CollectiveParams {
     #[serde(default)]
     pub step_latency_ps: u64,
     /// NVLS engine throughput per GPU as a fraction of its links' payload
-    /// data rate (calibrated, assumed: 0.687 from 8xH100 NVLS busbw 480 and
-    /// the n = 4..8 series of NCCL issue 1455).
+    /// data rate (not public; calibrated: 0.687 fits the 8xH100 n = 4..8
+    /// series of NCCL issue 1455 at 2 GiB, 0.657 the 8xH200 Azure 1 GB and
+    /// aiconfigurator 512 MiB points (`flitsim calibrate nccl-tests` on
+    /// tests/data/nccl); 0.672 splits the difference, docs/collectives.md).
     #[serde(default = "d_nvls_eff")]
     pub nvls_efficiency: f64,
-    /// NVLS latency = base + per_rank x n, ps (calibrated on 2xH100 128 B
-    /// 5.56 us, NCCL issue 1259, and 8xH200 1 KB, Azure; assumed).
+    /// NVLS latency = base + per_rank x n on top of the host launch, ps (not
+    /// public; calibrated: 8xH200 Azure 1 KB / 1 MB fit 24.6 us at n = 8
+    /// (`flitsim calibrate`), 2xH100 128 B 5.56 us with CUDA graphs (NCCL
+    /// issue 1259) at n = 2; the line through both has base ~0 and 3.07 us
+    /// per rank).
     #[serde(default = "d_nvls_base")]
     pub nvls_base_ps: u64,
     #[serde(default = "d_nvls_rank")]
@@ -205,7 +196,7 @@ fn d_max_ch() -> u32 {
     16
 }
 fn d_link_eff() -> f64 {
-    20.6 / 25.0
+    0.849
 }
 fn d_ll_eff() -> f64 {
     141.0 / 450.0
@@ -217,7 +208,7 @@ fn d_host() -> u64 {
     HOST_LAUNCH_PS
 }
 fn d_nvls_eff() -> f64 {
-    0.687
+    0.672
 }
 fn d_nvls_base() -> u64 {
     NVLS_BASE_PS
@@ -226,11 +217,12 @@ fn d_nvls_rank() -> u64 {
     NVLS_PER_RANK_PS
 }
 
-/// Calibrated host launch cost, ps (docs/collectives.md, "Calibration").
-pub const HOST_LAUNCH_PS: u64 = 4_000_000;
+/// Calibrated host launch cost, ps: `flitsim calibrate nccl-tests` on the
+/// three H200 logs in tests/data/nccl (4.06 us; docs/collectives.md).
+pub const HOST_LAUNCH_PS: u64 = 4_060_000;
 /// Calibrated NVLS latency terms, ps (docs/collectives.md).
-pub const NVLS_BASE_PS: u64 = 1_500_000;
-pub const NVLS_PER_RANK_PS: u64 = 2_000_000;
+pub const NVLS_BASE_PS: u64 = 0;
+pub const NVLS_PER_RANK_PS: u64 = 3_070_000;
 /// Per-step latency the fabric itself already models (switch hops, link
 /// flight, credit return), subtracted from NCCL's hwLat, ps.
 const FABRIC_STEP_PS: u64 = 200_000;

@@ -60,6 +60,14 @@ pub(crate) fn fabric_info(spec: &FabricSpec) -> Result<FabricInfo> {
     Ok(FabricInfo { gpus: spec.gpus, gpu_ports: spec.gpu_ports, port_bytes_per_s: t.rate_bps as f64 / 8.0, nvls: spec.switch.nvls })
 }
 
+/// Calibrated injection overhead per protocol packet, bytes at the
+/// injection rate: with `link_efficiency` 0.849 it reproduces both public
+/// points, copy-engine 256-byte packets at 20.6 GB/s per NVLink 4 link (NCCL
+/// topo.h SM90; CE p2p 371-377 GB/s over 18 links, NCCL issue 1264) and SM
+/// 128-byte stores at ~20 GB/s (nccl-tests issue 149): (256 + 8) / (0.849 x
+/// 25) -> 20.6 and (128 + 8) / (0.849 x 25) -> 20.0 GB/s.
+pub const INJECTION_PACKET_OVERHEAD_BYTES: u32 = 8;
+
 /// The spec the collective runs on: calibrated injection limit applied when
 /// the fabric has none.
 pub(crate) fn calibrated_spec(spec: &FabricSpec, link_efficiency: f64) -> Result<FabricSpec> {
@@ -67,6 +75,7 @@ pub(crate) fn calibrated_spec(spec: &FabricSpec, link_efficiency: f64) -> Result
     if s.gpu.injection_bytes_per_s == 0 {
         let info = fabric_info(spec)?;
         s.gpu.injection_bytes_per_s = (info.port_bytes_per_s * spec.gpu_ports as f64 * link_efficiency) as u64;
+        s.gpu.injection_packet_overhead_bytes = INJECTION_PACKET_OVERHEAD_BYTES;
     }
     Ok(s)
 }

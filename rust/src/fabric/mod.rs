@@ -9,7 +9,6 @@ mod topology;
 
 pub(crate) use fold::fold_spec;
 pub use fold::FoldPlan;
-pub use crate::collective::FabricNetwork;
 pub use run::{run_batch, stats_of, BatchResult, PortLinkStats, TransferBatch};
 pub use sim::{FEv, FabricSim, ReorderStats};
 pub use spec::{FabricSpec, GpuInjection, Spray, SwitchParams, Wire};

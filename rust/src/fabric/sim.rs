@@ -108,6 +108,8 @@ struct Port {
     max_outstanding: u32,
     next_inject_ps: TimePs,
     inj_ps_per_byte: f64,
+    /// Injection overhead per protocol packet, bytes.
+    inj_overhead_bytes: u64,
     rx_free_ps: TimePs,
     rx_ps_per_byte: f64,
 }
@@ -207,6 +209,7 @@ impl FabricSim {
                 max_outstanding: if g.max_outstanding_packets == 0 { 0 } else { ((g.max_outstanding_packets as f64 / div).ceil() as u32).max(1) },
                 next_inject_ps: 0,
                 inj_ps_per_byte: if g.injection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.injection_bytes_per_s as f64 },
+                inj_overhead_bytes: g.injection_packet_overhead_bytes as u64,
                 rx_free_ps: 0,
                 rx_ps_per_byte: if g.ejection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.ejection_bytes_per_s as f64 },
             });
@@ -573,7 +576,8 @@ impl FabricSim {
             let tx = port.link.send(now, vc as usize, flits, bytes as u32);
             port.outstanding += 1;
             if port.inj_ps_per_byte > 0.0 {
-                port.next_inject_ps = tx.start_ps + (bytes as f64 * port.inj_ps_per_byte).ceil() as u64;
+                let cost = bytes + port.inj_overhead_bytes * bytes.div_ceil(self.payload);
+                port.next_inject_ps = tx.start_ps + (cost as f64 * port.inj_ps_per_byte).ceil() as u64;
             }
             let (sw, input) = (port.sw, port.sw_port);
             let dst = self.xfers[x as usize].dst;

@@ -1,16 +1,28 @@
 //! The fabric as a task-graph [`Network`]: transfer tasks run packet by
-//! packet; collective tasks are lowered (see [`super::lower`]) and their DAGs
-//! run on the same fabric, concurrently with everything else (no folding:
-//! work arrives over time).
+//! packet; collective tasks are lowered (see [`crate::collective::lower`])
+//! and their DAGs run on the same fabric, concurrently with everything else
+//! (no folding: work arrives over time). `auto` picks by the closed-form
+//! estimate here: candidates cannot be tried on a fabric shared with other
+//! work.
 
-use super::dag::{Backend, CEv, DagExec};
-use super::run::{calibrated_spec, fabric_info};
-use super::lower::{lower, FabricInfo};
-use super::params::{CollectiveParams, Op};
+use super::graph::CollectiveKind;
+use super::network::{Network, NetworkDone};
+use crate::collective::{calibrated_spec, fabric_info, lower, Backend, CEv, CollectiveParams, DagExec, FabricInfo, Op};
 use crate::engine::{Scheduler, TimePs};
 use crate::error::Result;
 use crate::fabric::{FabricSim, FabricSpec};
-use crate::taskgraph::{CollectiveKind, Network, NetworkDone};
+
+/// The collective operation of a task-graph collective kind.
+fn op_of(k: CollectiveKind) -> Op {
+    match k {
+        CollectiveKind::AllReduce => Op::AllReduce,
+        CollectiveKind::AllGather => Op::AllGather,
+        CollectiveKind::ReduceScatter => Op::ReduceScatter,
+        CollectiveKind::AllToAll => Op::AllToAll,
+        CollectiveKind::Broadcast => Op::Broadcast,
+        CollectiveKind::Reduce => Op::Reduce,
+    }
+}
 
 pub struct FabricNetwork {
     pub exec: DagExec,
@@ -92,7 +104,7 @@ impl Network for FabricNetwork {
     }
 
     fn start_collective(&mut self, now: TimePs, tag: u32, members: &[u32], kind: CollectiveKind, bytes: u64, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
-        let low = lower(Op::from_kind(kind), members, bytes, &self.params, &self.info)?;
+        let low = lower(op_of(kind), members, bytes, &self.params, &self.info)?;
         self.exec.start(now, tag, &low.dag, sched)?;
         self.drain(done);
         Ok(())
