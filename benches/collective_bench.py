@@ -1,7 +1,7 @@
 """Collective benchmark and the error table of docs/collectives.md.
 
     python benches/collective_bench.py --table    # every measured point of the sources vs simulated, MAPE
-    python benches/collective_bench.py --sweep    # 8xH100 all_reduce ramp 1 KiB .. 8 GiB, wall time
+    python benches/collective_bench.py --sweep    # 8xH100 all_reduce ramp 1 KiB .. 1 GiB (auto), wall time
     python benches/collective_bench.py --nvl72    # NVL72 all_reduce 1 GiB / 8 GiB at packet fidelity: wall, RSS
 
 Measured values are those REFERENCE-cited sources publish (nccl-tests issues
@@ -82,7 +82,7 @@ def err_table():
 def sweep():
     print("\n| size | time us | busbw GB/s | algo | proto | wall s |\n|---:|---:|---:|---|---|---:|")
     s = 1024
-    while s <= 8 * G:
+    while s <= G:
         t = time.perf_counter()
         r = flitsim.collective("hgx-h100", "all_reduce", s)
         w = time.perf_counter() - t

@@ -175,3 +175,27 @@ def test_copy_engine_256_byte_packets_inject_faster_than_sm_128_byte_stores():
     assert ce.algbw_GBps == pytest.approx(18 * 20.6, rel=0.02)
     assert sm.algbw_GBps == pytest.approx(18 * 20.0, rel=0.02)
     assert ce.algbw_GBps > sm.algbw_GBps * 1.02
+
+
+def _planes(lanes):
+    from flitsim.hardware.fabric import FabricSpec
+    from flitsim.hardware.links import link_preset
+
+    base = link_preset("nvlink4")
+    kinds = sorted(set(lanes))
+    links = [base.model_copy(update={"serdes": base.serdes.model_copy(update={"lanes": k})}) for k in kinds]
+    wires = [{"gpu": g, "gpu_port": s, "switch": s, "switch_port": g, "link": kinds.index(k)}
+             for g in range(2) for s, k in enumerate(lanes)]
+    return FabricSpec(name="planes", gpus=2, gpu_ports=len(lanes), switches=len(lanes), switch_ports=2,
+                      links=links, wires=wires)
+
+
+def test_spraying_fills_unequal_planes_in_proportion_to_rate():
+    # the reproducer: planes of 125/100/100/125 (5/4/4/5 lanes) carry
+    # the same total as 18 lanes; equal-count round robin is bounded by the
+    # slowest plane (4 x 4 lanes = 16: -11 %), rate-proportional spraying is not.
+    s = 64 << 20
+    t4 = flitsim.transfers(_planes([4, 4, 4, 4]), [0], [1], s).makespan_ps
+    t_mixed = flitsim.transfers(_planes([5, 4, 4, 5]), [0], [1], s).makespan_ps
+    # bandwidth scales with lanes: 18 lanes vs 16
+    assert t4 / t_mixed == pytest.approx(18 / 16, rel=0.01)

@@ -492,6 +492,45 @@ impl FabricSim {
         let rem = (bytes % s) as u32;
         let mk = |full: u64, last: u32| Share { xfer: x, full_left: full, last_bytes: last, pkt_bytes: s };
         match self.spray {
+            Spray::RoundRobin if !self.equal_rates(&elig) => {
+                // Ports of unequal rates: packet counts in proportion to each
+                // port's rate (largest remainder), so every port finishes
+                // together instead of the slowest bounding the transfer; the
+                // partial last packet rides the fastest port.
+                let total: f64 = elig.iter().map(|&p| self.ports[p as usize].link.timing().rate_bps as f64).sum();
+                let mut counts: Vec<u64> = Vec::with_capacity(elig.len());
+                let mut rema: Vec<(f64, usize)> = Vec::with_capacity(elig.len());
+                for (i, &p) in elig.iter().enumerate() {
+                    let want = n as f64 * self.ports[p as usize].link.timing().rate_bps as f64 / total;
+                    counts.push(want.floor() as u64);
+                    rema.push((want - want.floor(), i));
+                }
+                let mut left = n - counts.iter().sum::<u64>();
+                rema.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                for &(_, i) in &rema {
+                    if left == 0 {
+                        break;
+                    }
+                    counts[i] += 1;
+                    left -= 1;
+                }
+                let fastest = (0..elig.len()).filter(|&i| counts[i] > 0).max_by_key(|&i| (self.ports[elig[i] as usize].link.timing().rate_bps, std::cmp::Reverse(i))).unwrap_or(0);
+                for (i, &p) in elig.iter().enumerate() {
+                    let mut cnt = counts[i];
+                    let mut last = 0;
+                    if rem > 0 && i == fastest {
+                        cnt -= 1;
+                        last = rem;
+                    }
+                    if cnt == 0 && last == 0 {
+                        continue;
+                    }
+                    let sid = self.shares.len() as u32;
+                    self.shares.push(mk(cnt, last));
+                    self.ports[p as usize].queue.push_back(sid);
+                    self.schedule_try(p as usize, now, q);
+                }
+            }
             Spray::RoundRobin => {
                 for (i, &p) in elig.iter().enumerate() {
                     let i = i as u64;
@@ -533,6 +572,13 @@ impl FabricSim {
         };
         self.scratch = elig;
         Ok(())
+    }
+
+    /// Whether every port in `ports` has the same link rate.
+    fn equal_rates(&self, ports: &[u32]) -> bool {
+        let mut it = ports.iter().map(|&p| self.ports[p as usize].link.timing().rate_bps);
+        let first = it.next();
+        it.all(|r| Some(r) == first)
     }
 
     fn port_try(&mut self, now: TimePs, p: usize, q: &mut dyn Scheduler<FEv>) -> Result<()> {
