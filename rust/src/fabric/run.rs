@@ -2,12 +2,11 @@
 //! and statistics out; plane folding decided by [`super::fold`]).
 
 use super::fold::FoldPlan;
-use super::sim::{FEv, FabricSim, ReorderStats};
+use super::sim::{FEv, FabricSim};
 use super::spec::FabricSpec;
 use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
 use crate::error::{ensure, FlitsimError, Result};
-use crate::link::{LinkStats, VcStats};
-use crate::switch::SwitchStats;
+use super::stats::{stats_of, FabricStats};
 use serde::{Deserialize, Serialize};
 
 /// Transfers to run, columnar.
@@ -22,17 +21,8 @@ pub struct TransferBatch {
     pub after: Vec<i64>,
 }
 
-/// Per GPU port link (GPU -> switch direction) statistics.
-#[derive(Debug, Clone, Serialize)]
-pub struct PortLinkStats {
-    pub gpu: u32,
-    pub port: u32,
-    pub switch: u32,
-    pub link: LinkStats,
-    pub vcs: Vec<VcStats>,
-}
-
-/// Outcome of a batch.
+/// Outcome of a batch: per-transfer times, the folding decision and the
+/// fabric's statistics.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct BatchResult {
     pub start_ps: Vec<u64>,
@@ -42,12 +32,8 @@ pub struct BatchResult {
     pub folded_planes: u32,
     /// Why folding was or was not applied.
     pub fold_reason: String,
-    pub ports: Vec<PortLinkStats>,
-    pub switches: Vec<SwitchStats>,
-    pub switch_cycle_ps: f64,
-    pub reorder: Vec<ReorderStats>,
-    pub packets: u64,
-    pub events: u64,
+    #[serde(flatten)]
+    pub stats: FabricStats,
 }
 
 struct BatchModel {
@@ -152,7 +138,7 @@ pub fn run_batch(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn I
         return Err(FlitsimError::Stalled { time_ps: summary.end_ps, detail: d });
     }
     sim.finish(summary.end_ps);
-    let mut r = stats_of(sim, run_spec.gpu_ports, summary.events);
+    let mut r = BatchResult { stats: stats_of(sim, run_spec.gpu_ports, summary.events), ..Default::default() };
     r.start_ps = sim.xfers.iter().map(|x| x.start_ps).collect();
     r.end_ps = sim.xfers.iter().map(|x| x.end_ps).collect();
     r.makespan_ps = r.end_ps.iter().copied().max().unwrap_or(0);
@@ -161,24 +147,3 @@ pub fn run_batch(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn I
     Ok(r)
 }
 
-/// Fabric statistics of a finished simulation (transfer arrays left empty).
-pub fn stats_of(sim: &FabricSim, gpu_ports: u32, events: u64) -> BatchResult {
-    let ports = sim
-        .ports_iter()
-        .enumerate()
-        .map(|(i, (sw, l))| PortLinkStats { gpu: i as u32 / gpu_ports, port: i as u32 % gpu_ports, switch: sw, link: *l.stats(), vcs: l.vc_stats().to_vec() })
-        .collect();
-    BatchResult {
-        start_ps: Vec::new(),
-        end_ps: Vec::new(),
-        makespan_ps: 0,
-        folded_planes: 1,
-        fold_reason: String::new(),
-        ports,
-        switches: sim.switches().map(|s| s.stats().clone()).collect(),
-        switch_cycle_ps: sim.cycle_ps(),
-        reorder: sim.reorder.clone(),
-        packets: sim.packets_sent,
-        events,
-    }
-}

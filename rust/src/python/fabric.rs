@@ -16,12 +16,12 @@ pub(crate) fn result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResult<Boun
     d.set_item("makespan_ps", r.makespan_ps)?;
     d.set_item("folded_planes", r.folded_planes)?;
     d.set_item("fold_reason", r.fold_reason)?;
-    d.set_item("switch_cycle_ps", r.switch_cycle_ps)?;
-    d.set_item("packets", r.packets)?;
-    d.set_item("events", r.events)?;
+    d.set_item("switch_cycle_ps", r.stats.switch_cycle_ps)?;
+    d.set_item("packets", r.stats.packets)?;
+    d.set_item("events", r.stats.events)?;
     // GPU -> switch links, one row per GPU port.
     let l = PyDict::new(py);
-    let p = &r.ports;
+    let p = &r.stats.ports;
     let u = |f: &dyn Fn(&crate::fabric::PortLinkStats) -> u64| p.iter().map(f).collect::<Vec<u64>>();
     l.set_item("gpu", u(&|x| x.gpu as u64).into_pyarray(py))?;
     l.set_item("port", u(&|x| x.port as u64).into_pyarray(py))?;
@@ -37,7 +37,7 @@ pub(crate) fn result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResult<Boun
     let s = PyDict::new(py);
     let (mut sw, mut port, mut inc, mut outc, mut qsum, mut granted, mut flits_out, mut ex_ep, mut ex_cyc, mut occ_max) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-    for (k, st) in r.switches.iter().enumerate() {
+    for (k, st) in r.stats.switches.iter().enumerate() {
         let n = st.ports.len();
         let v = if n == 0 { 1 } else { st.inputs.len() / n };
         for i in 0..n {
@@ -67,9 +67,9 @@ pub(crate) fn result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResult<Boun
     s.set_item("output_credit_exhaustion_cycles", ex_cyc.into_pyarray(py))?;
     d.set_item("switch_ports", s)?;
     let ro = PyDict::new(py);
-    ro.set_item("max_packets", r.reorder.iter().map(|x| x.max_packets).collect::<Vec<u64>>().into_pyarray(py))?;
-    ro.set_item("mean_packets", r.reorder.iter().map(|x| if x.deliveries == 0 { 0.0 } else { x.held_sum as f64 / x.deliveries as f64 }).collect::<Vec<f64>>().into_pyarray(py))?;
-    ro.set_item("window_overflows", r.reorder.iter().map(|x| x.window_overflows).collect::<Vec<u64>>().into_pyarray(py))?;
+    ro.set_item("max_packets", r.stats.reorder.iter().map(|x| x.max_packets).collect::<Vec<u64>>().into_pyarray(py))?;
+    ro.set_item("mean_packets", r.stats.reorder.iter().map(|x| if x.deliveries == 0 { 0.0 } else { x.held_sum as f64 / x.deliveries as f64 }).collect::<Vec<f64>>().into_pyarray(py))?;
+    ro.set_item("window_overflows", r.stats.reorder.iter().map(|x| x.window_overflows).collect::<Vec<u64>>().into_pyarray(py))?;
     d.set_item("reorder", ro)?;
     Ok(d)
 }

@@ -50,10 +50,10 @@ impl FabricNetwork {
     /// Fabric statistics after the task graph ran (links, switch ports,
     /// reorder buffers; transfer arrays empty), over `makespan_ps`.
     pub fn stats(&self, makespan_ps: u64, events: u64) -> crate::fabric::BatchResult {
-        let mut r = match self.exec.fabric() {
-            Some(sim) => crate::fabric::stats_of(sim, self.gpu_ports, events),
-            None => crate::fabric::BatchResult::default(),
-        };
+        let mut r = crate::fabric::BatchResult::default();
+        if let Some(sim) = self.exec.fabric() {
+            r.stats = crate::fabric::stats_of(sim, self.gpu_ports, events);
+        }
         r.makespan_ps = makespan_ps;
         r.folded_planes = 1;
         r.fold_reason = "not folded: task-graph work arrives over time".into();
