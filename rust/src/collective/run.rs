@@ -82,9 +82,9 @@ pub(crate) fn calibrated_spec(spec: &FabricSpec, link_efficiency: f64) -> Result
 
 /// Candidates `auto` simulates: those whose closed-form estimate is within
 /// this factor of the best estimate (the estimate ignores contention, so it
-/// ranks well but not exactly; beyond 3x no contention effect measured here
+/// ranks well but not exactly; beyond 2x no contention effect measured here
 /// reverses the order).
-pub const AUTO_PRUNE_FACTOR: f64 = 3.0;
+pub const AUTO_PRUNE_FACTOR: f64 = 2.0;
 
 /// Run one collective on a fabric (batch API).
 ///
