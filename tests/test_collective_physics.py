@@ -199,3 +199,15 @@ def test_spraying_fills_unequal_planes_in_proportion_to_rate():
     t_mixed = flitsim.transfers(_planes([5, 4, 4, 5]), [0], [1], s).makespan_ps
     # bandwidth scales with lanes: 18 lanes vs 16
     assert t4 / t_mixed == pytest.approx(18 / 16, rel=0.01)
+
+
+@pytest.mark.parametrize("size", [4096, 1 << 20, 16 << 20])
+def test_auto_is_the_fastest_pair_the_simulator_predicts(size):
+    # issue 11: auto picked from a closed form that disagreed with the DAG it
+    # simulated (H100 1 MiB: tree/LL 31.7 us vs ring/LL 15.5 us)
+    auto = flitsim.collective("hgx-h100", "all_reduce", size)
+    forced = [flitsim.collective("hgx-h100", "all_reduce", size, algorithm=a, protocol=p).time_us
+              for a in ("ring", "tree") for p in ("simple", "ll128", "ll")]
+    forced.append(flitsim.collective("hgx-h100", "all_reduce", size, algorithm="nvls").time_us)
+    assert auto.time_us == pytest.approx(min(forced), rel=1e-9)
+    assert (auto.algorithm, auto.protocol) in {(a, p) for a, p, _ in auto.stats["auto_candidates"]}

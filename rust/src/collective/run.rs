@@ -130,7 +130,8 @@ pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mu
 fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
     let spec = calibrated_spec(spec, req.params.link_efficiency)?;
     let xfers = || low.dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { src, dst, bytes, loopback, .. } = *n { Some((src, if loopback { u32::MAX } else { dst }, bytes)) } else { None });
-    let (spec, sim_note) = choose_sim_packets(spec, req.params.sim_packet_bytes, xfers());
+    let list: Vec<(u32, u32, u64)> = xfers().collect();
+    let (spec, sim_note) = choose_sim_packets(spec, req.params.sim_packet_bytes, &list);
     let spb = if spec.sim_packet_bytes == 0 { spec.gpu.payload_bytes as u64 } else { spec.sim_packet_bytes };
     let plan = FoldPlan::new(&spec, xfers());
     let (run_spec, planes, reason) = (plan.spec, plan.planes, plan.reason);
@@ -241,10 +242,10 @@ const AUTO_MAX_SIM_PACKET: u64 = 64 * 1024;
 /// A requested `sim_packet_bytes` that would leave fewer than
 /// [`MIN_PACKETS_PER_LANE`] packets per lane of the median transfer is
 /// lowered to the largest size that does not, and the note says so.
-pub(crate) fn choose_sim_packets(spec: FabricSpec, requested: u64, xfers: impl Iterator<Item = (u32, u32, u64)>) -> (FabricSpec, String) {
+pub(crate) fn choose_sim_packets(spec: FabricSpec, requested: u64, xfers: &[(u32, u32, u64)]) -> (FabricSpec, String) {
     let mut spec = spec;
     let pay = spec.gpu.payload_bytes as u64;
-    let mut sizes: Vec<u64> = xfers.map(|x| x.2).filter(|&b| b > 0).collect();
+    let mut sizes: Vec<u64> = xfers.iter().map(|x| x.2).filter(|&b| b > 0).collect();
     if sizes.is_empty() {
         return (spec, "one protocol packet per simulated packet".into());
     }
@@ -292,10 +293,19 @@ pub(crate) fn choose_sim_packets(spec: FabricSpec, requested: u64, xfers: impl I
         };
         return (spec, note);
     }
-    if lanes_per_gpu == 1 {
-        let s = largest_safe(16 * 1024);
+    // One lane per GPU per plane, and folding exact with the chosen packet:
+    // every transfer a whole number of planes x packet units.
+    let folds = |s: u64| match folded {
+        Some((p, 1)) => xfers.iter().all(|&(a, b, bytes)| a == b || bytes % (p * s) == 0),
+        _ => false,
+    };
+    let mut s = largest_safe(16 * 1024);
+    while s > pay && !folds(s) {
+        s /= 2;
+    }
+    if folds(s) {
         spec.sim_packet_bytes = if s == pay { 0 } else { s };
-        (spec, format!("fixed simulated packets of {s} bytes (one lane per GPU per plane; >= {MIN_PACKETS_PER_LANE} per median transfer)"))
+        (spec, format!("fixed simulated packets of {s} bytes (folded to one lane per GPU; >= {MIN_PACKETS_PER_LANE} per median transfer)"))
     } else {
         spec.sim_packets_per_lane = MIN_PACKETS_PER_LANE as u32;
         spec.max_sim_packet_bytes = AUTO_MAX_SIM_PACKET.max(pay).div_ceil(pay) * pay;
