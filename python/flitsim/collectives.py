@@ -165,7 +165,7 @@ def _params(fabric: FabricSpec, algorithm: str, protocol: str, channels: int | N
 
 def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence[int] | None = None, *,
                algorithm: str = "auto", protocol: str = "auto", channels: int | None = None,
-               chunk_bytes: int | None = None, root: int = 0, dtype: str = "float",
+               chunk_bytes: int | None = None, root: int = 0, dtype: str = "float", faults: Any = None,
                params: "str | os.PathLike[str] | dict[str, Any] | None" = None, **options: Any) -> CollectiveResult:
     """Run one collective on a fabric.
 
@@ -187,6 +187,11 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             whole elements).
         params: a ``flitsim calibrate`` parameter file (or dict) of
             collective parameters; ``options`` override it.
+        faults: :class:`flitsim.Fault` entries (or dicts) added to the fabric's
+            (dead links/planes at given times; see ``FabricSpec.with_faults``).
+            ``stats["faults"]`` then holds the accounting (lost, replayed and
+            delivered bytes; ``link_rx_payload_bytes``: bytes the GPU links
+            delivered, from link statistics).
         options: further CollectiveParams fields (``link_efficiency``,
             ``nvls_efficiency``, ``nvls_base_ps``, ``nvls_per_rank_ps``,
             ``launch_ps``, ``step_latency_ps``, ``reduce_bytes_per_s``,
@@ -199,6 +204,8 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             fabric without it, an algorithm the operation lacks.
     """
     fab = as_fabric(fabric)
+    if faults is not None:
+        fab = fab.with_faults(faults)
     op = _op(kind)
     if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 <= nbytes <= MAX_BYTES:
         raise ConfigError(f"nbytes = {nbytes!r}: expected an integer in 0..{MAX_BYTES} (64 GiB; the lowering "
@@ -232,6 +239,8 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
                                "packets", "events",
                                "max_link_utilization", "credit_exhaustion_episodes", "arbitration_conflicts")}
     stats["auto_candidates"] = [(str(a), str(b), int(t)) for a, b, t in r["auto_candidates"]]
+    stats["faults"] = {**{k: int(v) for k, v in r["faults"].items()},
+                       "link_rx_payload_bytes": int(np.asarray(r["rx_payload_bytes"]).sum())}
     return CollectiveResult(op, n, int(nbytes), t_ps / 1e6, algbw, algbw * busbw_factor(op, n), str(r["algorithm"]),
                             str(r["protocol"]), int(r["channels"]), int(r["chunk_bytes"]),
                             np.asarray(r["bytes_sent"]), np.asarray(r["bytes_received"]),

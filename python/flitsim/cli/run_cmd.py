@@ -73,8 +73,7 @@ def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
 def run_cmd(scenario: str, out_dir: str, no_progress: bool, as_json: bool) -> None:
     """Run a scenario TOML file (examples/main.toml is the main job) and write
     its report (tables, Parquet, Perfetto traces, figures, report.html) to --out."""
-    from flitsim.report.scenario import run_scenario, scenario_json
-    from flitsim.report.writer import prepare_out_dir
+    from flitsim.scenario import prepare_out_dir, run_scenario, scenario_json
 
     prepare_out_dir(out_dir)  # fail before minutes of simulation, not after
     res = run_scenario(scenario, progress=not no_progress and not as_json)

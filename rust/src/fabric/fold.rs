@@ -44,6 +44,12 @@ pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u
     if !spec.fold_planes {
         return Err("folding disabled (fold_planes = false)".into());
     }
+    if !spec.faults.is_empty() {
+        return Err("faults break the symmetry between planes".into());
+    }
+    if spec.links.iter().any(|l| l.replay.is_some_and(|r| r.ber > 0.0)) {
+        return Err("bit errors are sampled per link, so planes are not identical".into());
+    }
     if spec.spray != Spray::RoundRobin {
         return Err(format!("spray {:?} does not spread packets evenly over planes", spec.spray));
     }

@@ -12,6 +12,6 @@ pub(crate) use fold::fold_spec;
 pub use fold::FoldPlan;
 pub use run::{run_batch, BatchResult, TransferBatch};
 pub use stats::{stats_of, FabricStats, PortLinkStats};
-pub use sim::{FEv, FabricSim, ReorderStats};
-pub use spec::{FabricSpec, GpuInjection, Spray, SwitchParams, Wire};
+pub use sim::{FEv, FabricSim, FaultStats, ReorderStats};
+pub use spec::{FabricSpec, Fault, GpuInjection, Spray, SwitchParams, Wire, MAX_FAULT_PS};
 pub use topology::Topology;

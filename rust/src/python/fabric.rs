@@ -32,7 +32,20 @@ pub(crate) fn result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResult<Boun
     l.set_item("packets", u(&|x| x.link.packets).into_pyarray(py))?;
     l.set_item("credit_exhaustion_episodes", u(&|x| x.vcs.iter().map(|v| v.exhaustion_episodes).sum()).into_pyarray(py))?;
     l.set_item("credit_exhaustion_ps", u(&|x| x.vcs.iter().map(|v| v.exhaustion_ps).sum()).into_pyarray(py))?;
+    // Link-level retry (GPU -> switch and switch -> GPU) and fault accounting.
+    l.set_item("replays", u(&|x| x.link.replay.replays).into_pyarray(py))?;
+    l.set_item("replayed_wire_bytes", u(&|x| x.link.replay.replayed_wire_bytes).into_pyarray(py))?;
+    l.set_item("replay_ps", u(&|x| x.link.replay.replay_ps).into_pyarray(py))?;
+    l.set_item("replay_buffer_wait_ps", u(&|x| x.link.replay.buffer_wait_ps).into_pyarray(py))?;
+    l.set_item("rx_payload_bytes", u(&|x| x.rx_payload_bytes).into_pyarray(py))?;
+    l.set_item("lost_bytes", u(&|x| x.lost_bytes).into_pyarray(py))?;
+    l.set_item("rx_replays", u(&|x| x.rx_replay.replays).into_pyarray(py))?;
+    l.set_item("rx_replayed_wire_bytes", u(&|x| x.rx_replay.replayed_wire_bytes).into_pyarray(py))?;
+    l.set_item("rx_replay_ps", u(&|x| x.rx_replay.replay_ps).into_pyarray(py))?;
     d.set_item("links", l)?;
+    let f = super::convert::to_py(py, &r.stats.faults)?;
+    f.set_item("sent_bytes", r.stats.sent_bytes)?;
+    d.set_item("faults", f)?;
     // Switch ports, one row per (switch, port).
     let s = PyDict::new(py);
     let (mut sw, mut port, mut inc, mut outc, mut qsum, mut granted, mut flits_out, mut ex_ep, mut ex_cyc, mut occ_max) =
@@ -120,7 +133,19 @@ pub fn collective_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, request: &
     d.set_item("arbitration_conflicts", r.arbitration_conflicts)?;
     d.set_item("estimate_ps", r.estimate_ps)?;
     d.set_item("auto_candidates", r.auto_candidates)?;
+    let f = super::convert::to_py(py, &r.faults)?;
+    f.set_item("sent_bytes", r.sent_bytes_on_fabric)?;
+    d.set_item("faults", f)?;
+    d.set_item("rx_payload_bytes", r.rx_payload_bytes.into_pyarray(py))?;
     Ok(d)
+}
+
+/// Codeword and packet error probabilities of a SerDes spec dict at a raw
+/// bit error rate (RS binomial closed form; see `FecErrorModel` in _core.pyi).
+#[pyfunction]
+pub fn fec_error_model<'py>(py: Python<'py>, serdes: &Bound<'py, PyAny>, ber: f64) -> PyResult<Bound<'py, PyAny>> {
+    let s: crate::phy::SerdesSpec = from_py(serdes, "serdes")?;
+    super::convert::to_py(py, &crate::phy::FecErrorModel::new(&s, ber)?)
 }
 
 /// Completion time (ps) of a collective on the ideal alpha-beta port model.
