@@ -113,7 +113,7 @@ def fit(logs: Sequence[str | os.PathLike[str] | NcclLog], fabric: Any = "hgx-h10
             different GPU count than the fabric, a log whose op cannot be
             determined, an unknown parameter or placement, no usable rows.
     """
-    import flitsim
+    from flitsim import collectives
     from flitsim.hardware.fabric import as_fabric
 
     fab = as_fabric(fabric)
@@ -140,7 +140,7 @@ def fit(logs: Sequence[str | os.PathLike[str] | NcclLog], fabric: Any = "hgx-h10
     def sim(lg: NcclLog, r: dict[str, Any], p: dict[str, Any]) -> Any:
         a = algorithm if algorithm != "auto" or lg.algorithm is None else lg.algorithm
         pr = lg.protocol or "auto"
-        return flitsim.collective(fab, lg.op or "all_reduce", int(r["size"]), algorithm=a, protocol=pr,
+        return collectives.collective(fab, lg.op or "all_reduce", int(r["size"]), algorithm=a, protocol=pr,
                                   dtype=dtype or (r["type"] if r["type"] in types else "float"), **p)
 
     def say(msg: str) -> None:
@@ -198,7 +198,7 @@ def fit(logs: Sequence[str | os.PathLike[str] | NcclLog], fabric: Any = "hgx-h10
             if large:
                 # bandwidth-bound rows: time ~ 1 / efficiency, so a fixed-point
                 # step eff x (simulated / measured) converges in a few steps
-                eff = params.get("nvls_efficiency", flitsim.collectives.default_params()["nvls_efficiency"])
+                eff = params.get("nvls_efficiency", collectives.default_params()["nvls_efficiency"])
                 for _ in range(3):
                     ratio = [sim(lg, r, {**params, "nvls_efficiency": eff}).time_us / m for lg, r, m in large]
                     lo, hi = _BOUNDS["nvls_efficiency"]
