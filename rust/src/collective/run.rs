@@ -62,9 +62,24 @@ impl Model for DagModel {
 }
 
 /// What the lowering sees of a fabric spec.
+///
+/// `gpu_ports` counts the ports alive when the collective starts (a plane
+/// or link dead from t = 0 is a fabric without it; the fewest over GPUs),
+/// so protocol rates that scale with the links match the fabric that runs.
 pub(crate) fn fabric_info(spec: &FabricSpec) -> Result<FabricInfo> {
     let (_, t) = spec.links[0].derive()?;
-    Ok(FabricInfo { gpus: spec.gpus, gpu_ports: spec.gpu_ports, port_bytes_per_s: t.rate_bps as f64 / 8.0, nvls: spec.switch.nvls })
+    let mut live = spec.gpu_ports;
+    if !spec.faults.is_empty() {
+        let dead_at_start = |w: &crate::fabric::Wire| {
+            spec.faults.iter().any(|f| match *f {
+                crate::fabric::Fault::Plane { switch, at_ps: 0 } => switch == w.switch,
+                crate::fabric::Fault::Link { gpu, port, at_ps: 0 } => gpu == w.gpu && port == w.gpu_port,
+                _ => false,
+            })
+        };
+        live = (0..spec.gpus).map(|g| spec.wires.iter().filter(|w| w.gpu == g && !dead_at_start(w)).count() as u32).min().unwrap_or(spec.gpu_ports);
+    }
+    Ok(FabricInfo { gpus: spec.gpus, gpu_ports: live.max(1), port_bytes_per_s: t.rate_bps as f64 / 8.0, nvls: spec.switch.nvls })
 }
 
 /// Calibrated injection overhead per protocol packet, bytes at the
