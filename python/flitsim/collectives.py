@@ -9,9 +9,10 @@ busbw = algbw x factor, factor = 2(n-1)/n all_reduce, (n-1)/n all_gather,
 reduce_scatter, all_to_all, 1 broadcast, reduce, send/recv. For all_gather
 and reduce_scatter, size is the whole gathered buffer (n x per-rank part).
 
-Calibrated defaults (docs/collectives.md): GPU injection 0.824 x link rate
-(NCCL topo.h SM90 20.6 GB/s per link), NVLS engine 0.687 x link rate, NVLS
-latency 1.5 us + 2.0 us x n; NCCL tuning.cc latencies per protocol otherwise.
+Calibrated defaults (docs/collectives.md): GPU injection 0.849 x link rate
+with 8 bytes of overhead per protocol packet (NCCL topo.h SM90 20.6 GB/s per
+link at 256 B, ~20 GB/s at 128 B), NVLS engine 0.672 x link rate, NVLS latency
+3.07 us x n, host launch 4.06 us; NCCL tuning.cc latencies and protocol rates.
 """
 
 from __future__ import annotations
@@ -137,6 +138,10 @@ class CollectiveResult:
                 "max_bytes_sent_per_gpu": int(self.bytes_sent.max()) if self.bytes_sent.size else 0,
                 **self.stats}
 
+
+INJECTION_PACKET_OVERHEAD_BYTES = 8
+"""Injection cost of a protocol packet beyond its payload, bytes (mirrors the
+engine's ``collective::INJECTION_PACKET_OVERHEAD_BYTES``; docs/collectives.md)."""
 
 MAX_BYTES = 1 << 36
 """Largest collective size accepted, bytes (64 GiB: beyond nccl-tests' usual

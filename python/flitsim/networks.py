@@ -55,14 +55,18 @@ class AnalyticNetwork:
         """The analytic network parametrised from ``fabric``: alpha = simulated
         latency of one protocol packet between GPU 0 and 1, bandwidth = the
         per-GPU rate the fabric network injects at: the calibrated
-        ``link_efficiency`` x link payload rate x GPU ports (as
+        ``link_efficiency`` x link payload rate x GPU ports, each protocol
+        packet charged its payload + ``INJECTION_PACKET_OVERHEAD_BYTES`` (as
         :class:`FabricNetwork` applies it), or the fabric's own
         ``gpu.injection_bytes_per_s`` when set."""
         payload = int(fabric.gpu.payload_bytes)
         if fabric.gpu.injection_bytes_per_s:
             bw = fabric.gpu.injection_bytes_per_s / 1e9
         else:
-            bw = fabric.links[0].payload_GBps() * fabric.gpu_ports * float(default_params()["link_efficiency"])
+            from flitsim.collectives import INJECTION_PACKET_OVERHEAD_BYTES as ovh
+
+            bw = (fabric.links[0].payload_GBps() * fabric.gpu_ports * float(default_params()["link_efficiency"])
+                  * payload / (payload + ovh))
         one = transfers(cast(FabricSpec, fabric.replace(sim_packet_bytes=0)), [0], [1], payload)
         return cls(alpha_ps=int(one.makespan_ps), bandwidth_GBps=bw)
 
