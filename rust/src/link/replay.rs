@@ -26,7 +26,7 @@
 //! the packet end to end over another link).
 //!
 //! NVLink's replay timers, buffer sizes and lane BER are not public
-//! (REFERENCE.md, "Not public"): every value here is a parameter with an
+//! (NVIDIA publishes none of them): every value here is a parameter with an
 //! assumed default.
 
 use super::MAX_DELAY_PS;
@@ -44,7 +44,7 @@ pub const DEFAULT_TIMEOUT_PS: u64 = 1_000_000;
 #[serde(deny_unknown_fields)]
 pub struct ReplaySpec {
     /// Raw (pre-FEC) bit error rate per lane, in [0, 1). Default 0 (not
-    /// public for NVLink: REFERENCE.md, "Not public").
+    /// public for NVLink).
     #[serde(default)]
     pub ber: f64,
     /// Receiver tail arrival to NAK usable at the sender, ps. Default (None):

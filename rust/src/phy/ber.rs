@@ -21,7 +21,7 @@
 //!
 //! Real channels also have burst errors (DFE error propagation) that this
 //! independent-error model does not include; the raw BER of NVLink lanes is
-//! not public (REFERENCE.md, "Not public").
+//! not public (NVIDIA publishes no NVLink BER or FEC figures).
 
 use super::SerdesSpec;
 use crate::error::{ensure, Result};
