@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     # One component or one kind of work at a time: links, switches, fabrics,
     # collectives on a fabric; models, compute costs, workloads.
     ("flitsim.ledger", "flitsim.linklab", "flitsim.switchlab", "flitsim.transfers", "flitsim.collectives",
+     "flitsim.nccl_log", "flitsim.calibrate",
      "flitsim.faults", "flitsim.models", "flitsim.cost", "flitsim.workloads"),
     ("flitsim.networks",),
     ("flitsim.taskgraph", "flitsim.memory"),

@@ -66,7 +66,10 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     t_all = time.perf_counter()
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     fabric = fabric_spec(sc)
-    fab_net = FabricNetwork(fabric)
+    cp = sc.fabric.collective_params
+    if cp is not None and not os.path.isabs(cp):
+        cp = os.path.join(sc.base_dir, cp)
+    fab_net = FabricNetwork(fabric, collective_params=cp)
     ana_net = AnalyticNetwork.from_fabric(fabric)
     bw_GBps, alpha_ps = ana_net.bandwidth_GBps, ana_net.alpha_ps
     gpu_name = sc.hardware.gpu or fabric_gpu(fabric) or DEFAULT_GPU

@@ -39,6 +39,10 @@ enum NetworkSpec {
         /// efficiency) when the fabric sets none; default true.
         #[serde(default = "yes")]
         calibrated: bool,
+        /// Collective parameters (a `flitsim calibrate` file's); default: the
+        /// calibrated defaults.
+        #[serde(default)]
+        collective_params: Option<crate::collective::CollectiveParams>,
     },
 }
 
@@ -78,8 +82,8 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             d.set_item("bytes_moved", net.bytes_moved)?;
             (r, d)
         }
-        NetworkSpec::Fabric { fabric, calibrated } => {
-            let mut net = crate::fabric::FabricNetwork::with_params(&fabric, crate::collective::CollectiveParams::default(), calibrated)?;
+        NetworkSpec::Fabric { fabric, calibrated, collective_params } => {
+            let mut net = crate::taskgraph::FabricNetwork::with_params(&fabric, collective_params.unwrap_or_default(), calibrated)?;
             let r = py.detach(|| execute(&g, &mut net, &mut signal_check))?;
             let d = PyDict::new(py);
             d.set_item("kind", "fabric")?;

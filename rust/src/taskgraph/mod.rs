@@ -16,9 +16,11 @@
 //! first (issue order, as a CUDA stream would run them).
 
 mod exec;
+mod fabric_network;
 mod graph;
 mod network;
 
 pub use exec::{execute, TaskGraphResult};
+pub use fabric_network::FabricNetwork;
 pub use graph::{CollectiveKind, EdgeKind, TaskGraph, TaskKind};
 pub use network::{IdealNetwork, Network, NetworkDone};
