@@ -24,9 +24,10 @@ LAYERS: list[tuple[str, ...]] = [
     # One component or one kind of work at a time: links, switches, fabrics,
     # collectives on a fabric; models, compute costs, workloads.
     ("flitsim.ledger", "flitsim.linklab", "flitsim.switchlab", "flitsim.transfers", "flitsim.collectives",
+     "flitsim.nccl_log", "flitsim.calibrate",
      "flitsim.faults", "flitsim.models", "flitsim.cost", "flitsim.workloads"),
     ("flitsim.networks",),
-    ("flitsim.taskgraph",),
+    ("flitsim.taskgraph", "flitsim.memory"),
     ("flitsim.schedules", "flitsim.serving"),
     ("flitsim.report",),
     ("flitsim.scenario", "flitsim.sweeps"),

@@ -59,8 +59,10 @@ def fec_error_model(serdes: Any, ber: float) -> dict[str, Any]:
 
 def collective_run(spec: Any, request: Any) -> dict[str, Any]:
     """Run one collective (request dict mirrors ``CollectiveRequest``: op, members, bytes, params) on a fabric spec dict;
-    ``bytes_sent``/``bytes_received``/``rx_payload_bytes`` are uint64 arrays per GPU, ``faults`` the
-    fault accounting (as in :func:`fabric_transfers`); ``fidelity`` and ``fidelity_reason`` as there."""
+    ``bytes_sent``/``bytes_received`` (the lowering's count), ``link_bytes_sent``/``link_bytes_received``
+    (what the fabric's links carried and delivered) and ``rx_payload_bytes`` are uint64 arrays per GPU,
+    ``faults`` the fault accounting (as in :func:`fabric_transfers`), ``auto_candidates`` the pairs ``auto`` simulated.; ``fidelity`` and
+    ``fidelity_reason`` as in :func:`fabric_transfers`."""
 
 def collective_ideal(gpus: int, alpha_ps: int, bandwidth_bytes_per_s: float, nvls: bool, request: Any) -> int:
     """Completion time (ps) of a collective's DAG on the ideal alpha-beta port model."""

@@ -208,7 +208,7 @@ class TaskGraphRun:
     (= start - max(data_ready, credit_ready)); on a fabric also
     fabric_credit_wait_ps (time the task's packets waited at source ports
     blocked on link credits, per lane; see ``FabricNetwork.task_credit_wait_ps``
-    in rust/src/collective/network.rs). ``makespan_ps``; ``network``:
+    in rust/src/taskgraph/fabric_network.rs). ``makespan_ps``; ``network``:
     the network's statistics (for a fabric: ``links``, ``switch_ports`` and
     ``reorder`` DataFrames as in :class:`flitsim.TransferResult`, and ``packets``).
     """

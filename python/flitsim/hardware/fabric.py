@@ -36,7 +36,8 @@ class GpuInjection(Spec):
     Fields: ``payload_bytes`` per protocol packet (256 copy engine, 128 SM
     stores: nccl-tests issue 149); ``max_outstanding_packets`` per GPU (0 =
     unlimited), ``injection_bytes_per_s`` and ``ejection_bytes_per_s`` (0 = link
-    limited / unlimited). GPU-wide limits are split evenly over the GPU's ports
+    limited / unlimited), ``injection_packet_overhead_bytes`` (per protocol
+    packet, charged at the injection rate: smaller payloads inject slower). GPU-wide limits are split evenly over the GPU's ports
     (each port's DMA queue gets its share), which keeps the planes independent.
     NVIDIA does not publish these limits (REFERENCE.md, "Not public").
     """
@@ -44,6 +45,7 @@ class GpuInjection(Spec):
     payload_bytes: int = Field(default=256, ge=1)
     max_outstanding_packets: int = Field(default=0, ge=0)
     injection_bytes_per_s: int = Field(default=0, ge=0)
+    injection_packet_overhead_bytes: int = Field(default=0, ge=0, le=1 << 16)
     ejection_bytes_per_s: int = Field(default=0, ge=0)
 
 

@@ -26,7 +26,7 @@ from flitsim.report.critical_path import critical_path
 from flitsim.report.metrics import dit_latency, fabric_metrics, llm_latency_table, schedule_metrics, token_times_s
 from flitsim.report.scorecard import scorecard
 from flitsim.scenario.cases import info_kind, load_workload
-from flitsim.scenario.result import RunRecord, ScenarioResult, conclusion
+from flitsim.scenario.result import RunRecord, ScenarioResult, conclusion, memory_columns
 from flitsim.scenario.spec import CaseSection, Scenario, ScheduleEntry, fabric_spec, load_scenario
 
 __all__ = ["run_scenario"]
@@ -71,7 +71,10 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     t_all = time.perf_counter()
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     fabric = fabric_spec(sc)
-    fab_net = FabricNetwork(fabric)
+    cp = sc.fabric.collective_params
+    if cp is not None and not os.path.isabs(cp):
+        cp = os.path.join(sc.base_dir, cp)
+    fab_net = FabricNetwork(fabric, collective_params=cp)
     ana_net = AnalyticNetwork.from_fabric(fabric)
     bw_GBps, alpha_ps = ana_net.bandwidth_GBps, ana_net.alpha_ps
     gpu_name = sc.hardware.gpu or fabric_gpu(fabric) or DEFAULT_GPU
@@ -212,7 +215,7 @@ def _run_entry(ctx: _Context, case: CaseSection, e: ScheduleEntry, wl: Any) -> R
     bw_GBps, alpha_ps = ctx.ana_net.bandwidth_GBps, ctx.ana_net.alpha_ps
     cp = critical_path(rep, bytes_per_ps=bw_GBps * 1e9 / 1e12, alpha_ps=alpha_ps if is_ana else 0)
     rec = RunRecord(case.name, label, e.name, len(rep.devices), rep.stages, rep, _aggregate([m for _, m in per]),
-                    per, net_label, fab, cp, base, time.perf_counter() - t0)
+                    per, net_label, fab, cp, base, time.perf_counter() - t0, memory=memory_columns(scheds))
     fids = sorted({str(s.run.network.get("fidelity", "analytic")) for s in scheds})
     rec.fidelity = " + ".join(fids)
     reasons = sorted({str(s.run.network.get("fidelity_reason", "")) for s in scheds} - {""})

@@ -71,13 +71,16 @@ Option = Scalar | list[Scalar]
 class FabricSection(Spec):
     """The fabric: a ``preset`` with ``overrides`` of FabricSpec fields, a
     ``file`` (FabricSpec TOML, relative to the scenario), or ``inline``
-    (a FabricSpec table). ``network``: auto | fabric | analytic."""
+    (a FabricSpec table). ``network``: auto | fabric | analytic.
+    ``collective_params``: a ``flitsim calibrate`` parameter file (relative
+    to the scenario) for the collectives on the fabric."""
 
     preset: str | None = "gb200-nvl72"
     overrides: dict[str, Any] = Field(default_factory=dict)
     file: str | None = None
     inline: dict[str, Any] | None = None
     network: Literal["auto", "fabric", "analytic"] = "auto"
+    collective_params: str | None = None
 
 
 class HardwareSection(Spec):

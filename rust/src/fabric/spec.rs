@@ -64,6 +64,11 @@ pub struct GpuInjection {
     /// ports; 0 = limited by the links only.
     #[serde(default)]
     pub injection_bytes_per_s: u64,
+    /// Injection cost of each protocol packet beyond its payload, in bytes at
+    /// `injection_bytes_per_s` (a per-request issue cost: smaller payloads
+    /// inject slower, SM 128 B below copy-engine 256 B); 0 = none.
+    #[serde(default)]
+    pub injection_packet_overhead_bytes: u32,
     /// Receive drain rate per GPU, bytes/s, split evenly over its ports;
     /// 0 = unlimited (buffers free on arrival).
     #[serde(default)]
@@ -76,7 +81,7 @@ fn d_payload() -> u32 {
 
 impl Default for GpuInjection {
     fn default() -> Self {
-        GpuInjection { payload_bytes: 256, max_outstanding_packets: 0, injection_bytes_per_s: 0, ejection_bytes_per_s: 0 }
+        GpuInjection { payload_bytes: 256, max_outstanding_packets: 0, injection_bytes_per_s: 0, injection_packet_overhead_bytes: 0, ejection_bytes_per_s: 0 }
     }
 }
 

@@ -73,7 +73,7 @@ pub fn run_batch_flow(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut 
     if let Some(d) = sim.describe_incomplete() {
         return Err(FlitsimError::Stalled { time_ps: summary.end_ps, detail: d });
     }
-    let mut r = flow_stats(sim, summary.events);
+    let mut r = BatchResult { stats: flow_stats(sim, summary.events), folded_planes: 1, ..Default::default() };
     r.start_ps = sim.xfers.iter().map(|x| x.start_ps).collect();
     r.end_ps = sim.xfers.iter().map(|x| x.end_ps).collect();
     r.makespan_ps = r.end_ps.iter().copied().max().unwrap_or(0);

@@ -1,17 +1,17 @@
 //! Flow-level statistics in the packet level's result layout
-//! ([`BatchResult`]): what the links carried (payload, wire bytes with header
+//! ([`FabricStats`]): what the links carried (payload, wire bytes with header
 //! flits, busy time, protocol packets) per GPU port and per switch output.
 //! Counters the fluid model does not have (credit exhaustion, arbitration
 //! conflicts, queueing, reorder) are zero; results say which fidelity ran.
 
 use super::sim::FlowSim;
-use crate::fabric::{BatchResult, PortLinkStats};
+use crate::fabric::{FabricStats, PortLinkStats};
 use crate::link::{LinkStats, VcStats};
 use crate::stats::Histogram;
 use crate::switch::{InputVcStats, OutputVcStats, PortStats, SwitchStats};
 
 /// Statistics of a flow run (transfer arrays left empty), closed at `end_ps`.
-pub fn flow_stats(sim: &FlowSim, events: u64) -> BatchResult {
+pub fn flow_stats(sim: &FlowSim, events: u64) -> FabricStats {
     let fab = &sim.fab;
     let topo = &fab.topo;
     let np = topo.gpu_port_to.len();
@@ -92,14 +92,13 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> BatchResult {
     }
     let packets = out_ports.iter().map(|p| p.link.packets).sum();
     let sent_bytes = sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum();
-    BatchResult {
+    FabricStats {
         ports: out_ports,
         switches,
         switch_cycle_ps: fab.flit_bytes as f64 / fab.link_bytes_per_ps,
         reorder: vec![Default::default(); topo.gpus as usize],
         packets,
         events,
-        folded_planes: 1,
         sent_bytes,
         ..Default::default()
     }

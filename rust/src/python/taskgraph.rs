@@ -39,6 +39,10 @@ enum NetworkSpec {
         /// efficiency) when the fabric sets none; default true.
         #[serde(default = "yes")]
         calibrated: bool,
+        /// Collective parameters (a `flitsim calibrate` file's); default: the
+        /// calibrated defaults.
+        #[serde(default)]
+        collective_params: Option<crate::collective::CollectiveParams>,
     },
 }
 
@@ -78,8 +82,9 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             d.set_item("bytes_moved", net.bytes_moved)?;
             (r, d)
         }
-        NetworkSpec::Fabric { fabric, calibrated } => {
-            let run = py.detach(|| crate::taskgraph::execute_on_fabric(&g, &fabric, crate::collective::CollectiveParams::default(), calibrated, &mut signal_check))?;
+        NetworkSpec::Fabric { fabric, calibrated, collective_params } => {
+            let params = collective_params.unwrap_or_default();
+            let run = py.detach(|| crate::taskgraph::execute_on_fabric(&g, &fabric, params, calibrated, &mut signal_check))?;
             let (r, net) = (run.result, run.network);
             let d = PyDict::new(py);
             d.set_item("kind", "fabric")?;

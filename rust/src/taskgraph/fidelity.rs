@@ -4,7 +4,8 @@
 
 use super::exec::{execute, TaskGraphResult};
 use super::graph::TaskGraph;
-use crate::collective::{CollectiveParams, FabricNetwork};
+use super::fabric_network::FabricNetwork;
+use crate::collective::CollectiveParams;
 use crate::engine::Interrupt;
 use crate::error::Result;
 use crate::fabric::{FabricSpec, Fidelity};

@@ -1,13 +1,12 @@
-//! Executing lowered DAGs: on the cycle-level fabric (batch API and the
-//! task-graph network share [`DagExec`]) or on an ideal alpha-beta port model
-//! (the closed-form reference).
+//! Executing lowered DAGs on a backend: the cycle-level fabric (batch API
+//! and the task-graph network share [`DagExec`]) or an ideal alpha-beta port
+//! model (the closed-form reference). A node starts at max over its
+//! predecessors of (end + edge delay).
 
-use super::lower::{lower, Dag, FabricInfo, NodeKind};
-use super::params::{Algorithm, CollectiveRequest, Protocol};
-use crate::engine::{self, EventQueue, Interrupt, Model, Scheduler, TimePs};
-use crate::error::{FlitsimError, Result};
-use crate::fabric::{fold_spec, FEv, FabricSim, FabricSpec};
-use serde::Serialize;
+use super::lower::{Dag, NodeKind};
+use crate::engine::{Scheduler, TimePs};
+use crate::error::Result;
+use crate::fabric::{FEv, FabricSim};
 
 const NONE: u32 = u32::MAX;
 
@@ -215,6 +214,19 @@ impl DagExec {
         }
     }
 
+    /// A DAG transfer's last byte arrived at `t`: the node ends then, or at
+    /// its protocol floor (start + min_ps) if that is later.
+    fn transfer_done(&mut self, i: u32, t: TimePs, q: &mut dyn Scheduler<CEv>) {
+        if let NodeKind::Transfer { min_ps, .. } = self.kind[i as usize] {
+            let floor = self.ready_ps[i as usize].saturating_add(min_ps);
+            if floor > t {
+                q.schedule(floor, CEv::Done(i));
+                return;
+            }
+        }
+        self.node_done(i, t, q);
+    }
+
     fn collect(&mut self, q: &mut dyn Scheduler<CEv>) {
         let completed = match &mut self.backend {
             Backend::Fabric(sim) => &mut sim.completed,
@@ -235,7 +247,7 @@ impl DagExec {
                 };
                 self.plain_done.push((tag, t));
             } else {
-                self.node_done(node, t, q);
+                self.transfer_done(node, t, q);
             }
         }
         let mut c = c;
@@ -265,7 +277,7 @@ impl DagExec {
             CEv::Done(i) => self.node_done(i, now, q),
             CEv::Ready(i) => match self.kind[i as usize] {
                 NodeKind::Delay { ps } => q.schedule(now + ps, CEv::Done(i)),
-                NodeKind::Transfer { src, dst, bytes, loopback } => match &mut self.backend {
+                NodeKind::Transfer { src, dst, bytes, loopback, min_ps } => match &mut self.backend {
                     Backend::Fabric(sim) => {
                         let x = if loopback { sim.add_loopback_transfer(src, bytes, i)? } else { sim.add_transfer(src, dst, bytes, i)? };
                         sim.xfers[x as usize].spray_offset = i;
@@ -288,214 +300,11 @@ impl DagExec {
                         let s = now.max(port_free[src as usize]);
                         let e = s + (bytes as f64 * 1e12 / *bytes_per_s).ceil() as u64;
                         port_free[src as usize] = e;
-                        q.schedule(e + *alpha_ps, CEv::Done(i));
+                        q.schedule((e + *alpha_ps).max(now.saturating_add(min_ps)), CEv::Done(i));
                     }
                 },
             },
         }
         Ok(())
     }
-}
-
-/// Outcome of one collective.
-#[derive(Debug, Clone, Serialize)]
-pub struct CollectiveResult {
-    pub time_ps: u64,
-    pub algorithm: Algorithm,
-    pub protocol: Protocol,
-    pub channels: u32,
-    pub chunk_bytes: u64,
-    pub transfers: u64,
-    /// Payload bytes sent / received per GPU over its links (whole fabric,
-    /// unfolded), protocol expansion included.
-    pub bytes_sent: Vec<u64>,
-    pub bytes_received: Vec<u64>,
-    pub sim_packet_bytes: u64,
-    pub folded_planes: u32,
-    pub fold_reason: String,
-    pub packets: u64,
-    pub events: u64,
-    pub max_link_utilization: f64,
-    pub credit_exhaustion_episodes: u64,
-    pub arbitration_conflicts: u64,
-    pub estimate_ps: f64,
-    /// Fidelity that ran (`packet` or `flow`) and why (see `crate::flow`).
-    pub fidelity: String,
-    pub fidelity_reason: String,
-    /// Faults and end-to-end replays (zero without faults).
-    pub faults: crate::fabric::FaultStats,
-    /// Payload bytes of the simulated transfers (per plane when folded).
-    pub sent_bytes_on_fabric: u64,
-    /// Per GPU: payload bytes delivered to it over its links (link statistics;
-    /// per plane when folded).
-    pub rx_payload_bytes: Vec<u64>,
-}
-
-struct DagModel {
-    exec: DagExec,
-}
-
-impl Model for DagModel {
-    type Event = CEv;
-    fn handle(&mut self, now: TimePs, ev: CEv, q: &mut EventQueue<CEv>) -> Result<()> {
-        self.exec.handle(now, ev, q)
-    }
-}
-
-/// What the lowering sees of a fabric spec.
-pub(crate) fn fabric_info(spec: &FabricSpec) -> Result<FabricInfo> {
-    let (_, t) = spec.links[0].derive()?;
-    Ok(FabricInfo { gpus: spec.gpus, gpu_ports: spec.gpu_ports, port_bytes_per_s: t.rate_bps as f64 / 8.0, nvls: spec.switch.nvls })
-}
-
-/// The spec the collective runs on: calibrated injection limit applied when
-/// the fabric has none.
-pub(crate) fn calibrated_spec(spec: &FabricSpec, link_efficiency: f64) -> Result<FabricSpec> {
-    let mut s = spec.clone();
-    if s.gpu.injection_bytes_per_s == 0 {
-        let info = fabric_info(spec)?;
-        s.gpu.injection_bytes_per_s = (info.port_bytes_per_s * spec.gpu_ports as f64 * link_efficiency) as u64;
-    }
-    Ok(s)
-}
-
-/// The spec with the simulated packet size set (when neither the fabric nor
-/// the params set one): the largest power of two times the payload that gives
-/// each GPU port at least one packet of the DAG's median transfer, at most
-/// 16 KiB. Both fidelities use it (the flow level's packet quantization).
-pub(crate) fn sim_packet_spec(mut spec: FabricSpec, dag: &Dag, param_spb: u64) -> FabricSpec {
-    let mut sizes: Vec<u64> = dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { bytes, .. } = *n { Some(bytes) } else { None }).collect();
-    if spec.sim_packet_bytes == 0 {
-        let pay = spec.gpu.payload_bytes as u64;
-        let spb = if param_spb > 0 {
-            param_spb.div_ceil(pay) * pay
-        } else if sizes.is_empty() {
-            pay
-        } else {
-            sizes.sort_unstable();
-            let med = sizes[sizes.len() / 2];
-            let per_port = med / spec.gpu_ports as u64;
-            let mut k = 1u64;
-            while pay * k * 2 <= per_port && pay * k * 2 <= 16 * 1024 {
-                k *= 2;
-            }
-            pay * k
-        };
-        spec.sim_packet_bytes = if spb == pay { 0 } else { spb };
-    }
-    spec
-}
-
-/// Run one collective on a fabric (batch API).
-///
-/// Simulated packet size (when neither the fabric nor the params set one):
-/// the largest power of two times the payload that gives each GPU port at
-/// least one packet of the DAG's median transfer, at most 64 KiB. Plane
-/// folding when exact (every transfer a multiple of planes x links x packet).
-///
-/// # Errors
-/// `Config` for bad specs or requests (see [`lower`]); `Stalled` if the
-/// fabric cannot finish.
-pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
-    spec.validate()?;
-    let info = fabric_info(spec)?;
-    let low = lower(req.op, &req.members, req.bytes, &req.params, &info)?;
-    let spec = sim_packet_spec(calibrated_spec(spec, req.params.link_efficiency)?, &low.dag, req.params.sim_packet_bytes);
-    let spb = if spec.sim_packet_bytes == 0 { spec.gpu.payload_bytes as u64 } else { spec.sim_packet_bytes };
-    let (run_spec, planes, reason) = match fold_spec(&spec) {
-        Ok((f, p, unit)) => {
-            if let Some(b) = low.dag.nodes.iter().find_map(|n| if let NodeKind::Transfer { bytes, .. } = *n { (bytes % unit != 0).then_some(bytes) } else { None }) {
-                (spec.clone(), 1, format!("a transfer of {b} bytes is not a multiple of planes x links x packet = {unit} bytes"))
-            } else {
-                (f, p, format!("folded {p} identical planes into one (round-robin spray, every transfer a multiple of planes x links x packet)"))
-            }
-        }
-        Err(why) => (spec.clone(), 1, why),
-    };
-    let mut dag = low.dag.clone();
-    if planes > 1 {
-        for nd in &mut dag.nodes {
-            if let NodeKind::Transfer { bytes, .. } = nd {
-                *bytes /= planes as u64;
-            }
-        }
-    }
-    let sim = FabricSim::new(&run_spec, spec.gpu_ports)?;
-    let mut model = DagModel { exec: DagExec::new(Backend::Fabric(sim)) };
-    let mut q = EventQueue::with_capacity(4096);
-    model.exec.start(0, 0, &dag, &mut q)?;
-    let summary = engine::run(&mut model, &mut q, u64::MAX, interrupt)?;
-    let Backend::Fabric(sim) = &mut model.exec.backend else { unreachable!("fabric backend") };
-    if let Some(d) = sim.describe_incomplete() {
-        return Err(FlitsimError::Stalled { time_ps: summary.end_ps, detail: d });
-    }
-    let time_ps = model.exec.done.first().map_or(summary.end_ps, |x| x.1);
-    sim.finish(time_ps.max(1));
-    let mut sent = vec![0u64; spec.gpus as usize];
-    let mut recv = vec![0u64; spec.gpus as usize];
-    for nd in &low.dag.nodes {
-        if let NodeKind::Transfer { src, dst, bytes, .. } = *nd {
-            sent[src as usize] += bytes;
-            recv[dst as usize] += bytes;
-        }
-    }
-    let mut max_u: f64 = 0.0;
-    let mut exh = 0;
-    for (_, l) in sim.ports_iter() {
-        max_u = max_u.max(l.stats().busy_ps as f64 / time_ps.max(1) as f64);
-        exh += l.vc_stats().iter().map(|v| v.exhaustion_episodes).sum::<u64>();
-    }
-    let conflicts = sim.switches().map(|s| s.stats().ports.iter().map(|p| p.output_conflicts).sum::<u64>()).sum();
-    Ok(CollectiveResult {
-        time_ps,
-        algorithm: low.algorithm,
-        protocol: low.protocol,
-        channels: low.channels,
-        chunk_bytes: low.chunk_bytes,
-        transfers: low.dag.nodes.iter().filter(|n| matches!(n, NodeKind::Transfer { .. })).count() as u64,
-        bytes_sent: sent,
-        bytes_received: recv,
-        sim_packet_bytes: spb,
-        folded_planes: planes,
-        fold_reason: reason,
-        packets: sim.packets_sent,
-        events: summary.events,
-        max_link_utilization: max_u,
-        credit_exhaustion_episodes: exh,
-        arbitration_conflicts: conflicts,
-        estimate_ps: low.estimate_ps,
-        fidelity: "packet".into(),
-        fidelity_reason: String::new(),
-        faults: sim.fault_stats(),
-        sent_bytes_on_fabric: sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum(),
-        rx_payload_bytes: gpu_rx_bytes(sim, spec.gpus, run_spec.gpu_ports),
-    })
-}
-
-/// Payload bytes delivered to each GPU over its links (link statistics).
-fn gpu_rx_bytes(sim: &FabricSim, gpus: u32, gpu_ports: u32) -> Vec<u64> {
-    let mut v = vec![0u64; gpus as usize];
-    for (i, (rx, _, _)) in sim.port_fault_stats().enumerate() {
-        v[i / gpu_ports as usize] += rx;
-    }
-    v
-}
-
-/// Run a lowered collective on the ideal alpha-beta port model (one port per
-/// GPU of `bytes_per_s`, latency `alpha_ps` per transfer, no contention at
-/// receivers): the closed-form reference. Returns the completion time, ps.
-///
-/// # Errors
-/// `Config` for a bad request or non-positive bandwidth.
-pub fn run_collective_ideal(gpus: u32, alpha_ps: u64, bytes_per_s: f64, nvls: bool, req: &CollectiveRequest) -> Result<u64> {
-    if !(bytes_per_s > 0.0) {
-        return Err(FlitsimError::config("bandwidth_bytes_per_s", bytes_per_s, "a positive rate"));
-    }
-    let info = FabricInfo { gpus, gpu_ports: 1, port_bytes_per_s: bytes_per_s, nvls };
-    let low = lower(req.op, &req.members, req.bytes, &req.params, &info)?;
-    let mut model = DagModel { exec: DagExec::new(Backend::Ideal { alpha_ps, bytes_per_s, port_free: vec![0; gpus as usize] }) };
-    let mut q = EventQueue::with_capacity(1024);
-    model.exec.start(0, 0, &low.dag, &mut q)?;
-    let s = engine::run(&mut model, &mut q, u64::MAX, &mut engine::NoInterrupt)?;
-    Ok(model.exec.done.first().map_or(s.end_ps, |x| x.1))
 }

@@ -1,15 +1,28 @@
 //! The fabric as a task-graph [`Network`]: transfer tasks run packet by
-//! packet; collective tasks are lowered (see [`super::lower`]) and their DAGs
-//! run on the same fabric, concurrently with everything else (no folding:
-//! work arrives over time).
+//! packet; collective tasks are lowered (see [`crate::collective::lower`])
+//! and their DAGs run on the same fabric, concurrently with everything else
+//! (no folding: work arrives over time). `auto` picks by the closed-form
+//! estimate here: candidates cannot be tried on a fabric shared with other
+//! work.
 
-use super::exec::{calibrated_spec, fabric_info, Backend, CEv, DagExec};
-use super::lower::{lower, FabricInfo};
-use super::params::{CollectiveParams, Op};
+use super::graph::CollectiveKind;
+use super::network::{Network, NetworkDone};
+use crate::collective::{calibrated_spec, fabric_info, lower, Backend, CEv, CollectiveParams, DagExec, FabricInfo, Op};
 use crate::engine::{Scheduler, TimePs};
 use crate::error::Result;
 use crate::fabric::{FabricSim, FabricSpec};
-use crate::taskgraph::{CollectiveKind, Network, NetworkDone};
+
+/// The collective operation of a task-graph collective kind.
+fn op_of(k: CollectiveKind) -> Op {
+    match k {
+        CollectiveKind::AllReduce => Op::AllReduce,
+        CollectiveKind::AllGather => Op::AllGather,
+        CollectiveKind::ReduceScatter => Op::ReduceScatter,
+        CollectiveKind::AllToAll => Op::AllToAll,
+        CollectiveKind::Broadcast => Op::Broadcast,
+        CollectiveKind::Reduce => Op::Reduce,
+    }
+}
 
 pub struct FabricNetwork {
     pub exec: DagExec,
@@ -43,11 +56,15 @@ impl FabricNetwork {
     /// Fabric statistics after the task graph ran (links, switch ports,
     /// reorder buffers; transfer arrays empty), over `makespan_ps`.
     pub fn stats(&self, makespan_ps: u64, events: u64) -> crate::fabric::BatchResult {
-        let mut r = match (self.exec.fabric(), self.exec.flow()) {
-            (Some(sim), _) => crate::fabric::stats_of(sim, self.gpu_ports, events),
-            (None, Some(sim)) => crate::flow::flow_stats(sim, events),
-            _ => crate::fabric::BatchResult::default(),
-        };
+        let mut r = crate::fabric::BatchResult::default();
+        if let Some(sim) = self.exec.fabric() {
+            r.stats = crate::fabric::stats_of(sim, self.gpu_ports, events);
+            r.fidelity = "packet".into();
+        }
+        if let Some(sim) = self.exec.flow() {
+            r.stats = crate::flow::flow_stats(sim, events);
+            r.fidelity = "flow".into();
+        }
         r.makespan_ps = makespan_ps;
         r.folded_planes = 1;
         r.fold_reason = "not folded: task-graph work arrives over time".into();
@@ -108,7 +125,7 @@ impl Network for FabricNetwork {
     }
 
     fn start_collective(&mut self, now: TimePs, tag: u32, members: &[u32], kind: CollectiveKind, bytes: u64, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
-        let low = lower(Op::from_kind(kind), members, bytes, &self.params, &self.info)?;
+        let low = lower(op_of(kind), members, bytes, &self.params, &self.info)?;
         self.exec.start(now, tag, &low.dag, sched)?;
         self.drain(done);
         Ok(())
