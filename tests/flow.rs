@@ -137,13 +137,13 @@ fn links_carry_exactly_the_bytes_and_never_exceed_their_rate() {
     let b = pairwise(8, 3 << 20);
     let r = run_batch_flow(&spec, &b, &mut NoInterrupt).unwrap();
     let total: u64 = b.bytes.iter().sum();
-    let carried: u64 = r.ports.iter().map(|p| p.link.payload_bytes).sum();
-    assert!((carried as f64 - total as f64).abs() <= r.ports.len() as f64, "{carried} vs {total}");
-    for p in &r.ports {
+    let carried: u64 = r.stats.ports.iter().map(|p| p.link.payload_bytes).sum();
+    assert!((carried as f64 - total as f64).abs() <= r.stats.ports.len() as f64, "{carried} vs {total}");
+    for p in &r.stats.ports {
         assert!(p.link.busy_ps <= r.makespan_ps, "port {}/{} busy {} > {}", p.gpu, p.port, p.link.busy_ps, r.makespan_ps);
     }
-    let out: u64 = r.switches.iter().map(|s| s.flits_out).sum();
-    let wire: u64 = r.ports.iter().map(|p| p.link.wire_bytes).sum();
+    let out: u64 = r.stats.switches.iter().map(|s| s.flits_out).sum();
+    let wire: u64 = r.stats.ports.iter().map(|p| p.link.wire_bytes).sum();
     assert!((out * 16) as f64 / wire as f64 - 1.0 < 1e-3);
 }
 
