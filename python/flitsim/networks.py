@@ -16,7 +16,8 @@ Two networks, chosen per run (``flitsim.taskgraph.execute(graph, network)``,
 :func:`resolve_network` turns what a user passed (None, ``"ideal"``, a fabric
 preset name, a FabricSpec, a network) into one of them. Both networks hand the
 engine a plain dict (``to_core(devices)``); the Rust side is
-``rust/src/collective/network.rs`` (``IdealNetwork``, ``FabricNetwork``).
+``rust/src/taskgraph/network.rs`` (``IdealNetwork``, the analytic network)
+and ``rust/src/taskgraph/fabric_network.rs`` (``FabricNetwork``).
 """
 
 from __future__ import annotations
