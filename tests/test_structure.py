@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
      "flitsim.nccl_log", "flitsim.calibrate",
      "flitsim.faults", "flitsim.models", "flitsim.cost", "flitsim.workloads"),
     ("flitsim.networks",),
-    ("flitsim.taskgraph",),
+    ("flitsim.taskgraph", "flitsim.memory"),
     ("flitsim.schedules", "flitsim.serving"),
     ("flitsim.report",),
     ("flitsim.scenario", "flitsim.sweeps"),

@@ -18,12 +18,14 @@ def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
         c.print(f"[dim]{n}[/dim]")
     t = Table(title=f"{res.scenario.title}: runs")
     for col in ("case", "schedule", "GPUs", "network", "makespan ms", "speedup", "stage CV", "fill/drain",
-                "bubble", "FLOP/B"):
+                "bubble", "FLOP/B", "memory GB"):
         t.add_column(col, justify="right" if col not in ("case", "schedule", "network") else "left")
     for r in res.summary_frame().itertuples():
         t.add_row(r.case, r.schedule, str(r.devices), r.network, f"{r.makespan_s * 1e3:.2f}",
                   "" if r.speedup != r.speedup else f"{r.speedup:.2f}x", f"{r.stage_time_cv:.3f}",
-                  f"{r.fill_drain_share:.0%}", f"{r.bubble_fraction_mean:.0%}", f"{r.flop_per_comm_byte:,.0f}")
+                  f"{r.fill_drain_share:.0%}", f"{r.bubble_fraction_mean:.0%}", f"{r.flop_per_comm_byte:,.0f}",
+                  f"{r.peak_memory_bytes / 1e9:.1f}" + {"ok": "", "oom": f" OOM ({r.memory_broken_by})"}.get(
+                      r.memory_status, f" {r.memory_status}"))
     c.print(t)
     t = Table(title="critical path (share of makespan)")
     for col in ("case", "schedule", "compute", "serial.", "switch q.", "link credit", "handoff credit", "stream q.",

@@ -27,7 +27,7 @@ from flitsim.report.critical_path import critical_path
 from flitsim.report.metrics import dit_latency, fabric_metrics, llm_latency_table, schedule_metrics, token_times_s
 from flitsim.report.scorecard import scorecard
 from flitsim.scenario.cases import info_kind, load_workload
-from flitsim.scenario.result import RunRecord, ScenarioResult, conclusion
+from flitsim.scenario.result import RunRecord, ScenarioResult, conclusion, memory_columns
 from flitsim.scenario.spec import CaseSection, Scenario, ScheduleEntry, fabric_spec, load_scenario
 
 __all__ = ["run_scenario"]
@@ -172,7 +172,7 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
         bpp = (bw_GBps * 1e9 / 1e12)
         cp = critical_path(rep, bytes_per_ps=bpp, alpha_ps=alpha_ps if is_ana else 0)
         rec = RunRecord(case.name, label, e.name, len(rep.devices), rep.stages, rep, _aggregate([m for _, m in per]),
-                        per, net_label, fab, cp, base, time.perf_counter() - t0)
+                        per, net_label, fab, cp, base, time.perf_counter() - t0, memory=memory_columns(scheds))
         if e.name == "decode":
             tt = token_times_s(rep)
             rec.token_times = tt
