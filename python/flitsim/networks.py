@@ -16,7 +16,8 @@ Two networks, chosen per run (``flitsim.taskgraph.execute(graph, network)``,
 :func:`resolve_network` turns what a user passed (None, ``"ideal"``, a fabric
 preset name, a FabricSpec, a network) into one of them. Both networks hand the
 engine a plain dict (``to_core(devices)``); the Rust side is
-``rust/src/collective/network.rs`` (``IdealNetwork``, ``FabricNetwork``).
+``rust/src/taskgraph/network.rs`` (``IdealNetwork``, the analytic network)
+and ``rust/src/taskgraph/fabric_network.rs`` (``FabricNetwork``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Sequence, cast
 
 import numpy as np
 
-from flitsim.collectives import default_params
+from flitsim.collectives import INJECTION_PACKET_OVERHEAD_BYTES, default_params, load_params
 from flitsim.errors import ConfigError
 from flitsim.hardware.fabric import FABRIC_PRESETS, FabricSpec, fabric_preset
 from flitsim.transfers import transfers
@@ -63,10 +64,8 @@ class AnalyticNetwork:
         if fabric.gpu.injection_bytes_per_s:
             bw = fabric.gpu.injection_bytes_per_s / 1e9
         else:
-            from flitsim.collectives import INJECTION_PACKET_OVERHEAD_BYTES as ovh
-
             bw = (fabric.links[0].payload_GBps() * fabric.gpu_ports * float(default_params()["link_efficiency"])
-                  * payload / (payload + ovh))
+                  * payload / (payload + INJECTION_PACKET_OVERHEAD_BYTES))
         one = transfers(cast(FabricSpec, fabric.replace(sim_packet_bytes=0)), [0], [1], payload)
         return cls(alpha_ps=int(one.makespan_ps), bandwidth_GBps=bw)
 
@@ -133,8 +132,6 @@ class FabricNetwork:
         fab = fab.with_faults(self.faults) if self.faults else fab
         d: dict[str, Any] = {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
         if self.collective_params is not None:
-            from flitsim.collectives import load_params
-
             d["collective_params"] = load_params(self.collective_params)
         return d
 

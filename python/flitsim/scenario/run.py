@@ -11,6 +11,7 @@ import inspect
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import flitsim.schedules as S
+from flitsim.cost import read_profile
 from flitsim.errors import config_error
 from flitsim.hardware import fabric_gpu, gpu_preset
 from flitsim.schedules.builder import DEFAULT_GPU
@@ -107,10 +109,6 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     hw: dict[str, Any] = {"gpu": sc.hardware.gpu} if sc.hardware.gpu else {"fabric": fabric}
     hw.update(dtype=sc.hardware.dtype, execution=sc.hardware.execution)
     if sc.hardware.profile:
-        from pathlib import Path
-
-        from flitsim.cost import read_profile
-
         pp = Path(sc.hardware.profile)
         hw["profile"] = read_profile(pp if pp.is_absolute() else Path(sc.base_dir) / pp)  # read once, errors early
     common = {**hw, "fabric_devices": fabric.gpus}
