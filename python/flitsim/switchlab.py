@@ -29,7 +29,7 @@ from pydantic import Field
 
 from flitsim import _core
 from flitsim._spec import Spec
-from flitsim.errors import ConfigError
+from flitsim.errors import ConfigError, check_int
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -254,9 +254,7 @@ class SwitchRunResult:
 
 
 def _nonneg_int(name: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-        raise ConfigError(f"{name} = {v!r}: expected an integer >= 0")
-    return int(v)
+    return check_int(name, v, 0)
 
 
 def run(switch: SwitchSpec | None = None, traffic: TrafficSpec | None = None, *,

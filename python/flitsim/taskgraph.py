@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 import numpy as np
 
 from flitsim import _core
-from flitsim.errors import ConfigError
+from flitsim.errors import ConfigError, check_int
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,6 +34,10 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broa
 """Collective kinds, in engine code order."""
 
 KINDS = ("compute", "transfer", "collective")
+
+MAX_DEVICES = 1 << 20
+"""Most devices a task graph (or fabric) may have: the engine's
+``MAX_ENDPOINTS`` (rust/src/fabric/spec.rs)."""
 
 
 @dataclass(frozen=True)
@@ -91,10 +95,10 @@ class TaskGraphBuilder:
     _mem: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        for name in ("devices", "compute_streams", "comm_streams"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ConfigError(f"{name} = {v!r}: expected an integer >= 1")
+        # Same bounds as the engine (MAX_ENDPOINTS GPUs; streams per device).
+        check_int("devices", self.devices, 1, MAX_DEVICES)
+        check_int("compute_streams", self.compute_streams, 1, 1024)
+        check_int("comm_streams", self.comm_streams, 1, 1024)
 
     def __len__(self) -> int:
         return len(self._kind)
@@ -116,16 +120,12 @@ class TaskGraphBuilder:
         return len(self._kind) - 1
 
     def _check_device(self, name: str, d: int) -> int:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d < self.devices:
-            raise ConfigError(f"{name} = {d!r}: expected a device id in 0..{self.devices - 1}")
-        return int(d)
+        return check_int(name, d, 0, self.devices - 1, what="a device id")
 
     @staticmethod
     def _nonneg(name: str, v: Any) -> int:
         # Below 2^62 so sums of times and sizes stay exact in u64/int64.
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < 2**62:
-            raise ConfigError(f"{name} = {v!r}: expected an integer in [0, 2^62)")
-        return int(v)
+        return check_int(name, v, 0, 2**62 - 1)
 
     def add_compute(self, device: int, duration_ps: int, *, label: str = "", stage: int = -1,
                     flops: float = 0.0, mem_bytes: float = 0.0, release_ps: int = 0) -> int:

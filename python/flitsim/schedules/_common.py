@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from flitsim.errors import config_error
+from flitsim.errors import check_int as _check_int, config_error
 from flitsim.hardware import Efficiency, gpu_preset, roofline_time_s
 from flitsim.models import OpCost
 from flitsim.taskgraph import COLLECTIVES, TaskGraph, TaskGraphBuilder, TaskGraphRun, execute
@@ -44,10 +44,9 @@ def busbw_factor(kind: str, n: int) -> float:
 
 
 def check_int(name: str, v: Any, minimum: int = 1) -> int:
-    """An integer >= ``minimum`` (numpy integers accepted), else ConfigError."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
-        raise config_error(name, v, f"an integer >= {minimum}")
-    return int(v)
+    """An integer >= ``minimum`` (numpy integers accepted), else ConfigError
+    (see :func:`flitsim.errors.check_int`)."""
+    return _check_int(name, v, minimum)
 
 
 def resolve_devices(devices: Any, needed: int, fabric_devices: int | None) -> tuple[list[int], int]:

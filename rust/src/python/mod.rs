@@ -19,8 +19,8 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-create_exception!(_core, ConfigError, PyValueError, "A configuration value is invalid; the message names the field, the value and what is allowed.");
-create_exception!(_core, StalledError, PyRuntimeError, "The simulation stopped making progress with work pending; the message says what is blocked.");
+create_exception!(flitsim._core, ConfigError, PyValueError, "A configuration value is invalid; the message names the field, the value and what is allowed.");
+create_exception!(flitsim._core, StalledError, PyRuntimeError, "The simulation stopped making progress with work pending; the message says what is blocked.");
 
 impl From<FlitsimError> for PyErr {
     fn from(e: FlitsimError) -> PyErr {

@@ -86,7 +86,7 @@ impl<'g, N: Network> Exec<'g, N> {
         let i = t as usize;
         let mut sched = Mapped { queue: q, wrap: Ev::Net };
         match TaskKind::from_code(g.kind[i]).expect("validated") {
-            TaskKind::Compute => self.done_buf.push((t, now + g.duration_ps[i])),
+            TaskKind::Compute => self.done_buf.push((t, now.saturating_add(g.duration_ps[i]))),
             TaskKind::Transfer => {
                 if g.bytes[i] == 0 || g.device[i] == g.peer[i] {
                     self.done_buf.push((t, now));
