@@ -22,10 +22,13 @@ from flitsim.transfers import FabricNetwork, TransferResult, transfers
 from flitsim.collectives import CollectiveResult, collective, nccl_tests
 from flitsim.sweeps import sweep
 from flitsim import report
+from flitsim.interrupt import cancel_all, install_sigint_handler
+
+install_sigint_handler()  # Ctrl-C also stops simulations on worker threads
 
 __all__ = [
     "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
     "link_transfer", "switchlab", "FabricNetwork", "TransferResult", "transfers",
-    "CollectiveResult", "collective", "nccl_tests", "sweep", "report",
+    "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "cancel_all",
 ]

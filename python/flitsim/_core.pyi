@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 __version__: str
 __all__ = [
-    "ConfigError", "StalledError", "__version__", "collective_defaults", "collective_ideal", "collective_run",
+    "ConfigError", "StalledError", "__version__", "cancel_all", "collective_defaults", "collective_ideal", "collective_run",
     "execute_taskgraph", "fabric_check", "fabric_transfers", "hold_model_events_per_s", "link_timing",
     "link_transfer", "serdes_rates", "switch_lab",
 ]
@@ -19,6 +19,9 @@ class ConfigError(ValueError):
 
 class StalledError(RuntimeError):
     """The simulation stopped making progress with work pending; the message says what is blocked."""
+
+def cancel_all() -> None:
+    """Cancel every simulation running in this process, on any thread."""
 
 def serdes_rates(spec: Any) -> dict[str, Any]:
     """Rate chain of a SerDes spec dict: line/post-FEC/payload rates (Gb/s), bit time and FEC accumulation (ps)."""

@@ -237,8 +237,8 @@ impl FabricSpec {
             )?;
         }
         ensure(matches!(self.switch.queueing.as_str(), "voq" | "fifo"), "switch.queueing", &self.switch.queueing, "\"voq\" or \"fifo\"")?;
-        let mut gpu_used = vec![u32::MAX; self.gpus as usize * self.gpu_ports as usize];
-        let mut sw_used = vec![u32::MAX; (self.switches as usize) * self.switch_ports as usize];
+        let mut gpu_used = crate::error::try_vec(self.gpus as usize * self.gpu_ports as usize, u32::MAX, "gpus x gpu_ports")?;
+        let mut sw_used = crate::error::try_vec(self.switches as usize * self.switch_ports as usize, u32::MAX, "switches x switch_ports")?;
         for (w, wire) in self.wires.iter().enumerate() {
             let f = |name: &str| format!("wires[{w}].{name}");
             ensure(wire.gpu < self.gpus, &f("gpu"), wire.gpu, &format!("a GPU id in 0..{}", self.gpus))?;

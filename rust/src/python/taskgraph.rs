@@ -70,6 +70,8 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
     let spec: NetworkSpec = from_py(network, "network")?;
     let (r, net_stats) = match spec {
         NetworkSpec::Ideal { devices, alpha_ps, bandwidth_bytes_per_s } => {
+            let max = crate::fabric::MAX_ENDPOINTS;
+            crate::error::ensure(devices >= 1 && devices <= max, "network.devices", devices, &format!("1..={max} devices"))?;
             let mut net = IdealNetwork::new(devices, alpha_ps, bandwidth_bytes_per_s);
             let r = py.detach(|| execute(&g, &mut net, &mut signal_check))?;
             let d = PyDict::new(py);
