@@ -204,6 +204,8 @@ impl FabricSpec {
         ensure(self.switch_ports <= 4096, "switch_ports", self.switch_ports, "0..=4096 ports per switch")?;
         let ports = self.gpus as u64 * self.gpu_ports as u64 + self.switches as u64 * self.switch_ports as u64;
         ensure(ports <= MAX_PORTS, "gpus x gpu_ports + switches x switch_ports", ports, "at most 2^24 ports in one fabric")?;
+        let pairs = self.gpus as u64 * self.switches as u64;
+        ensure(pairs <= MAX_PORTS, "gpus x switches", pairs, "at most 2^24 (per-switch, per-GPU tables)")?;
         ensure(
             self.switch.clock_ghz == 0.0 || (self.switch.clock_ghz.is_finite() && (0.001..=1000.0).contains(&self.switch.clock_ghz)),
             "switch.clock_ghz",
