@@ -167,7 +167,7 @@ fn ceil_div_f(t: f64) -> u64 {
     (t - 1e-6).ceil().max(0.0) as u64
 }
 
-/// Most simulated packets one fabric run may plan (about an hour of
+/// Most simulated packets one fabric run may plan (about half an hour of
 /// simulation: the engine moves roughly 0.6 M packets per second on one core).
 pub const MAX_SIM_PACKETS: u64 = 1 << 30;
 
