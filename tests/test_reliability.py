@@ -235,3 +235,55 @@ def test_check_int_is_the_one_integer_rule():
     for bad in (True, "3", 3.0, None, 2**70):
         with pytest.raises(ConfigError, match="n = "):
             check_int("n", bad, 0, 2**64 - 1)
+
+
+# ---------------------------------------------------------------- 6. flitsim run --out safety
+def test_run_out_refuses_user_files_before_simulating(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import flitsim.report.scenario as sc
+    from flitsim.cli import cli
+
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "thesis.tex").write_text("mine")
+
+    def never(*a, **k):
+        raise AssertionError("simulated before checking --out")
+
+    monkeypatch.setattr(sc, "run_scenario", never)
+    scenario = os.path.join(os.path.dirname(__file__), "..", "examples", "tiny.toml")
+    r = CliRunner().invoke(cli, ["run", scenario, "--out", str(out)])
+    assert r.exit_code == 2 and "--force" in r.output
+    assert (out / "thesis.tex").read_text() == "mine"
+    (tmp_path / "afile").write_text("x")
+    r = CliRunner().invoke(cli, ["run", scenario, "--out", str(tmp_path / "afile")])
+    assert r.exit_code == 2 and "file" in r.output
+    assert not [p for p in tmp_path.iterdir() if "flitsim-tmp" in p.name]  # no temp folder left behind
+
+
+def test_report_folder_is_replaced_whole_or_not_at_all(tmp_path):
+    from flitsim.cli.run_cmd import check_out_dir, write_atomically
+
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "old_trace.json").write_text("old")
+
+    def failing(d):
+        (d / "summary.json").write_text('{"trunc')
+        raise OSError(28, "No space left on device")
+
+    tmp = check_out_dir(str(out), force=True)
+    with pytest.raises(OSError):
+        write_atomically(str(out), tmp, failing)
+    assert [p.name for p in out.iterdir()] == ["old_trace.json"]  # untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["rep"]  # temp folder removed
+
+    def ok(d):
+        (d / "summary.json").write_text("{}")
+        return {"summary": str(d / "summary.json")}
+
+    tmp = check_out_dir(str(out), force=True)
+    paths = write_atomically(str(out), tmp, ok)
+    assert [p.name for p in out.iterdir()] == ["summary.json"]  # the old run's files are gone
+    assert paths == {"summary": str(out / "summary.json")}
