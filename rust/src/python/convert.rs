@@ -6,17 +6,23 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::{de::DeserializeOwned, Serialize};
 
-/// Depythonize a spec; any mismatch (missing field, wrong type, unknown key)
-/// becomes a `ConfigError` that names `what` and serde's description.
+/// Depythonize a spec; any mismatch (missing field, wrong type, unknown key,
+/// an integer out of its field's range) becomes a `ConfigError` that names
+/// the path of the offending field under `what` (`fabric.links[0].vcs`) and
+/// serde's description. Types are strict: a bool, a string or a float is not
+/// an integer.
 pub fn from_py<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
-    pythonize::depythonize(obj).map_err(|e| {
-        let msg = e.to_string();
+    let mut de = pythonize::Depythonizer::from_object(obj);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = e.inner().to_string();
         let hint = if msg.contains("Overflow") || msg.contains("out of range") {
             " (a number exceeds its field's integer range: counts and ids up to 2^32-1, bytes and ps up to 2^64-1)"
         } else {
             ""
         };
-        ConfigError::new_err(format!("{what}: {msg}{hint}"))
+        let at = if path == "." || path.is_empty() { what.to_string() } else { format!("{what}.{path}") };
+        ConfigError::new_err(format!("{at}: {msg}{hint}"))
     })
 }
 
