@@ -287,3 +287,75 @@ def test_report_folder_is_replaced_whole_or_not_at_all(tmp_path):
     paths = write_atomically(str(out), tmp, ok)
     assert [p.name for p in out.iterdir()] == ["summary.json"]  # the old run's files are gone
     assert paths == {"summary": str(out / "summary.json")}
+
+
+# ---------------------------------------------------------------- one size parser (issue 19)
+@pytest.mark.parametrize("text,expected", [("4096", 4096), ("64K", 65536), ("64KB", 65536), ("64KiB", 65536),
+                                           ("64kb", 65536), ("8G", 8 << 30), ("1.5K", 1536), (" 2 M ", 2 << 20)])
+def test_one_size_parser_binary_prefixes(text, expected):
+    from flitsim.cli._common import parse_bytes as cli_parse
+    from flitsim.collectives import parse_size
+    from flitsim.sizes import parse_bytes
+
+    # nccl-tests' parsesize: K/M/G multiply by 1024 (src/common.cu)
+    assert parse_bytes(text) == cli_parse(text) == parse_size(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["1.5", "0.1K", "-1", "64X", "", "KiB", True, 1.5, "1e3"])
+def test_size_parser_refuses_fractions_and_junk(bad):
+    from flitsim.sizes import parse_bytes
+
+    with pytest.raises(ConfigError, match="size"):
+        parse_bytes(bad)
+
+
+def test_link_cli_refuses_fractional_bytes():
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    r = CliRunner().invoke(cli, ["link", "--bytes", "1.5"])
+    assert r.exit_code == 2 and "whole number of bytes" in r.output
+
+
+# ---------------------------------------------------------------- 8. errors name the field
+def test_raw_core_spec_errors_name_the_path():
+    import copy
+
+    from flitsim.hardware import fabric_preset
+
+    d = fabric_preset("hgx-h100").core_dict()
+    e = copy.deepcopy(d)
+    e["links"][0]["vcs"] = 2**70
+    with pytest.raises(ConfigError, match=r"fabric\.links\[0\]\.vcs"):
+        flitsim._core.fabric_check(e)
+    e = copy.deepcopy(d)
+    e["wires"][3]["gpu"] = "8"
+    with pytest.raises(ConfigError, match=r"fabric\.wires\[3\]\.gpu"):
+        flitsim._core.fabric_check(e)
+
+
+def test_schedule_errors_blame_the_input():
+    import flitsim.schedules as S
+
+    with pytest.raises(ConfigError, match="prefill tokens"):
+        S.build("terapipe", "llama-3-8b", 2**40, stages=2)
+    with pytest.raises(ConfigError, match="summing to the 1024"):
+        S.build("terapipe", "llama-3-8b", 1024, stages=2, slices=[500, 500])
+    with pytest.raises(ConfigError, match="summing to 1024"):
+        S.build("terapipe", "llama-3-8b", 1024, stages=2, slicing="given", slice_tokens=[500, 500])
+    with pytest.raises(ConfigError, match="bogus"):
+        S.build("terapipe", "llama-3-8b", 1024, stages=2, bogus=1)
+    with pytest.raises(ConfigError, match="degree"):
+        S.build("tensor_parallel", "llama-3-8b", 1024, degree=10**6)
+    with pytest.raises(ConfigError, match="ledger row"):
+        flitsim.ledger("gb200-nvl72").row("rack", "nope")
+
+
+def test_task_graph_size_is_bounded():
+    from flitsim.limits import MAX_TASKS
+
+    b = TaskGraphBuilder(1)
+    b._kind.extend([0] * MAX_TASKS)  # as if MAX_TASKS tasks were added
+    with pytest.raises(ConfigError, match="tasks"):
+        b.add_compute(0, 1)

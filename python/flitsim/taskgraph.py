@@ -35,9 +35,7 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broa
 
 KINDS = ("compute", "transfer", "collective")
 
-MAX_DEVICES = 1 << 20
-"""Most devices a task graph (or fabric) may have: the engine's
-``MAX_ENDPOINTS`` (rust/src/fabric/spec.rs)."""
+from flitsim.limits import MAX_DEVICES, MAX_TASKS  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -105,6 +103,10 @@ class TaskGraphBuilder:
 
     def _add(self, kind: int, device: int, peer: int, dur: int, nbytes: int, coll: int, group: int,
              label: str, stage: int, flops: float, mem: float, release_ps: int = 0) -> int:
+        if len(self._kind) >= MAX_TASKS:
+            # Work estimate as the graph grows: refuse before hours of building and simulating.
+            raise ConfigError(f"tasks = {len(self._kind) + 1}: at most {MAX_TASKS} tasks in one task graph "
+                              "(fewer steps, layers, slices or a smaller parallel degree)")
         self._kind.append(kind)
         self._release.append(release_ps)
         self._device.append(device)

@@ -54,6 +54,13 @@ def build(name: str, model: Any, workload: Any, *, devices: Any = None, **option
     """
     if name not in SCHEDULES:
         raise config_error("schedule", name, f"one of {sorted(SCHEDULES)}")
+    import inspect
+
+    params = inspect.signature(SCHEDULES[name]).parameters
+    allowed = sorted(k for k, p in params.items() if p.kind is p.KEYWORD_ONLY and k != "devices")
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise config_error(f"{name} option", unknown[0], f"one of {allowed}")
     return SCHEDULES[name](model, workload, devices=devices, **options)
 
 
