@@ -1,7 +1,9 @@
 //! Conversions between Python objects and the crate's serde types.
 
 use super::ConfigError;
+use crate::fabric::BatchResult;
 use crate::stats::Histogram;
+use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::{de::DeserializeOwned, Serialize};
@@ -42,5 +44,92 @@ pub fn hist_dict<'py>(py: Python<'py>, h: &Histogram) -> PyResult<Bound<'py, PyD
     for (name, q) in [("p25", 0.25), ("p50", 0.5), ("p75", 0.75), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99)] {
         d.set_item(name, h.quantile(q))?;
     }
+    Ok(d)
+}
+
+/// A 1-D numpy column `key` of `d` as a Vec (dtype must match exactly).
+pub(crate) fn col<'py, T: numpy::Element + Copy>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Vec<T>> {
+    let v = d.get_item(key)?.ok_or_else(|| ConfigError::new_err(format!("graph.{key}: missing column")))?;
+    let a: PyReadonlyArray1<T> = v.extract().map_err(|e| {
+        ConfigError::new_err(format!("graph.{key}: expected a 1-D numpy array of {} ({e})", std::any::type_name::<T>()))
+    })?;
+    Ok(a.as_array().iter().copied().collect())
+}
+
+/// An integer scalar `key` of `d` in 0..2^32.
+pub(crate) fn scalar(d: &Bound<'_, PyDict>, key: &str) -> PyResult<u32> {
+    let v = d.get_item(key)?.ok_or_else(|| ConfigError::new_err(format!("graph.{key}: missing")))?;
+    let bad = || ConfigError::new_err(format!("graph.{key} = {v}: expected an integer in 0..2^32"));
+    if v.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(bad()); // True is not 1 device
+    }
+    v.extract().map_err(|_| bad())
+}
+
+/// Columns of a fabric batch result: per-transfer times, per GPU-port link
+/// statistics, per switch-port statistics and reorder statistics (used by
+/// `fabric_transfers` and by the task graph over a fabric).
+pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("start_ps", r.start_ps.into_pyarray(py))?;
+    d.set_item("end_ps", r.end_ps.into_pyarray(py))?;
+    d.set_item("makespan_ps", r.makespan_ps)?;
+    d.set_item("folded_planes", r.folded_planes)?;
+    d.set_item("fold_reason", r.fold_reason)?;
+    d.set_item("switch_cycle_ps", r.switch_cycle_ps)?;
+    d.set_item("packets", r.packets)?;
+    d.set_item("events", r.events)?;
+    // GPU -> switch links, one row per GPU port.
+    let l = PyDict::new(py);
+    let p = &r.ports;
+    let u = |f: &dyn Fn(&crate::fabric::PortLinkStats) -> u64| p.iter().map(f).collect::<Vec<u64>>();
+    l.set_item("gpu", u(&|x| x.gpu as u64).into_pyarray(py))?;
+    l.set_item("port", u(&|x| x.port as u64).into_pyarray(py))?;
+    l.set_item("switch", u(&|x| x.switch as u64).into_pyarray(py))?;
+    l.set_item("busy_ps", u(&|x| x.link.busy_ps).into_pyarray(py))?;
+    l.set_item("payload_bytes", u(&|x| x.link.payload_bytes).into_pyarray(py))?;
+    l.set_item("wire_bytes", u(&|x| x.link.wire_bytes).into_pyarray(py))?;
+    l.set_item("packets", u(&|x| x.link.packets).into_pyarray(py))?;
+    l.set_item("credit_exhaustion_episodes", u(&|x| x.vcs.iter().map(|v| v.exhaustion_episodes).sum()).into_pyarray(py))?;
+    l.set_item("credit_exhaustion_ps", u(&|x| x.vcs.iter().map(|v| v.exhaustion_ps).sum()).into_pyarray(py))?;
+    d.set_item("links", l)?;
+    // Switch ports, one row per (switch, port).
+    let s = PyDict::new(py);
+    let (mut sw, mut port, mut inc, mut outc, mut qsum, mut granted, mut flits_out, mut ex_ep, mut ex_cyc, mut occ_max) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    for (k, st) in r.switches.iter().enumerate() {
+        let n = st.ports.len();
+        let v = if n == 0 { 1 } else { st.inputs.len() / n };
+        for i in 0..n {
+            sw.push(k as u64);
+            port.push(i as u64);
+            inc.push(st.ports[i].input_conflicts);
+            outc.push(st.ports[i].output_conflicts);
+            let ins = &st.inputs[i * v..(i + 1) * v];
+            let outs = &st.outputs[i * v..(i + 1) * v];
+            qsum.push(ins.iter().map(|x| x.queueing_cycles_sum).sum::<u64>());
+            granted.push(ins.iter().map(|x| x.packets_granted).sum::<u64>());
+            occ_max.push(ins.iter().map(|x| x.occupancy_max_flits).max().unwrap_or(0));
+            flits_out.push(outs.iter().map(|x| x.flits_out).sum::<u64>());
+            ex_ep.push(outs.iter().map(|x| x.credit_exhaustion_episodes).sum::<u64>());
+            ex_cyc.push(outs.iter().map(|x| x.credit_exhaustion_cycles).sum::<u64>());
+        }
+    }
+    s.set_item("switch", sw.into_pyarray(py))?;
+    s.set_item("port", port.into_pyarray(py))?;
+    s.set_item("input_conflicts", inc.into_pyarray(py))?;
+    s.set_item("output_conflicts", outc.into_pyarray(py))?;
+    s.set_item("queueing_cycles_sum", qsum.into_pyarray(py))?;
+    s.set_item("packets_granted", granted.into_pyarray(py))?;
+    s.set_item("input_occupancy_max_flits", occ_max.into_pyarray(py))?;
+    s.set_item("output_flits", flits_out.into_pyarray(py))?;
+    s.set_item("output_credit_exhaustion_episodes", ex_ep.into_pyarray(py))?;
+    s.set_item("output_credit_exhaustion_cycles", ex_cyc.into_pyarray(py))?;
+    d.set_item("switch_ports", s)?;
+    let ro = PyDict::new(py);
+    ro.set_item("max_packets", r.reorder.iter().map(|x| x.max_packets).collect::<Vec<u64>>().into_pyarray(py))?;
+    ro.set_item("mean_packets", r.reorder.iter().map(|x| if x.deliveries == 0 { 0.0 } else { x.held_sum as f64 / x.deliveries as f64 }).collect::<Vec<f64>>().into_pyarray(py))?;
+    ro.set_item("window_overflows", r.reorder.iter().map(|x| x.window_overflows).collect::<Vec<u64>>().into_pyarray(py))?;
+    d.set_item("reorder", ro)?;
     Ok(d)
 }

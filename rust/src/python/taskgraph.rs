@@ -1,24 +1,12 @@
 //! Bindings for the task-graph executor: numpy columns in, numpy columns out.
 
-use super::{convert::from_py, signal_check, ConfigError};
+use super::convert::{batch_result_dict, col, from_py, scalar};
+use super::signal_check;
 use crate::taskgraph::{execute, IdealNetwork, TaskGraph};
-use numpy::{IntoPyArray, PyReadonlyArray1};
+use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::Deserialize;
-
-pub(crate) fn col<'py, T: numpy::Element + Copy>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Vec<T>> {
-    let v = d.get_item(key)?.ok_or_else(|| ConfigError::new_err(format!("graph.{key}: missing column")))?;
-    let a: PyReadonlyArray1<T> = v.extract().map_err(|e| {
-        ConfigError::new_err(format!("graph.{key}: expected a 1-D numpy array of {} ({e})", std::any::type_name::<T>()))
-    })?;
-    Ok(a.as_array().iter().copied().collect())
-}
-
-fn scalar(d: &Bound<'_, PyDict>, key: &str) -> PyResult<u32> {
-    let v = d.get_item(key)?.ok_or_else(|| ConfigError::new_err(format!("graph.{key}: missing")))?;
-    v.extract().map_err(|_| ConfigError::new_err(format!("graph.{key} = {v}: expected an integer in 0..2^32")))
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, tag = "kind", rename_all = "snake_case")]
@@ -85,7 +73,7 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             let d = PyDict::new(py);
             d.set_item("kind", "fabric")?;
             d.set_item("packets", net.packets_sent())?;
-            d.set_item("fabric", super::fabric::result_dict(py, net.stats(r.makespan_ps, r.events))?)?;
+            d.set_item("fabric", batch_result_dict(py, net.stats(r.makespan_ps, r.events))?)?;
             d.set_item("task_credit_wait_ps", net.task_credit_wait_ps(g.len()).into_pyarray(py))?;
             (r, d)
         }
