@@ -14,6 +14,13 @@ __all__ = [
     "link_transfer", "serdes_rates", "switch_lab",
 ]
 
+from flitsim._core_types import (
+    BatchResult, CollectiveParams, CollectiveResult, LinkTimingResult, LinkTransferResult, SerdesRates,
+    SwitchLabResult, TaskGraphResult,
+)
+
+# ---------------------------------------------------------------- functions and errors
+
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names the field, the value and what is allowed."""
 
@@ -23,37 +30,37 @@ class StalledError(RuntimeError):
 def cancel_all() -> None:
     """Cancel every simulation running in this process, on any thread."""
 
-def serdes_rates(spec: Any) -> dict[str, Any]:
+def serdes_rates(spec: Any) -> SerdesRates:
     """Rate chain of a SerDes spec dict: line/post-FEC/payload rates (Gb/s), bit time and FEC accumulation (ps)."""
 
-def link_timing(spec: Any) -> dict[str, Any]:
+def link_timing(spec: Any) -> LinkTimingResult:
     """Validate a link spec dict; returns ``{"rates": ..., "timing": ...}`` (integer ps timing)."""
 
-def link_transfer(spec: Any) -> dict[str, Any]:
+def link_transfer(spec: Any) -> LinkTransferResult:
     """Run the two-endpoint link experiment; arrays ``start_ps``/``arrival_ps`` are uint64."""
 
-def switch_lab(spec: Any) -> dict[str, Any]:
+def switch_lab(spec: Any) -> SwitchLabResult:
     """Run one switch-lab experiment (spec dict mirrors ``SwitchLabSpec``); per
     (port, VC) arrays in ``inputs``/``outputs`` are flat uint64, index ``port * vcs + vc``."""
 
 def hold_model_events_per_s(pending: int, operations: int, seed: int) -> float:
     """Events per wall-second of the hold model with ``pending`` events queued."""
 
-def execute_taskgraph(graph: dict[str, Any], network: Any) -> dict[str, Any]:
+def execute_taskgraph(graph: dict[str, Any], network: Any) -> TaskGraphResult:
     """Execute a columnar task graph (numpy arrays) over a network spec dict; per-task uint64 arrays out."""
 
 def fabric_check(spec: Any) -> None:
     """Validate a fabric spec dict; raises ConfigError naming the wire or GPU at fault."""
 
-def fabric_transfers(spec: Any, batch: dict[str, Any]) -> dict[str, Any]:
+def fabric_transfers(spec: Any, batch: dict[str, Any]) -> BatchResult:
     """Run a batch of transfers (numpy columns src, dst, bytes, start_ps, after) on a fabric spec dict."""
 
-def collective_run(spec: Any, request: Any) -> dict[str, Any]:
+def collective_run(spec: Any, request: Any) -> CollectiveResult:
     """Run one collective (request dict mirrors ``CollectiveRequest``: op, members, bytes, params) on a fabric spec dict;
     ``bytes_sent``/``bytes_received`` are uint64 arrays per GPU."""
 
 def collective_ideal(gpus: int, alpha_ps: int, bandwidth_bytes_per_s: float, nvls: bool, request: Any) -> int:
     """Completion time (ps) of a collective's DAG on the ideal alpha-beta port model."""
 
-def collective_defaults() -> dict[str, Any]:
+def collective_defaults() -> CollectiveParams:
     """The default, calibrated collective parameters (link_efficiency, nvls_efficiency, latencies ...)."""

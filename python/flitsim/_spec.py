@@ -40,10 +40,10 @@ def _strict_problem(annotation: Any, value: Any) -> str | None:
             return f"true or false (got {type(value).__name__})"
         return None
     if origin in (tuple, list) and isinstance(value, (list, tuple)):
-        args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
-        if len(args) == 1:
+        items = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+        if len(items) == 1:
             for i, v in enumerate(value):
-                p = _strict_problem(args[0], v)
+                p = _strict_problem(items[0], v)
                 if p:
                     return f"item {i} = {v!r}: {p}"
     return None
