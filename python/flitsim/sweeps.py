@@ -239,7 +239,7 @@ def sweep(target: Callable[..., Mapping[str, Any]] | str, grid: Any, executor: A
             own.shutdown(cancel_futures=True)
         if bar:
             bar.close()
-    return _frame([done[i] for i in dict.fromkeys(ids) if i in done])
+    return _frame([done[i] for i in ids if i in done])  # one row per grid position, repeats included
 
 
 def _frame(rows: list[dict[str, Any]]) -> Any:
