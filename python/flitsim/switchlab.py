@@ -88,7 +88,7 @@ class SwitchSpec(Spec):
     downstream_credits_per_vc_flits: NonNegInt | None = None
     allocator: str = "islip"
     iterations: NonNegInt = 1
-    clock_ghz: float = 1.0
+    clock_ghz: float = Field(default=1.0, ge=0.001, le=1000.0)  # the engine's bounds (switch/spec.rs)
     seed: NonNegInt = 0
     stall_timeout_cycles: NonNegInt = 0
 
