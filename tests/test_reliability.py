@@ -359,3 +359,13 @@ def test_task_graph_size_is_bounded():
     b._kind.extend([0] * MAX_TASKS)  # as if MAX_TASKS tasks were added
     with pytest.raises(ConfigError, match="tasks"):
         b.add_compute(0, 1)
+
+
+def test_decode_refuses_requests_with_zero_output_tokens():
+    import flitsim.schedules as S
+    from flitsim.workloads import LlmWorkload
+
+    req = pd.DataFrame({"arrival_s": [0.0, 0.1], "input_tokens": [16, 16], "output_tokens": [4, 0]})
+    wl = LlmWorkload(req, tokenizer="llama-3")
+    with pytest.raises(ConfigError, match=r"output_tokens\[1\]"):
+        S.build("decode", "llama-3-8b", wl, stages=1)
