@@ -102,6 +102,9 @@ def test_absurd_transfer_is_refused_before_simulating():
     # hgx-h100 simulates 256 B packets: 2^40 B = 2^32 packets > the 2^30 budget.
     with pytest.raises(ConfigError, match="simulated packets"):
         flitsim.transfers("hgx-h100", [0], [1], 2**40)
+    # the link lab: 1 PiB in 256 B packets = 2^42 packets
+    with pytest.raises(ConfigError, match="packets"):
+        flitsim.link_transfer("nvlink5", 2**50, 256)
 
 
 # ---------------------------------------------------------------- 7. Ctrl-C on worker threads
