@@ -372,3 +372,12 @@ def test_decode_refuses_requests_with_zero_output_tokens():
     wl = LlmWorkload(req, tokenizer="llama-3")
     with pytest.raises(ConfigError, match=r"output_tokens\[1\]"):
         S.build("decode", "llama-3-8b", wl, stages=1)
+
+
+def test_values_beyond_u64_name_the_field():
+    with pytest.raises(ConfigError, match=r"nbytes\[1\] = 1180591620717411303424"):
+        flitsim.transfers("hgx-h100", [0, 0], [1, 1], [1, 2**70])
+    with pytest.raises(ConfigError, match="total_bytes"):
+        flitsim.link_transfer("nvlink5", 2**64)
+    with pytest.raises(ConfigError, match="duration_ps"):
+        TaskGraphBuilder(1).add_compute(0, 2**64)

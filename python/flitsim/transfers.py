@@ -109,6 +109,11 @@ def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None, hi: 
         a = np.full(n, a)
     if a.shape != (n,):
         raise ConfigError(f"{name}: shape {a.shape}, expected ({n},) (one entry per transfer)")
+    if a.dtype.kind == "O" and a.size and all(isinstance(x, int) and not isinstance(x, bool) for x in a):
+        # Python ints beyond int64/uint64 make an object array: name the value, not the dtype.
+        i = int(np.argmax([abs(x) for x in a]))
+        raise ConfigError(f"{name}[{i}] = {a[i]}: expected integers in {-1 if name == 'after' else 0}.."
+                          f"{(hi if hi is not None else _LIMITS.get(name, 2**64)) - 1}")
     if a.dtype.kind not in "iu":
         raise ConfigError(f"{name}: dtype {a.dtype}, expected integers")
     lo = -1 if name == "after" else 0
