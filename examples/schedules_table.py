@@ -1,9 +1,9 @@
-"""Measured makespans / CVs for docs/schedules.md (IdealNetwork 500 ns, 450 GB/s, H100 roofline)."""
+"""Measured makespans / CVs for docs/schedules.md (AnalyticNetwork 500 ns, 450 GB/s, H100 kernel-level model)."""
 import flitsim.schedules as S
-from flitsim.taskgraph import IdealNetwork
+from flitsim.networks import AnalyticNetwork
 from flitsim.workloads import dit_workload
 
-net = IdealNetwork(alpha_ps=500_000, bandwidth_GBps=450.0)
+net = AnalyticNetwork(alpha_ps=500_000, bandwidth_GBps=450.0)
 print("| workload | schedule | devices | makespan | stage-time CV | fill/drain | bubble (mean) |")
 print("|---|---|---:|---:|---:|---:|---:|")
 for T in (4096, 16384):

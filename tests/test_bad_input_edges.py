@@ -144,7 +144,7 @@ def test_trace_source_must_be_a_path_or_name():
 
 @pytest.mark.parametrize("loader", ["scenario", "sweep"])
 def test_scenario_and_sweep_files_that_cannot_be_read(tmp_path, loader):
-    from flitsim.report import load_scenario
+    from flitsim.scenario import load_scenario
     from flitsim.sweeps import load_sweep
 
     load = load_scenario if loader == "scenario" else load_sweep
@@ -174,8 +174,7 @@ def test_collective_rejects_huge_sizes_and_non_integer_gpu_ids():
 def test_run_checks_options_and_out_before_simulating(tmp_path):
     from pathlib import Path
 
-    from flitsim.report import load_scenario
-    from flitsim.report.writer import prepare_out_dir
+    from flitsim.scenario import load_scenario, prepare_out_dir
 
     tiny = Path(__file__).resolve().parents[1] / "examples" / "tiny.toml"
     text = tiny.read_text()
@@ -184,7 +183,7 @@ def test_run_checks_options_and_out_before_simulating(tmp_path):
     bad.write_text(text.replace("patches = ", "patchs = 2, patches = ", 1))
     sc = load_scenario(bad)
     with pytest.raises(flitsim.ConfigError, match="patchs"):
-        flitsim.report.run_scenario(sc, progress=False)
+        flitsim.scenario.run_scenario(sc, progress=False)
     f = tmp_path / "afile"
     f.write_text("")
     for out in (str(f), str(f / "sub"), ""):

@@ -9,6 +9,7 @@ import pytest
 
 from flitsim import ConfigError
 from flitsim.models import (
+    param_count,
     decode_cost,
     dit_step_cost,
     from_hf_config,
@@ -35,7 +36,7 @@ def _llama70_matmul_params() -> int:
 
 def test_llama3_70b_param_count_is_70_6_billion():
     # Meta model card / Hugging Face listing: 70.6 B parameters.
-    assert model_preset("llama-3-70b").param_count() == pytest.approx(70.6e9, rel=0.01)
+    assert param_count("llama-3-70b") == pytest.approx(70.6e9, rel=0.01)
 
 
 @pytest.mark.parametrize("name,published", [
@@ -49,7 +50,7 @@ def test_llama3_70b_param_count_is_70_6_billion():
 def test_zoo_param_counts_match_published(name, published):
     # 3 %: the model cards round to 2-3 significant figures (SD3 "2 B" is 2.03 B
     # in diffusers; our count keeps the last block's full text stream).
-    assert model_preset(name).param_count() == pytest.approx(published, rel=0.03)
+    assert param_count(name) == pytest.approx(published, rel=0.03)
 
 
 def test_llama70b_prefill_flops_are_2x_params_plus_attention():
@@ -153,13 +154,13 @@ def test_from_hf_config_reads_local_llama_and_diffusers_configs(tmp_path):
     }
     (tmp_path / "config.json").write_text(json.dumps(llama))
     cfg = from_hf_config(tmp_path, name="my-llama")
-    assert cfg.param_count() == pytest.approx(8.03e9, rel=0.005)
+    assert param_count(cfg) == pytest.approx(8.03e9, rel=0.005)
     dit = {"_class_name": "DiTTransformer2DModel", "num_attention_heads": 16, "attention_head_dim": 72,
            "in_channels": 4, "out_channels": 8, "num_layers": 28, "patch_size": 2,
            "num_embeds_ada_norm": 1000}  # facebook/DiT-XL-2-256 transformer/config.json
     p = tmp_path / "dit.json"
     p.write_text(json.dumps(dit))
-    assert from_hf_config(p).param_count() == pytest.approx(675e6, rel=0.005)
+    assert param_count(from_hf_config(p)) == pytest.approx(675e6, rel=0.005)
 
 
 def test_user_config_from_dict():
@@ -168,7 +169,7 @@ def test_user_config_from_dict():
     tiny = ModelConfig.from_dict({"name": "tiny", "kind": "causal", "n_layers": 2, "hidden": 64, "n_heads": 4,
                                   "ffn_hidden": 256, "vocab_size": 1000})
     # per layer: 4 x 64^2 (MHA q,k,v,o) + 3 x 64 x 256 + 2 x 64 norms; embed + head 2 x 64 x 1000; final norm 64
-    assert tiny.param_count() == 2 * (4 * 64 * 64 + 3 * 64 * 256 + 128) + 2 * 64 * 1000 + 64
+    assert param_count(tiny) == 2 * (4 * 64 * 64 + 3 * 64 * 256 + 128) + 2 * 64 * 1000 + 64
 
 
 @pytest.mark.parametrize("call,field", [

@@ -244,7 +244,7 @@ def test_check_int_is_the_one_integer_rule():
 def test_run_out_refuses_user_files_before_simulating(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    import flitsim.report.scenario as sc
+    import flitsim.scenario as sc
     from flitsim.cli import cli
 
     out = tmp_path / "rep"

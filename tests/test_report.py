@@ -15,8 +15,9 @@ import pytest
 
 import flitsim
 from flitsim.errors import ConfigError
-from flitsim.report import (bubble_fraction, critical_path, llm_latency_table, llm_request_latencies, load_scenario,
-                            summarize, trace_events)
+from flitsim.report import (bubble_fraction, critical_path, llm_latency_table, llm_request_latencies, summarize,
+                            trace_events)
+from flitsim.scenario import load_scenario
 from flitsim.taskgraph import IdealNetwork, TaskGraphBuilder, execute
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -285,7 +286,7 @@ def test_tiny_scenario_end_to_end(tmp_path):
 
 
 def test_unknown_schedule_in_scenario(tmp_path):
-    from flitsim.report import run_scenario
+    from flitsim.scenario import run_scenario
 
     with pytest.raises(ConfigError, match="schedule"):
         run_scenario(_write(tmp_path, GOOD.replace('name = "terapipe"', 'name = "warp_drive"')), progress=False)

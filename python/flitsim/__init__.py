@@ -4,9 +4,14 @@ class) driven by inference workloads.
 Entry points, one per job: :func:`ledger` (the bandwidth ledger of a link or
 system), :func:`link_transfer` (the link lab), :mod:`flitsim.switchlab` (the
 switch lab), :func:`transfers` (traffic on a whole fabric), :func:`collective`
-and :func:`nccl_tests` (collectives, nccl-tests style), :mod:`flitsim.schedules`
-(TeraPipe, PipeFusion and baselines as task graphs), :mod:`flitsim.report`
-(``flitsim run``: metrics, critical path, scorecard, report) and :func:`sweep`.
+and :func:`nccl_tests` (collectives, nccl-tests style), :mod:`flitsim.networks`
+(what a task graph runs over: :class:`AnalyticNetwork`, :class:`FabricNetwork`),
+:mod:`flitsim.schedules`
+(TeraPipe, PipeFusion and baselines as task graphs), :mod:`flitsim.scenario`
+(``flitsim run``: scenario files, the main job's runner, writing the report),
+:mod:`flitsim.report` (metrics, critical path, scorecard, plots, traces), :func:`sweep`,
+and faults: :func:`goodput_vs_ber`, :func:`fec_error_model`, :class:`Fault`
+(dead links and planes, ``FabricSpec.with_faults``).
 Presets live in :mod:`flitsim.hardware`, models in :mod:`flitsim.models`,
 workloads in :mod:`flitsim.workloads`.
 Errors: :class:`ConfigError` (a ValueError), :class:`StalledError` (a RuntimeError).
@@ -18,8 +23,11 @@ from flitsim.hardware import LinkSpec, PacketFormat, SerdesSpec, SystemPreset, l
 from flitsim.ledger import Ledger, ledger
 from flitsim.linklab import LinkTransferResult, link_transfer
 from flitsim import switchlab
-from flitsim.transfers import FabricNetwork, TransferResult, transfers
+from flitsim.transfers import TransferResult, transfers
 from flitsim.collectives import CollectiveResult, collective, nccl_tests
+from flitsim.faults import fec_error_model, goodput_vs_ber
+from flitsim.hardware.fabric import Fault
+from flitsim.networks import AnalyticNetwork, FabricNetwork, IdealNetwork
 from flitsim.sweeps import sweep
 from flitsim import report
 from flitsim.interrupt import cancel_all, install_sigint_handler
@@ -29,6 +37,17 @@ install_sigint_handler()  # Ctrl-C also stops simulations on worker threads
 __all__ = [
     "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
-    "link_transfer", "switchlab", "FabricNetwork", "TransferResult", "transfers",
-    "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "cancel_all",
+    "link_transfer", "switchlab", "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "TransferResult", "transfers",
+    "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario", "Fault",
+    "fec_error_model", "goodput_vs_ber", "cancel_all",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # flitsim.scenario loads on first use: it pulls in schedules, models and
+    # pandas, which ``import flitsim`` alone does not need.
+    if name == "scenario":
+        import importlib
+
+        return importlib.import_module("flitsim.scenario")
+    raise AttributeError(f"module 'flitsim' has no attribute {name!r}")

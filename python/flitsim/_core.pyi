@@ -10,7 +10,7 @@ import numpy.typing as npt
 __version__: str
 __all__ = [
     "ConfigError", "StalledError", "__version__", "cancel_all", "collective_defaults", "collective_ideal", "collective_run",
-    "execute_taskgraph", "fabric_check", "fabric_transfers", "hold_model_events_per_s", "link_timing",
+    "execute_taskgraph", "fabric_check", "fabric_transfers", "fec_error_model", "hold_model_events_per_s", "link_timing",
     "link_transfer", "serdes_rates", "switch_lab",
 ]
 
@@ -53,11 +53,22 @@ def fabric_check(spec: Any) -> None:
     """Validate a fabric spec dict; raises ConfigError naming the wire or GPU at fault."""
 
 def fabric_transfers(spec: Any, batch: dict[str, Any]) -> BatchResult:
-    """Run a batch of transfers (numpy columns src, dst, bytes, start_ps, after) on a fabric spec dict."""
+    """Run a batch of transfers (numpy columns src, dst, bytes, start_ps, after) on a fabric spec dict;
+    ``links`` holds per-GPU-port uint64 columns (including link-level retry ``replays``, ``replay_ps``,
+    ``rx_replays``, ``rx_payload_bytes``, ``lost_bytes``), ``faults`` the fault accounting
+    (``faults_applied``, ``lost_packets``, ``lost_bytes``, ``delivered_bytes``,
+    ``replayed_delivered_bytes``, ``sent_bytes``)."""
+
+def fec_error_model(serdes: Any, ber: float) -> dict[str, Any]:
+    """Closed-form error probabilities of a SerDes spec dict at raw bit error rate ``ber``:
+    ``symbol_error_prob``, ``correctable_symbols`` (t), ``codeword_clean_prob``,
+    ``codeword_corrected_prob``, ``codeword_uncorrectable_prob``, ``codeword_flit_bits``,
+    ``hazard_per_flit_bit``; ConfigError if ``ber`` is outside [0, 1)."""
 
 def collective_run(spec: Any, request: Any) -> CollectiveResult:
     """Run one collective (request dict mirrors ``CollectiveRequest``: op, members, bytes, params) on a fabric spec dict;
-    ``bytes_sent``/``bytes_received`` are uint64 arrays per GPU."""
+    ``bytes_sent``/``bytes_received``/``rx_payload_bytes`` are uint64 arrays per GPU, ``faults`` the
+    fault accounting (as in :func:`fabric_transfers`)."""
 
 def collective_ideal(gpus: int, alpha_ps: int, bandwidth_bytes_per_s: float, nvls: bool, request: Any) -> int:
     """Completion time (ps) of a collective's DAG on the ideal alpha-beta port model."""

@@ -130,7 +130,8 @@ def _params(fabric: FabricSpec, algorithm: str, protocol: str, channels: int | N
 
 def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence[int] | None = None, *,
                algorithm: str = "auto", protocol: str = "auto", channels: int | None = None,
-               chunk_bytes: int | None = None, root: int = 0, dtype: str = "float", **options: Any) -> CollectiveResult:
+               chunk_bytes: int | None = None, root: int = 0, dtype: str = "float", faults: Any = None,
+               **options: Any) -> CollectiveResult:
     """Run one collective on a fabric.
 
     Args:
@@ -149,6 +150,11 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             chunk (default 1 MiB).
         root: root rank for broadcast/reduce. dtype: element type (sizes must be
             whole elements).
+        faults: :class:`flitsim.Fault` entries (or dicts) added to the fabric's
+            (dead links/planes at given times; see ``FabricSpec.with_faults``).
+            ``stats["faults"]`` then holds the accounting (lost, replayed and
+            delivered bytes; ``link_rx_payload_bytes``: bytes the GPU links
+            delivered, from link statistics).
         options: further CollectiveParams fields (``link_efficiency``,
             ``nvls_efficiency``, ``nvls_base_ps``, ``nvls_per_rank_ps``,
             ``launch_ps``, ``step_latency_ps``, ``reduce_bytes_per_s``,
@@ -161,6 +167,8 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             fabric without it, an algorithm the operation lacks.
     """
     fab = as_fabric(fabric)
+    if faults is not None:
+        fab = fab.with_faults(faults)
     op = _op(kind)
     if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 <= nbytes <= MAX_BYTES:
         raise ConfigError(f"nbytes = {nbytes!r}: expected an integer in 0..{MAX_BYTES} (64 GiB; the lowering "
@@ -190,6 +198,8 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
     algbw = nbytes / t_ps * 1e3
     stats = {k: r[k] for k in ("transfers", "sim_packet_bytes", "folded_planes", "fold_reason", "packets", "events",
                                "max_link_utilization", "credit_exhaustion_episodes", "arbitration_conflicts")}
+    stats["faults"] = {**{k: int(v) for k, v in r["faults"].items()},
+                       "link_rx_payload_bytes": int(np.asarray(r["rx_payload_bytes"]).sum())}
     return CollectiveResult(op, n, int(nbytes), t_ps / 1e6, algbw, algbw * busbw_factor(op, n), str(r["algorithm"]),
                             str(r["protocol"]), int(r["channels"]), int(r["chunk_bytes"]),
                             np.asarray(r["bytes_sent"]), np.asarray(r["bytes_received"]), stats)

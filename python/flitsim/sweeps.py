@@ -287,17 +287,16 @@ def schedule_point(schedule: str, *, model: str | None = None, tokens: int | Non
     Args:
         schedule: builder name; model + tokens (causal prefill) or dit_model +
             resolution_px + steps (DiT); fabric: preset; network: ``analytic``
-            (IdealNetwork from the fabric's ledger) or ``fabric``
+            (:meth:`flitsim.networks.AnalyticNetwork.from_fabric`) or ``fabric``
             (cycle-level); options: builder options (stages, degree, ...).
 
     Returns:
         :meth:`flitsim.schedules.Schedule.summary` scalars (makespan_s,
         stage_time_cv, fill_drain_share, bubble fractions, bytes, FLOPs, ...).
     """
-    import flitsim
     import flitsim.schedules as S
     from flitsim.hardware import fabric_preset
-    from flitsim.report.scenario import analytic_network
+    from flitsim.networks import AnalyticNetwork, FabricNetwork
     from flitsim.workloads import dit_workload
 
     fab = fabric_preset(fabric, sim_packet_bytes=sim_packet_bytes)
@@ -305,10 +304,10 @@ def schedule_point(schedule: str, *, model: str | None = None, tokens: int | Non
         if resolution_px is None:
             raise config_error("resolution_px", None, "a side in pixels with dit_model")
         wl: Any = dit_workload(dit_model, resolution_px, steps=steps)
-        sched = S.build(schedule, None, wl, fabric_devices=fab.gpus, **options)
+        sched = S.build(schedule, None, wl, fabric=fab, **options)  # compute on the fabric's GPU unless gpu= given
     else:
-        sched = S.build(schedule, model, tokens, fabric_devices=fab.gpus, **options)
-    net = flitsim.FabricNetwork(fab) if network == "fabric" else analytic_network(fab)[0]
+        sched = S.build(schedule, model, tokens, fabric=fab, **options)
+    net = FabricNetwork(fab) if network == "fabric" else AnalyticNetwork.from_fabric(fab)
     res = S.simulate(sched, net)
     return {k: v for k, v in res.summary().items() if isinstance(v, (int, float, str))}
 

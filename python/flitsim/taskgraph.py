@@ -26,6 +26,8 @@ import numpy as np
 
 from flitsim import _core
 from flitsim.errors import ConfigError, check_int
+from flitsim.networks import AnalyticNetwork, FabricNetwork, IdealNetwork, resolve_network
+from flitsim.transfers import fabric_frames
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,27 +39,9 @@ KINDS = ("compute", "transfer", "collective")
 
 from flitsim.limits import MAX_DEVICES, MAX_TASKS  # noqa: E402
 
-
-@dataclass(frozen=True)
-class IdealNetwork:
-    """Alpha-beta reference network: each device has one injection port of
-    ``bandwidth_GBps`` (GB/s, 1e9 B/s; 0 = infinite) and latency ``alpha_ps``.
-    A transfer of S bytes takes alpha + S/B; a collective of nccl-tests size S
-    over n ranks takes steps x alpha + factor x S/B with the nccl-tests busbw
-    factor and ring step counts (see the Rust ``IdealNetwork``)."""
-
-    alpha_ps: int = 0
-    bandwidth_GBps: float = 0.0
-
-    def to_core(self, devices: int) -> dict[str, Any]:
-        a, bw = self.alpha_ps, self.bandwidth_GBps
-        if not (isinstance(a, (int, float, np.integer, np.floating)) and np.isfinite(a) and 0 <= a < 2**62):
-            raise ConfigError(f"IdealNetwork.alpha_ps = {a!r}: a finite latency in [0, 2^62) ps")
-        if not (isinstance(bw, (int, float, np.integer, np.floating)) and np.isfinite(bw)
-                and (bw == 0 or 1e-9 <= bw <= 1e9)):
-            raise ConfigError(f"IdealNetwork.bandwidth_GBps = {bw!r}: 0 (infinite) or a rate in [1e-9, 1e9] GB/s")
-        return {"kind": "ideal", "devices": devices, "alpha_ps": int(self.alpha_ps),
-                "bandwidth_bytes_per_s": int(round(self.bandwidth_GBps * 1e9))}
+__all__ = ["COLLECTIVES", "KINDS", "TaskGraphBuilder", "TaskGraph", "TaskGraphRun", "execute",
+           # networks live in flitsim.networks; re-exported under their old import path
+           "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "resolve_network"]
 
 
 @dataclass
@@ -263,34 +247,11 @@ class TaskGraphRun:
         return 1.0 - self.busy_ps() / self.makespan_ps if self.makespan_ps else np.zeros(self.graph.devices)
 
 
-def resolve_network(network: Any) -> Any:
-    """A network object from what the user passed: None or ``"ideal"`` -> a
-    zero-cost :class:`IdealNetwork`; a fabric preset name or a
-    :class:`~flitsim.hardware.FabricSpec` -> :class:`flitsim.FabricNetwork`;
-    anything with ``to_core(devices)`` as is.
-
-    Raises:
-        ConfigError: anything else (the message lists what is accepted).
-    """
-    if network is None or (isinstance(network, str) and network.lower() == "ideal"):
-        return IdealNetwork()
-    from flitsim.hardware.fabric import FABRIC_PRESETS, FabricSpec, fabric_preset
-    from flitsim.transfers import FabricNetwork
-
-    if isinstance(network, str) and network.lower().replace("_", "-") in FABRIC_PRESETS:
-        return FabricNetwork(fabric_preset(network))
-    if isinstance(network, FabricSpec):
-        return FabricNetwork(network)
-    if not hasattr(network, "to_core"):
-        raise ConfigError(f"network = {network!r}: expected None or 'ideal', a fabric preset name "
-                          f"{sorted(FABRIC_PRESETS)}, a FabricSpec, an IdealNetwork or a FabricNetwork")
-    return network
-
-
 def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
-    """Run ``graph`` over ``network``: an :class:`IdealNetwork` (default: zero
-    cost) or a :class:`flitsim.FabricNetwork` (the cycle-level fabric); a
-    fabric preset name or FabricSpec also works (see :func:`resolve_network`).
+    """Run ``graph`` over ``network``: an :class:`~flitsim.networks.AnalyticNetwork`
+    (default: zero cost) or a :class:`~flitsim.networks.FabricNetwork` (the
+    cycle-level fabric); a fabric preset name or FabricSpec also works (see
+    :func:`flitsim.networks.resolve_network`).
 
     Returns:
         :class:`TaskGraphRun`.
@@ -321,8 +282,8 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
     })
     net = dict(r["network"])
     if net.get("kind") == "fabric":
-        from flitsim.transfers import fabric_frames
-
-        net["links"], net["switch_ports"], net["reorder"] = fabric_frames(net.pop("fabric"), network.fabric)
+        fab = net.pop("fabric")
+        net["links"], net["switch_ports"], net["reorder"] = fabric_frames(fab, network.fabric)
+        net["faults"] = {k: int(v) for k, v in fab["faults"].items()}
         df["fabric_credit_wait_ps"] = net.pop("task_credit_wait_ps").astype(np.int64)
     return TaskGraphRun(graph, df, int(r["makespan_ps"]), net, int(r["events"]))

@@ -9,7 +9,7 @@ stream: memory is bounded by the fabric, not by the number of packets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -20,31 +20,6 @@ from flitsim.hardware.fabric import FabricSpec, as_fabric
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-@dataclass(frozen=True)
-class FabricNetwork:
-    """The cycle-level fabric as the network of a task graph
-    (``flitsim.taskgraph.execute(graph, FabricNetwork(spec))``): transfer tasks
-    run packet by packet; collective tasks are lowered to transfer DAGs on the
-    same fabric (``flitsim.collective``'s algorithms with their default, "auto"
-    choice). Plane folding is not applied (work arrives over time).
-
-    ``calibrated`` (default True): when the fabric sets no
-    ``gpu.injection_bytes_per_s``, every GPU injects at most the calibrated
-    NCCL-level rate (``link_efficiency`` 0.824 x link rate x ports, from NCCL's
-    SM90 20.6 GB/s per link; docs/collectives.md), as ``flitsim.collective``
-    does. False runs the fabric exactly as specified, as ``flitsim.transfers`` does.
-    """
-
-    fabric: FabricSpec
-    calibrated: bool = True
-
-    def to_core(self, devices: int) -> dict[str, Any]:
-        if devices > self.fabric.gpus:
-            raise ConfigError(f"devices = {devices}: the task graph uses more devices than the fabric's "
-                              f"{self.fabric.gpus} GPUs")
-        return {"kind": "fabric", "fabric": self.fabric.core_dict(), "calibrated": bool(self.calibrated)}
 
 
 @dataclass(frozen=True)
@@ -66,6 +41,14 @@ class TransferResult:
         makespan_ps: last completion.
         folded_planes: identical switch planes simulated as one (1 = none);
             statistics then describe one plane. fold_reason says why or why not.
+        faults: fault accounting: faults_applied, lost_packets, lost_bytes,
+            delivered_bytes, replayed_delivered_bytes, sent_bytes
+            (delivered + replayed_delivered = sent: nothing dropped; one plane's
+            share when folded, like the other statistics). The
+            ``links`` rows carry the per-port side: rx_payload_bytes (delivered
+            through the port), lost_bytes, and link-level retry (replays,
+            replayed_wire_bytes, replay_ps, replay_buffer_wait_ps; rx_* for the
+            switch -> GPU direction).
     """
 
     transfers: "pd.DataFrame"
@@ -77,6 +60,7 @@ class TransferResult:
     fold_reason: str
     packets: int
     events: int
+    faults: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """JSON-safe headline figures."""
@@ -90,6 +74,7 @@ class TransferResult:
             "max_reorder_packets": int(self.reorder.max_packets.max()),
             "folded_planes": self.folded_planes, "fold_reason": self.fold_reason,
             "packets": self.packets, "events": self.events,
+            "faults": dict(self.faults),
         }
 
 
@@ -127,7 +112,8 @@ def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None, hi: 
 
 
 def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
-              nbytes: Sequence[int] | np.ndarray | int, *, start_ps: Any = None, after: Any = None) -> TransferResult:
+              nbytes: Sequence[int] | np.ndarray | int, *, start_ps: Any = None, after: Any = None,
+              faults: Any = None) -> TransferResult:
     """Run transfers on a fabric.
 
     Args:
@@ -136,6 +122,8 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         nbytes: bytes per transfer, shape (n,) or a scalar.
         start_ps: earliest start per transfer, ps (default 0).
         after: index of a transfer that must finish first, or -1 (default -1).
+        faults: :class:`flitsim.Fault` entries (or dicts) added to the fabric's
+            (see ``FabricSpec.with_faults``).
 
     Returns:
         :class:`TransferResult`.
@@ -147,6 +135,8 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
             is blocked).
     """
     fabric = as_fabric(fabric)
+    if faults is not None:
+        fabric = fabric.with_faults(faults)
     s = np.asarray(src)
     if s.ndim != 1 or s.size == 0:
         raise ConfigError(f"src: shape {s.shape}, expected a non-empty 1-D array of GPU ids")
@@ -197,4 +187,4 @@ def _result(r: dict[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec)
                       "GBps": np.where(dur > 0, batch["bytes"] / np.maximum(dur, 1) * 1e3, np.nan)})
     links, ports, ro = fabric_frames(r, fabric)
     return TransferResult(t, links, ports, ro, int(r["makespan_ps"]), int(r["folded_planes"]), str(r["fold_reason"]),
-                          int(r["packets"]), int(r["events"]))
+                          int(r["packets"]), int(r["events"]), {k: int(v) for k, v in r["faults"].items()})

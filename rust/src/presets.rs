@@ -25,6 +25,7 @@ pub fn nvlink5() -> LinkSpec {
         vcs: 8,
         credits_per_vc_flits: 512,
         credit_return_ps: 30_000,
+        replay: None,
     }
 }
 
@@ -48,5 +49,6 @@ pub fn planar(gpus: u32, planes: u32, fold_planes: bool) -> FabricSpec {
         sim_packets_per_lane: 0,
         max_sim_packet_bytes: 256 << 10,
         fold_planes,
+        faults: Vec::new(),
     }
 }

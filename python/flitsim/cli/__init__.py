@@ -6,9 +6,11 @@ from __future__ import annotations
 import click
 
 from flitsim import __version__
+from flitsim.cli.ber_cmd import ber_cmd
 from flitsim.cli.ledger_cmd import ledger_cmd
 from flitsim.cli.link_cmd import link_cmd
 from flitsim.cli.nccl_cmd import nccl_cmd
+from flitsim.cli.profile_cmd import profile_cmd
 from flitsim.cli.workload_cmd import workload_cmd
 from flitsim.cli.switch_cmd import switch_cmd
 from flitsim.cli.run_cmd import run_cmd
@@ -28,6 +30,8 @@ cli.add_command(switch_cmd)
 cli.add_command(nccl_cmd)
 cli.add_command(run_cmd)
 cli.add_command(sweep_cmd)
+cli.add_command(profile_cmd)
+cli.add_command(ber_cmd)
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flitsim.cli._common import ByteSize, echo_json, friendly_errors
-from flitsim.hardware import link_preset
+from flitsim.hardware import ReplaySpec, link_preset
 from flitsim.linklab import link_transfer
 
 
@@ -20,16 +20,20 @@ from flitsim.linklab import link_transfer
 @click.option("--credits", "credits", type=int, default=None, help="Credits per VC, flits (default: preset's).")
 @click.option("--credit-return-ps", type=int, default=None, help="Credit return delay, ps (default: preset's).")
 @click.option("--vcs", type=int, default=None, help="Virtual channels used round-robin (default: preset's).")
+@click.option("--ber", type=float, default=None,
+              help="Raw (pre-FEC) bit error rate: FEC + link-level retry (go-back-N) on; see `flitsim ber`.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Error-sampling seed (with --ber).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @friendly_errors
 def link_cmd(preset: str, total_bytes: int, payload_bytes: int, credits: int | None,
-             credit_return_ps: int | None, vcs: int | None, as_json: bool) -> None:
+             credit_return_ps: int | None, vcs: int | None, ber: float | None, seed: int, as_json: bool) -> None:
     """Move --bytes over one direction of a PRESET link (nvlink3/4/5) and report
     throughput, per-packet latency and credit exhaustion."""
-    r = link_transfer(preset, total_bytes, payload_bytes, credits_per_vc_flits=credits,
+    spec = link_preset(preset)
+    link = spec if ber is None else spec.replace(replay=ReplaySpec(ber=ber, seed=seed))
+    r = link_transfer(link, total_bytes, payload_bytes, credits_per_vc_flits=credits,  # type: ignore[arg-type]
                       credit_return_ps=credit_return_ps, vcs=vcs, max_recorded_packets=0)
     s = r.summary()
-    spec = link_preset(preset)
     if as_json:
         echo_json(s)
         return
@@ -48,6 +52,9 @@ def link_cmd(preset: str, total_bytes: int, payload_bytes: int, credits: int | N
         ("credit round trip (full packet)", f"{r.credit_rtt_ps / 1e3:.2f} ns"),
         ("time waiting for credits", f"{r.credit_wait_ps / 1e6:.3f} us"),
     ]
+    if ber is not None:
+        rp = r.link["replay"]
+        rows.append((f"link-level replays at BER {ber:g}", f"{rp['replays']:,} ({rp['replay_ps'] / 1e6:.3f} us of serializer time)"))
     for i, v in enumerate(r.vcs):
         if v["packets"]:
             rows.append((f"VC{i} credit exhaustion", f"{v['exhaustion_episodes']:,} episodes, {v['exhaustion_ps'] / 1e6:.3f} us"))

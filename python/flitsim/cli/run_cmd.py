@@ -136,7 +136,7 @@ def run_cmd(scenario: str, out_dir: str, force: bool, no_progress: bool, as_json
     --out must be new or empty unless --force; the report is written into a
     temporary folder beside it and renamed into place when complete, so a
     failed run never leaves a half-written or mixed report."""
-    from flitsim.report.scenario import run_scenario, scenario_json
+    from flitsim.scenario import run_scenario, scenario_json
 
     tmp = check_out_dir(out_dir, force)  # fail before minutes of simulation, not after
     try:

@@ -1,10 +1,11 @@
 """Hardware presets and specs: SerDes lanes, links, systems. Every preset value
 carries its public source or is marked *assumed* with a reason."""
 
-from flitsim.hardware.gpus import GPU_PRESETS, Efficiency, GpuSpec, gpu_preset, roofline_time_s
+from flitsim.hardware.gpus import GPU_PRESETS, Efficiency, GpuSpec, fabric_gpu, gpu_preset, roofline_time_s
 from flitsim.hardware.fabric import (
     FABRIC_PRESETS,
     FabricSpec,
+    Fault,
     GpuInjection,
     SwitchParams,
     Wire,
@@ -12,7 +13,7 @@ from flitsim.hardware.fabric import (
     fabric_preset,
     uniform_fabric,
 )
-from flitsim.hardware.link_spec import FecCode, LinkSpec, PacketFormat, SerdesSpec
+from flitsim.hardware.link_spec import FecCode, LinkSpec, PacketFormat, ReplaySpec, SerdesSpec
 from flitsim.hardware.links import KP4, LINK_PRESETS, link_preset, nvlink3, nvlink4, nvlink5
 from flitsim.hardware.systems import (
     SYSTEM_PRESETS,
@@ -25,10 +26,10 @@ from flitsim.hardware.systems import (
 )
 
 __all__ = [
-    "FABRIC_PRESETS", "FabricSpec", "GpuInjection", "SwitchParams", "Wire", "fabric_from_dict",
+    "FABRIC_PRESETS", "FabricSpec", "Fault", "GpuInjection", "SwitchParams", "Wire", "fabric_from_dict",
     "fabric_preset", "uniform_fabric",
-    "FecCode", "LinkSpec", "PacketFormat", "SerdesSpec", "KP4", "LINK_PRESETS", "link_preset",
+    "FecCode", "LinkSpec", "PacketFormat", "ReplaySpec", "SerdesSpec", "KP4", "LINK_PRESETS", "link_preset",
     "nvlink3", "nvlink4", "nvlink5", "SYSTEM_PRESETS", "SystemPreset", "dgx_a100", "gb200_nvl72",
     "hgx_b200", "hgx_h100", "system_preset",
-    "GPU_PRESETS", "Efficiency", "GpuSpec", "gpu_preset", "roofline_time_s",
+    "GPU_PRESETS", "Efficiency", "GpuSpec", "fabric_gpu", "gpu_preset", "roofline_time_s",
 ]

@@ -20,12 +20,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
-from pydantic import Field, model_validator
+import numpy as np
+from pydantic import Field, field_validator, model_validator
 
 from flitsim import _core
 from flitsim._spec import Spec
 from flitsim.errors import ConfigError
-from flitsim.hardware.link_spec import LinkSpec
+from flitsim.hardware.link_spec import LinkSpec, ReplaySpec
 from flitsim.hardware.links import link_preset
 
 
@@ -81,6 +82,54 @@ class Wire(Spec):
 
 Spray = Literal["round_robin", "hash", "adaptive"]
 
+MAX_FAULT_PS = 1 << 62
+"""Latest fault time accepted, ps (the bound on transfer start times)."""
+
+
+class Fault(Spec):
+    """A component that dies at ``at_ps`` (ps from the start of the run) and
+    stays dead (mirrors ``Fault`` in ``rust/src/fabric/spec.rs``).
+
+    ``kind``: ``"link"`` (the wire of GPU ``gpu`` port ``port``, both
+    directions), ``"plane"`` (switch chip ``switch`` and all its wires: one of
+    NVL72's 18 planes), or ``"nic"`` (NICs are not modelled yet: issue 14 adds
+    them; rejected until then). Traffic started later avoids the dead part;
+    packets inside it at that moment are replayed end to end by their source
+    after its replay timer (``ReplaySpec.timeout_ps``, default 1 us).
+
+    Raises:
+        ConfigError: a missing or extra id for the kind, a negative time or one
+            beyond 2^62 ps; unknown ids and faults that leave two GPUs without
+            a live switch are rejected by the fabric that holds them.
+    """
+
+    kind: Literal["link", "plane", "nic"]
+    at_ps: int = Field(ge=0, le=MAX_FAULT_PS, strict=True)
+    gpu: int | None = Field(default=None, ge=0, strict=True)
+    port: int | None = Field(default=None, ge=0, strict=True)
+    switch: int | None = Field(default=None, ge=0, strict=True)
+    nic: int | None = Field(default=None, ge=0, strict=True)
+
+    @field_validator("at_ps", "gpu", "port", "switch", "nic", mode="before")
+    @classmethod
+    def _numpy_ints(cls, v: Any) -> Any:
+        # Strict ints (no bools, strings or floats), but numpy integers are ints.
+        return int(v) if isinstance(v, np.integer) else v
+
+    @model_validator(mode="after")
+    def _ids_for_kind(self) -> "Fault":
+        need = {"link": ("gpu", "port"), "plane": ("switch",), "nic": ("nic",)}[self.kind]
+        for name in ("gpu", "port", "switch", "nic"):
+            v = getattr(self, name)
+            if name in need and v is None:
+                raise ConfigError(f"Fault.{name} = None: a {self.kind!r} fault needs {' and '.join(need)}")
+            if name not in need and v is not None:
+                raise ConfigError(f"Fault.{name} = {v!r}: not a field of a {self.kind!r} fault (it takes {', '.join(need)})")
+        if self.kind == "nic":
+            raise ConfigError(f"Fault.kind = 'nic': NICs are not modelled yet (issue 14 adds them); "
+                              "expected 'link' or 'plane'")
+        return self
+
 
 class FabricSpec(Spec):
     """A single-switch-layer scale-up fabric.
@@ -112,6 +161,8 @@ class FabricSpec(Spec):
     sim_packets_per_lane: int = Field(default=0, ge=0)
     max_sim_packet_bytes: int = Field(default=256 << 10, ge=1)
     fold_planes: bool = True
+    #: Components that die during the run (:class:`Fault`); none by default.
+    faults: tuple[Fault, ...] = ()
 
     @model_validator(mode="after")
     def _check_in_engine(self) -> "FabricSpec":
@@ -119,10 +170,34 @@ class FabricSpec(Spec):
         return self
 
     def core_dict(self) -> dict[str, Any]:
-        """The dict the engine takes (no ``name``)."""
+        """The dict the engine takes (no ``name``; no ``faults`` key when there are none)."""
         d = self.to_dict()
         d.pop("name", None)
+        if not d.get("faults"):
+            d.pop("faults", None)
         return d
+
+    def with_faults(self, faults: Sequence["Fault | dict[str, Any]"] = (), *, ber: float | None = None,
+                    **replay: Any) -> "FabricSpec":
+        """A copy with ``faults`` added and, if ``ber`` (or other
+        :class:`ReplaySpec` fields such as ``replay_buffer_bytes``, ``seed``)
+        is given, every link spec's ``replay`` set (fields not given keep the
+        link's own values).
+
+        Raises:
+            ConfigError: invalid faults or replay fields (see :class:`Fault`,
+                :class:`ReplaySpec`), unknown ids, every plane dead.
+        """
+        if isinstance(faults, (dict, Fault)):
+            faults = [faults]
+        fs = tuple(f if isinstance(f, Fault) else Fault.from_dict(f) for f in faults)  # type: ignore[misc]
+        links = self.links
+        if ber is not None or replay:
+            if ber is not None:
+                replay["ber"] = ber
+            links = tuple(l.replace(replay=ReplaySpec(**{**(l.replay.to_dict() if l.replay else {}),  # type: ignore[misc]
+                                                          **replay})) for l in links)
+        return self.replace(faults=self.faults + fs, links=links)  # type: ignore[return-value]
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "FabricSpec":

@@ -1,10 +1,18 @@
-"""GPU presets (peak dense FLOP/s, HBM capacity and bandwidth) and a roofline
-compute-time model.
+"""GPU presets: the numbers a kernel-level compute model needs — SM count,
+boost clock, dense tensor-core FLOP/s per dtype, device-memory (HBM / GDDR)
+capacity and bandwidth, L2 size — plus the achieved-efficiency parameters that
+no datasheet gives (calibrated or assumed, see :class:`GpuSpec`).
 
-Peaks are the datasheet dense (no 2:4 sparsity) tensor-core figures listed in
-../shared/REFERENCE.md ("GPUs (dense)"); each preset names its datasheet.
-Achieved efficiencies are not public per kernel: :class:`Efficiency` holds them
-as named parameters whose defaults are **assumed** (see its docstring).
+Every value carries its source: the preset's ``sources`` name the datasheet or
+whitepaper; ``assumed`` lists the fields that no public document states (with
+the reason in the preset docstring). Dense means no 2:4 sparsity (datasheets
+often print the sparse figure first: it is halved here). Tensor rates are the
+FP32-accumulate rates PyTorch uses for BF16/FP16 GEMMs (Ada's GeForce and L40
+parts run FP16/BF16 at half rate with FP32 accumulate).
+
+:func:`roofline_time_s` and :class:`Efficiency` are the older one-number-per-op
+roofline, kept as an explicit idealisation (``compute_model="roofline"`` in the
+schedules); the default compute model is :mod:`flitsim.cost`.
 """
 
 from __future__ import annotations
@@ -15,32 +23,60 @@ from pydantic import Field
 
 from flitsim._spec import Spec
 from flitsim.errors import config_error
+from flitsim.hardware.systems import SYSTEM_PRESETS
 
-__all__ = ["GpuSpec", "Efficiency", "GPU_PRESETS", "gpu_preset", "roofline_time_s", "a100", "h100", "h200",
-           "b200", "gb200"]
+__all__ = ["GpuSpec", "Efficiency", "GPU_PRESETS", "gpu_preset", "fabric_gpu", "roofline_time_s", "a100",
+           "a100_pcie", "a800", "h100", "h100_pcie", "h20", "h200", "b200", "gb200", "l20", "l40", "l40s",
+           "rtx4090"]
+
+_MiB = 1 << 20
 
 
 class GpuSpec(Spec):
-    """One GPU: peak dense tensor FLOP/s per dtype, HBM capacity and bandwidth.
+    """One GPU.
 
     Attributes:
-        peak_bf16_flop_per_s: dense BF16 (and FP16) FLOP/s, multiply-add = 2.
-        peak_fp8_flop_per_s: dense FP8 FLOP/s; None where the GPU has no FP8 tensor cores.
-        hbm_capacity_bytes: HBM bytes (decimal GB x 1e9).
-        hbm_bytes_per_s: HBM bandwidth, bytes/s (decimal TB/s x 1e12).
-        sources: where each number comes from.
+        name: display name (``"H100 SXM"``).
+        arch: ``ampere`` | ``hopper`` | ``blackwell`` | ``ada``.
+        sm_count: streaming multiprocessors enabled on the part.
+        boost_clock_mhz: maximum boost clock, MHz.
+        peak_bf16_flop_per_s: dense BF16 (= FP16) tensor FLOP/s, multiply-add = 2.
+        peak_fp8_flop_per_s: dense FP8 tensor FLOP/s; None where the GPU has no FP8 tensor cores.
+        hbm_capacity_bytes: device memory, bytes (decimal GB x 1e9; GDDR on Ada parts).
+        hbm_bytes_per_s: device-memory bandwidth, bytes/s (decimal TB/s x 1e12).
+        l2_bytes: L2 cache, bytes.
+        gemm_efficiency: top of the GEMM efficiency curve: the fraction of
+            ``peak`` a large, wave-aligned BF16 GEMM sustains (clock under the
+            power limit, pipeline stalls). Not public: fitted on single-GPU
+            latencies (docs/compute.md) or assumed from the same architecture.
+        attention_efficiency: the same for the FlashAttention forward kernel at
+            a head size it has a kernel for (64, 128, ...); fitted or assumed.
+        memory_efficiency: fraction of ``hbm_bytes_per_s`` a streaming kernel
+            reaches (assumed 0.85: STREAM-like copies reach 80-90 % on HBM parts).
+        efficiency_source: where the three efficiencies come from.
+        sources: documents for the datasheet values.
+        assumed: fields that no public document states.
     """
 
     name: str
+    arch: str = "hopper"
+    sm_count: int = Field(default=132, ge=1)
+    boost_clock_mhz: float = Field(default=1980.0, gt=0)
     peak_bf16_flop_per_s: float = Field(gt=0)
     peak_fp8_flop_per_s: float | None = Field(default=None, gt=0)
     hbm_capacity_bytes: float = Field(gt=0)
     hbm_bytes_per_s: float = Field(gt=0)
+    l2_bytes: float = Field(default=50 * _MiB, gt=0)
+    gemm_efficiency: float = Field(default=0.7, gt=0, le=1)
+    attention_efficiency: float = Field(default=0.5, gt=0, le=1)
+    memory_efficiency: float = Field(default=0.85, gt=0, le=1)
+    efficiency_source: str = "assumed"
     sources: tuple[str, ...] = ()
+    assumed: tuple[str, ...] = ()
 
     def peak_flop_per_s(self, dtype: str = "bf16") -> float:
-        """Peak dense FLOP/s for ``dtype`` (``bf16``/``fp16`` or ``fp8``; ``fp32``
-        is not modelled).
+        """Peak dense tensor FLOP/s for ``dtype`` (``bf16``/``fp16`` or ``fp8``;
+        ``fp32`` is not modelled).
 
         Raises:
             ConfigError: unknown dtype, or FP8 on a GPU without FP8 tensor cores.
@@ -56,12 +92,10 @@ class GpuSpec(Spec):
 
 
 class Efficiency(Spec):
-    """Achieved fraction of peak, per kind of work. All defaults are **assumed**
-    (no public per-kernel figure for these GPUs; typical of large well-tuned
-    kernels): ``matmul`` 0.70 of peak FLOP/s for weight GEMMs, ``attention``
-    0.50 of peak FLOP/s for fused attention (FlashAttention-class kernels reach
-    roughly 35-75 % depending on GPU and shape), ``memory`` 0.80 of HBM bandwidth
-    (streaming kernels typically reach 75-90 %). Override them for calibration.
+    """Roofline efficiencies of :func:`roofline_time_s` (the idealised model):
+    ``matmul`` 0.70 of peak FLOP/s, ``attention`` 0.50, ``memory`` 0.80 of HBM
+    bandwidth. All **assumed**; the kernel-level model (:mod:`flitsim.cost`)
+    replaces them by per-shape curves and per-GPU fitted tops.
     """
 
     matmul: float = Field(default=0.70, gt=0, le=1)
@@ -69,66 +103,223 @@ class Efficiency(Spec):
     memory: float = Field(default=0.80, gt=0, le=1)
 
 
-def a100() -> GpuSpec:
-    """A100 SXM 80 GB: 312 TFLOP/s dense BF16, no FP8, 80 GB HBM2e at 2.039 TB/s.
+# Efficiency tops fitted by benches/calibrate_compute.py on REFERENCE single-GPU latency rows
+# (docs/compute.md, "Calibration"). GPUs without a published single-GPU row take their
+# architecture's fitted value (marked in efficiency_source).
+_FIT = "fitted: benches/calibrate_compute.py on xDiT single-GPU latencies ({})"
+_EFF: dict[str, tuple[float, float, str]] = {
+    "a100": (0.52, 0.575, _FIT.format("PixArt-alpha 1024-8192 px on A100")),
+    "l20": (1.0, 0.895, _FIT.format("PixArt-alpha 1024-4096 px on L20; the GEMM top hits its bound 1.0")),
+    "l40": (0.835, 0.725, _FIT.format("PixArt-alpha and Flux.1-dev 1024-4096 px on L40")),
+    "h100": (0.44, 0.74, _FIT.format("Flux.1-dev 1024 px eager and compiled on H100")),
+}
 
-    Source: NVIDIA A100 datasheet.
+
+def _eff(own: str, family: str | None = None) -> dict[str, Any]:
+    key = own if own in _EFF else family
+    assert key is not None
+    g, a, src = _EFF[key]
+    if key != own:
+        src = f"assumed: the {key.upper()} fit (same architecture; no published single-GPU row)"
+    return dict(gemm_efficiency=g, attention_efficiency=a, efficiency_source=src)
+
+
+def a100() -> GpuSpec:
+    """A100 SXM4 80 GB: 108 SMs, 1410 MHz boost, 312 TFLOP/s dense BF16, no FP8,
+    80 GB HBM2e at 2.039 TB/s, 40 MB L2.
+
+    Sources: NVIDIA A100 datasheet; NVIDIA A100 Tensor Core GPU architecture
+    whitepaper (108 SMs, 40 MB L2).
     """
-    return GpuSpec(name="A100", peak_bf16_flop_per_s=312e12, hbm_capacity_bytes=80e9, hbm_bytes_per_s=2.039e12,
-                   sources=("NVIDIA A100 datasheet",))
+    return GpuSpec(name="A100", arch="ampere", sm_count=108, boost_clock_mhz=1410, peak_bf16_flop_per_s=312e12,
+                   hbm_capacity_bytes=80e9, hbm_bytes_per_s=2.039e12, l2_bytes=40 * _MiB, **_eff("a100"),
+                   sources=("NVIDIA A100 datasheet", "NVIDIA A100 architecture whitepaper"))
+
+
+def a100_pcie() -> GpuSpec:
+    """A100 PCIe 80 GB: as A100 SXM (108 SMs, 312 TFLOP/s BF16) with 1.935 TB/s
+    HBM2e and a 300 W limit.
+
+    Sources: NVIDIA A100 datasheet (PCIe column); A100 whitepaper.
+    """
+    return GpuSpec(name="A100 PCIe", arch="ampere", sm_count=108, boost_clock_mhz=1410,
+                   peak_bf16_flop_per_s=312e12, hbm_capacity_bytes=80e9, hbm_bytes_per_s=1.935e12,
+                   l2_bytes=40 * _MiB, **_eff("a100_pcie", "a100"),
+                   sources=("NVIDIA A100 datasheet (PCIe 80GB)", "NVIDIA A100 architecture whitepaper"))
+
+
+def a800() -> GpuSpec:
+    """A800 SXM4 80 GB: the A100 with NVLink capped at 400 GB/s; 312 TFLOP/s BF16,
+    80 GB HBM2e at 2.039 TB/s. SM count, clock and L2 are assumed equal to A100
+    (same GA100 part; the datasheet does not list them).
+
+    Source: NVIDIA A800 datasheet.
+    """
+    return GpuSpec(name="A800", arch="ampere", sm_count=108, boost_clock_mhz=1410, peak_bf16_flop_per_s=312e12,
+                   hbm_capacity_bytes=80e9, hbm_bytes_per_s=2.039e12, l2_bytes=40 * _MiB,
+                   **_eff("a800", "a100"), sources=("NVIDIA A800 datasheet",),
+                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes"))
 
 
 def h100() -> GpuSpec:
-    """H100 SXM: 989 TFLOP/s dense BF16, 1979 dense FP8, 80 GB HBM3 at 3.35 TB/s.
+    """H100 SXM5 80 GB: 132 SMs, 1980 MHz boost, 989 TFLOP/s dense BF16, 1979
+    dense FP8, 80 GB HBM3 at 3.35 TB/s, 50 MB L2.
 
-    Source: NVIDIA H100 datasheet (the 1979/3958 figures with sparsity halved).
+    Sources: NVIDIA H100 datasheet (sparse figures halved); NVIDIA H100 Tensor
+    Core GPU architecture whitepaper (132 SMs on SXM5, 50 MB L2).
     """
-    return GpuSpec(name="H100", peak_bf16_flop_per_s=989e12, peak_fp8_flop_per_s=1979e12,
-                   hbm_capacity_bytes=80e9, hbm_bytes_per_s=3.35e12, sources=("NVIDIA H100 datasheet",))
+    return GpuSpec(name="H100", arch="hopper", sm_count=132, boost_clock_mhz=1980, peak_bf16_flop_per_s=989e12,
+                   peak_fp8_flop_per_s=1979e12, hbm_capacity_bytes=80e9, hbm_bytes_per_s=3.35e12,
+                   l2_bytes=50 * _MiB, **_eff("h100"),
+                   sources=("NVIDIA H100 datasheet", "NVIDIA H100 architecture whitepaper"))
+
+
+def h100_pcie() -> GpuSpec:
+    """H100 PCIe 80 GB: 114 SMs, 1755 MHz boost, 756 TFLOP/s dense BF16, 1513
+    dense FP8, 80 GB HBM2e at 2.0 TB/s, 50 MB L2.
+
+    Sources: NVIDIA H100 datasheet (PCIe column, sparse halved); H100 whitepaper (114 SMs).
+    """
+    return GpuSpec(name="H100 PCIe", arch="hopper", sm_count=114, boost_clock_mhz=1755,
+                   peak_bf16_flop_per_s=756e12, peak_fp8_flop_per_s=1513e12, hbm_capacity_bytes=80e9,
+                   hbm_bytes_per_s=2.0e12, l2_bytes=50 * _MiB, **_eff("h100_pcie", "h100"),
+                   sources=("NVIDIA H100 datasheet (PCIe)", "NVIDIA H100 architecture whitepaper"))
+
+
+def h20() -> GpuSpec:
+    """H20 96 GB (export Hopper): 148 TFLOP/s dense BF16, 296 dense FP8, 96 GB
+    HBM3 at 4.0 TB/s. SM count (78), clock and L2 (60 MB) are not in a public
+    datasheet: taken from press reports of the product brief, **assumed**.
+
+    Source: NVIDIA H20 product brief as reported (BF16 148 TFLOPS, FP8 296, 96 GB, 4.0 TB/s).
+    """
+    return GpuSpec(name="H20", arch="hopper", sm_count=78, boost_clock_mhz=1980, peak_bf16_flop_per_s=148e12,
+                   peak_fp8_flop_per_s=296e12, hbm_capacity_bytes=96e9, hbm_bytes_per_s=4.0e12,
+                   l2_bytes=60 * _MiB, **_eff("h20", "h100"), sources=("NVIDIA H20 product brief (as reported)",),
+                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes"))
 
 
 def h200() -> GpuSpec:
-    """H200 SXM: 989 TFLOP/s dense BF16, 1979 dense FP8, 141 GB HBM3e at 4.8 TB/s.
+    """H200 SXM 141 GB: the H100 SXM compute (132 SMs, 989 TFLOP/s BF16, 1979 FP8)
+    with 141 GB HBM3e at 4.8 TB/s, 50 MB L2.
 
-    Source: NVIDIA H200 datasheet.
+    Source: NVIDIA H200 datasheet; H100 whitepaper for the (same) GH100 configuration.
     """
-    return GpuSpec(name="H200", peak_bf16_flop_per_s=989e12, peak_fp8_flop_per_s=1979e12,
-                   hbm_capacity_bytes=141e9, hbm_bytes_per_s=4.8e12, sources=("NVIDIA H200 datasheet",))
+    return GpuSpec(name="H200", arch="hopper", sm_count=132, boost_clock_mhz=1980, peak_bf16_flop_per_s=989e12,
+                   peak_fp8_flop_per_s=1979e12, hbm_capacity_bytes=141e9, hbm_bytes_per_s=4.8e12,
+                   l2_bytes=50 * _MiB, **_eff("h200", "h100"),
+                   sources=("NVIDIA H200 datasheet", "NVIDIA H100 architecture whitepaper"))
 
 
 def b200() -> GpuSpec:
-    """B200 (HGX/DGX B200): 2250 TFLOP/s dense BF16, 4500 dense FP8, 180 GB HBM3e at 8 TB/s.
+    """B200 (HGX/DGX B200): 2250 TFLOP/s dense BF16, 4500 dense FP8, 180 GB HBM3e
+    at 8 TB/s. SM count (148 over two dies), clock and L2 (126 MB) are not in the
+    datasheet: **assumed** from public architecture reports.
 
     Source: NVIDIA DGX B200 datasheet (per GPU = system / 8).
     """
-    return GpuSpec(name="B200", peak_bf16_flop_per_s=2250e12, peak_fp8_flop_per_s=4500e12,
-                   hbm_capacity_bytes=180e9, hbm_bytes_per_s=8e12, sources=("NVIDIA DGX B200 datasheet",))
+    return GpuSpec(name="B200", arch="blackwell", sm_count=148, boost_clock_mhz=1965,
+                   peak_bf16_flop_per_s=2250e12, peak_fp8_flop_per_s=4500e12, hbm_capacity_bytes=180e9,
+                   hbm_bytes_per_s=8e12, l2_bytes=126 * _MiB, **_eff("b200", "h100"),
+                   sources=("NVIDIA DGX B200 datasheet",), assumed=("sm_count", "boost_clock_mhz", "l2_bytes"))
 
 
 def gb200() -> GpuSpec:
     """GB200 (one Blackwell GPU of an NVL72): 2500 TFLOP/s dense BF16, 5000 dense
-    FP8, 186 GB HBM3e at 8 TB/s.
+    FP8, 186 GB HBM3e at 8 TB/s. SM count, clock, L2 **assumed** as B200.
 
     Source: NVIDIA GB200 NVL72 datasheet (per GPU = rack / 72).
     """
-    return GpuSpec(name="GB200", peak_bf16_flop_per_s=2500e12, peak_fp8_flop_per_s=5000e12,
-                   hbm_capacity_bytes=186e9, hbm_bytes_per_s=8e12, sources=("NVIDIA GB200 NVL72 datasheet",))
+    return GpuSpec(name="GB200", arch="blackwell", sm_count=148, boost_clock_mhz=2062,
+                   peak_bf16_flop_per_s=2500e12, peak_fp8_flop_per_s=5000e12, hbm_capacity_bytes=186e9,
+                   hbm_bytes_per_s=8e12, l2_bytes=126 * _MiB, **_eff("gb200", "h100"),
+                   sources=("NVIDIA GB200 NVL72 datasheet",), assumed=("sm_count", "boost_clock_mhz", "l2_bytes"))
 
 
-GPU_PRESETS: dict[str, Callable[[], GpuSpec]] = {"a100": a100, "h100": h100, "h200": h200, "b200": b200,
-                                                 "gb200": gb200}
+def l20() -> GpuSpec:
+    """L20 48 GB (PCIe, Ada AD102): 119.5 TFLOP/s dense FP16/BF16, 239 dense FP8,
+    48 GB GDDR6 at 864 GB/s. 92 SMs = 11,776 CUDA cores / 128 per Ada SM [I];
+    clock and L2 (96 MB, the AD102 maximum) **assumed**.
 
+    Source: NVIDIA L20 datasheet (sparse figures halved).
+    """
+    return GpuSpec(name="L20", arch="ada", sm_count=92, boost_clock_mhz=2520, peak_bf16_flop_per_s=119.5e12,
+                   peak_fp8_flop_per_s=239e12, hbm_capacity_bytes=48e9, hbm_bytes_per_s=864e9,
+                   l2_bytes=96 * _MiB, **_eff("l20"), sources=("NVIDIA L20 datasheet",),
+                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes"))
+
+
+def l40() -> GpuSpec:
+    """L40 48 GB (PCIe, Ada AD102): 142 SMs (18,176 CUDA cores / 128), 2490 MHz
+    boost, 181 TFLOP/s dense BF16 (FP32 accumulate), 362 dense FP8, 48 GB GDDR6
+    at 864 GB/s, 96 MB L2.
+
+    Sources: NVIDIA L40 datasheet; NVIDIA Ada Lovelace architecture whitepaper (AD102 L2).
+    """
+    return GpuSpec(name="L40", arch="ada", sm_count=142, boost_clock_mhz=2490, peak_bf16_flop_per_s=181.05e12,
+                   peak_fp8_flop_per_s=362e12, hbm_capacity_bytes=48e9, hbm_bytes_per_s=864e9,
+                   l2_bytes=96 * _MiB, **_eff("l40"),
+                   sources=("NVIDIA L40 datasheet", "NVIDIA Ada Lovelace architecture whitepaper"))
+
+
+def l40s() -> GpuSpec:
+    """L40S 48 GB (PCIe, Ada AD102): 142 SMs, 2520 MHz boost, 362 TFLOP/s dense
+    BF16, 733 dense FP8, 48 GB GDDR6 at 864 GB/s, 96 MB L2.
+
+    Sources: NVIDIA L40S datasheet (sparse halved); Ada Lovelace whitepaper.
+    """
+    return GpuSpec(name="L40S", arch="ada", sm_count=142, boost_clock_mhz=2520, peak_bf16_flop_per_s=362.05e12,
+                   peak_fp8_flop_per_s=733e12, hbm_capacity_bytes=48e9, hbm_bytes_per_s=864e9,
+                   l2_bytes=96 * _MiB, **_eff("l40s", "l40"),
+                   sources=("NVIDIA L40S datasheet", "NVIDIA Ada Lovelace architecture whitepaper"))
+
+
+def rtx4090() -> GpuSpec:
+    """GeForce RTX 4090 24 GB (AD102): 128 SMs, 2520 MHz boost, 165.2 TFLOP/s
+    dense FP16/BF16 with FP32 accumulate, 330.3 dense FP8 (FP32 accumulate),
+    24 GB GDDR6X at 1008 GB/s, 72 MB L2.
+
+    Source: NVIDIA Ada Lovelace architecture whitepaper, appendix table (RTX 4090).
+    """
+    return GpuSpec(name="RTX 4090", arch="ada", sm_count=128, boost_clock_mhz=2520, peak_bf16_flop_per_s=165.2e12,
+                   peak_fp8_flop_per_s=330.3e12, hbm_capacity_bytes=24e9, hbm_bytes_per_s=1008e9,
+                   l2_bytes=72 * _MiB, **_eff("rtx4090", "l40"),
+                   sources=("NVIDIA Ada Lovelace architecture whitepaper (RTX 4090)",))
+
+
+GPU_PRESETS: dict[str, Callable[[], GpuSpec]] = {
+    "a100": a100, "a100-sxm": a100, "a100-pcie": a100_pcie, "a800": a800, "h100": h100, "h100-sxm": h100,
+    "h100-pcie": h100_pcie, "h20": h20, "h200": h200, "b200": b200, "gb200": gb200, "l20": l20, "l40": l40,
+    "l40s": l40s, "rtx4090": rtx4090, "rtx-4090": rtx4090,
+}
 
 def gpu_preset(name: str) -> GpuSpec:
-    """Look up a GPU preset: ``a100``, ``h100``, ``h200``, ``b200``, ``gb200`` (case-insensitive).
+    """Look up a GPU preset (case-insensitive; ``_`` and spaces read as ``-``):
+    ``a100``, ``a100-pcie``, ``a800``, ``h100``, ``h100-pcie``, ``h20``, ``h200``,
+    ``b200``, ``gb200``, ``l20``, ``l40``, ``l40s``, ``rtx4090``.
 
     Raises:
         ConfigError: unknown name (the message lists the known ones).
     """
-    key = name.strip().lower() if isinstance(name, str) else name
+    key = name.strip().lower().replace("_", "-").replace(" ", "-") if isinstance(name, str) else name
     if key not in GPU_PRESETS:
         raise config_error("gpu", name, f"one of {sorted(GPU_PRESETS)}")
     return GPU_PRESETS[key]()
+
+
+def fabric_gpu(fabric: Any) -> str | None:
+    """The GPU preset name a fabric is built from: the system preset of the
+    same name (:mod:`flitsim.hardware.systems`: ``gb200-nvl72`` -> ``gb200``,
+    ``hgx-b200`` -> ``b200``, ``hgx-h100`` -> ``h100``, ``dgx-a100`` -> ``a100``);
+    None for a fabric that names no GPU (a custom fabric)."""
+    if fabric is None:
+        return None
+    name = fabric if isinstance(fabric, str) else getattr(fabric, "name", None)
+    key = str(name).lower().replace("_", "-") if name else ""
+    if key not in SYSTEM_PRESETS:
+        return None
+    gpu = SYSTEM_PRESETS[key]().gpu.lower()
+    return gpu if gpu in GPU_PRESETS else None
 
 
 def _roofline(flops: float, mem_bytes: float, peak: float, eff: float, gpu: GpuSpec, mem_eff: float) -> float:
@@ -137,18 +328,15 @@ def _roofline(flops: float, mem_bytes: float, peak: float, eff: float, gpu: GpuS
 
 def roofline_time_s(cost: Any, gpu: GpuSpec | str, *, dtype: str = "bf16",
                     efficiency: Efficiency | None = None) -> float:
-    """Roofline time of one op, layer or group of layers on one GPU, seconds.
+    """Roofline time of one op, layer or group of layers on one GPU, seconds
+    (the idealised model; see the module docstring).
 
     ``cost`` is a :class:`flitsim.models.OpCost` (or anything with
     ``matmul_flops``, ``attention_flops``, ``matmul_mem_bytes``,
-    ``attention_mem_bytes``). The matmul part and the attention part are two ops
-    run one after the other, each bounded by compute or memory::
+    ``attention_mem_bytes``)::
 
         t = max(matmul_flops / (peak x eff.matmul),  matmul_mem_bytes / (hbm x eff.memory))
           + max(attention_flops / (peak x eff.attention), attention_mem_bytes / (hbm x eff.memory))
-
-    so a decode step is memory-bound on weights and on K/V separately, a long
-    prefill compute-bound. ``peak`` is the dense peak for ``dtype``.
 
     Raises:
         ConfigError: unknown GPU or dtype, FP8 on A100.

@@ -82,13 +82,48 @@ class PacketFormat(Spec):
         return payload_bytes / (self.flits_per_packet(payload_bytes) * self.flit_bytes)
 
 
+class ReplaySpec(Spec):
+    """Bit errors and link-level retry of a link direction (mirrors
+    ``rust/src/link/replay.rs``).
+
+    Each lane has a raw (pre-FEC) bit error rate ``ber`` in [0, 1); the FEC
+    corrects codewords with up to t symbol errors (RS(544,514): t = 15) and a
+    packet holding part of an uncorrectable codeword fails its CRC; the
+    receiver NAKs it and the sender goes back N (resends it and everything
+    sent after it). Per failed attempt the link loses R = serialization +
+    latency + ``nak_return_ps``. ACKs, coalesced by ``ack_interval_ps``, free
+    the ``replay_buffer_bytes`` replay buffer (0 = unbounded); a sender that
+    hears nothing for ``timeout_ps`` gives the link up (the fabric then replays
+    the packet over another link). ``seed`` seeds the error sampling (each
+    link direction draws its own stream).
+
+    Defaults are assumed (NVLink's lane BER, replay timers and buffers are not
+    public): ``nak_return_ps``/``ack_return_ps`` None = link latency + one flit
+    time (one control flit on the reverse direction), ``timeout_ps`` 1 us.
+
+    Raises:
+        ConfigError: ``ber`` outside [0, 1) or so high that more than 99 % of
+            maximum-size packets would be corrupted; delays above one second;
+            a replay buffer smaller than one maximum-size packet.
+    """
+
+    ber: float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
+    nak_return_ps: int | None = Field(default=None, ge=0)
+    ack_interval_ps: int = Field(default=0, ge=0)
+    ack_return_ps: int | None = Field(default=None, ge=0)
+    replay_buffer_bytes: int = Field(default=0, ge=0)
+    timeout_ps: int = Field(default=1_000_000, ge=1)
+    seed: int = Field(default=0, ge=0, lt=1 << 64)
+
+
 class LinkSpec(Spec):
     """One direction of a link (both directions identical).
 
     Fields: ``serdes``, ``packet``, ``propagation_ps`` (channel flight time),
     ``vcs`` (virtual channels), ``credits_per_vc_flits`` (receiver buffer per VC,
     in flits; must hold one maximum-size packet), ``credit_return_ps`` (receiver
-    frees a buffer -> credit usable at the sender).
+    frees a buffer -> credit usable at the sender), ``replay`` (bit errors and
+    link-level retry, :class:`ReplaySpec`; None = error-free).
 
     Raises:
         ConfigError: on any invalid field, including credits smaller than one
@@ -101,6 +136,8 @@ class LinkSpec(Spec):
     vcs: int = Field(default=1, ge=1)
     credits_per_vc_flits: int = Field(ge=1)
     credit_return_ps: int = Field(default=0, ge=0)
+    #: Bit errors and link-level retry; None = an error-free link.
+    replay: ReplaySpec | None = None
 
     @model_validator(mode="after")
     def _check_in_engine(self) -> "LinkSpec":

@@ -39,9 +39,11 @@ import numpy as np
 import pandas as pd
 
 from flitsim.errors import check_int, config_error
-from flitsim.models.config import ModelConfig, _ensure_config, dtype_bytes
+from flitsim.models.config import ModelConfig, dtype_bytes
+from flitsim.models.entries import _Entry, _entries
+from flitsim.models.zoo import as_model
 
-__all__ = ["OpCost", "entry_names", "layer_costs", "slice_cost", "decode_cost", "patch_cost", "dit_step_cost",
+__all__ = ["OpCost", "entry_names", "param_count", "layer_costs", "slice_cost", "decode_cost", "patch_cost", "dit_step_cost",
            "handoff_bytes", "kv_cache_bytes"]
 
 
@@ -126,80 +128,18 @@ def _sum(costs: list[OpCost]) -> OpCost:
     return dataclasses.replace(total, name=name)
 
 
-# --------------------------------------------------------------------------- entries
-@dataclass(frozen=True)
-class _Entry:
-    name: str
-    kind: str             # embed | layer | head | patch_embed | cond_embed | block | final
-    block: str | None     # llama | dit | pixart | mmdit | flux_double | flux_single
-    index: int | None
-    params: int
-    macs_q: int           # matmul MACs per query (new / image) token
-    macs_txt: int         # matmul MACs per text token (text stream, caption projection)
-    macs_sample: int      # matmul MACs per sample (conditioning-vector linears)
+def param_count(model: ModelConfig | str) -> int:
+    """Total parameters of ``model`` (every entry of :func:`layer_costs`).
 
-
-def _entries(cfg: ModelConfig) -> list[_Entry]:
-    d, f, aw, kw = cfg.hidden, cfg.ffn_hidden, cfg.attn_width, cfg.kv_width
-    mlp = (3 if cfg.ffn_act == "swiglu" else 2) * d * f
-    out: list[_Entry] = []
-    if cfg.kind == "causal":
-        v = cfg.vocab_size
-        out.append(_Entry("embed", "embed", None, None, v * d, 0, 0, 0))
-        layer_macs = d * aw + d * kw + aw * d + mlp  # q, k+v, o, FFN
-        for i in range(cfg.n_layers):
-            out.append(_Entry(f"layer.{i}", "layer", "llama", i, layer_macs + 2 * d, layer_macs, 0, 0))
-        out.append(_Entry("head", "head", None, None, d + (0 if cfg.tie_embeddings else v * d), d * v, 0, 0))
-        return out
-
-    pin = cfg.patch_size ** 2 * cfg.latent_channels
-    pout = cfg.patch_size ** 2 * cfg.out_channels
-    fe, te, pd_ = cfg.freq_embed_dim, cfg.text_embed_dim, cfg.pooled_dim
-    t_mlp = fe * d + d * d  # TimestepEmbedder: freq -> d -> d
-    out.append(_Entry("patch_embed", "patch_embed", None, None, pin * d + d, pin * d, 0, 0))
-    blk = cfg.dit_block
-    if blk == "adaln":
-        cond = _Entry("cond_embed", "cond_embed", None, None, t_mlp + 2 * d + (cfg.num_classes + 1) * d, 0, 0, t_mlp)
-    elif blk == "adaln_single_cross":
-        cap = te * d + d * d  # caption projection MLP
-        cond = _Entry("cond_embed", "cond_embed", None, None, t_mlp + 2 * d + 6 * d * d + 6 * d + cap + 2 * d,
-                      0, cap, t_mlp + 6 * d * d)
-    else:
-        vec = (pd_ * d + d * d) + (t_mlp if cfg.guidance_embed else 0)
-        ctx = te * d
-        cond = _Entry("cond_embed", "cond_embed", None, None, t_mlp + vec + ctx + 6 * d, 0, ctx, t_mlp + vec)
-    out.append(cond)
-    qkvo = 2 * d * aw + d * kw  # q and o (d x aw each), k and v (d x kw together)
-    biases_stream = 3 * aw + d + f + d
-    for i in range(cfg.n_layers):
-        if blk == "adaln":
-            e = _Entry(f"block.{i}", "block", "dit", i, qkvo + mlp + 6 * d * d + biases_stream + 6 * d,
-                       qkvo + mlp, 0, 6 * d * d)
-        elif blk == "adaln_single_cross":
-            cross_q = 2 * d * d  # cross-attn Q and output projections (per image token)
-            cross_kv = 2 * d * d  # cross-attn K and V (per text token)
-            e = _Entry(f"block.{i}", "block", "pixart", i,
-                       qkvo + cross_q + cross_kv + mlp + biases_stream + 4 * d + 6 * d,
-                       qkvo + cross_q + mlp, cross_kv, 0)
-        else:  # mmdit / flux double: two streams with their own weights and adaLN
-            e = _Entry(f"block.{i}", "block", "mmdit" if blk == "mmdit" else "flux_double", i,
-                       2 * (qkvo + mlp + 6 * d * d + biases_stream + 6 * d), qkvo + mlp, qkvo + mlp, 2 * 6 * d * d)
-        out.append(e)
-    for j in range(cfg.n_single_layers):
-        i = cfg.n_layers + j
-        per_tok = d * (3 * aw + f) + (aw + f) * d  # fused linear1 (QKV + MLP in), linear2 (attn out + MLP out)
-        out.append(_Entry(f"block.{i}", "block", "flux_single", i, per_tok + 3 * aw + f + d + 3 * d * d + 3 * d,
-                          per_tok, per_tok, 3 * d * d))
-    if blk == "adaln_single_cross":
-        out.append(_Entry("final", "final", None, None, d * pout + pout + 2 * d, d * pout, 0, 0))
-    else:
-        out.append(_Entry("final", "final", None, None, 2 * d * d + 2 * d + d * pout + pout, d * pout, 0, 2 * d * d))
-    return out
+    Raises:
+        ConfigError: unknown model.
+    """
+    return sum(e.params for e in _entries(as_model(model)))
 
 
 def entry_names(model: ModelConfig | str) -> list[str]:
     """Entry names of ``model`` in execution order (see the module docstring)."""
-    return [e.name for e in _entries(_ensure_config(model))]
+    return [e.name for e in _entries(as_model(model))]
 
 
 def _select(cfg: ModelConfig, layers: Any) -> list[_Entry]:
@@ -339,7 +279,7 @@ def layer_costs(model: ModelConfig | str, *, batch: int = 1, new_tokens: int | N
         ConfigError: unknown model, wrong kind of model for the arguments,
             negative / non-integer lengths, unknown dtype.
     """
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     if cfg.kind == "causal":
         if new_tokens is None:
             raise config_error("new_tokens", None, "an integer >= 1 for a causal model")
@@ -379,7 +319,7 @@ def slice_cost(model: ModelConfig | str, new_tokens: int, context_tokens: int = 
     Raises:
         ConfigError: not a causal model, bad selection, negative / non-int lengths, unknown dtype.
     """
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     call = _causal_call(cfg, batch, new_tokens, context_tokens, dtype, kv_dtype, logits_tokens)
     return _sum([_cost(cfg, e, call) for e in _select(cfg, layers)])
 
@@ -418,7 +358,7 @@ def patch_cost(model: ModelConfig | str, patch_tokens: int, seq_tokens: int, *, 
     Raises:
         ConfigError: not a DiT, p > P, negative / non-int lengths, unknown dtype.
     """
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     call = _dit_call(cfg, batch, patch_tokens, seq_tokens, text_query_tokens, text_tokens, dtype, kv_dtype)
     return _sum([_cost(cfg, e, call) for e in _select(cfg, layers)])
 
@@ -432,7 +372,7 @@ def dit_step_cost(model: ModelConfig | str, seq_tokens: int, *, layers: Any = No
     Raises:
         ConfigError: as :func:`patch_cost`.
     """
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     T = cfg.text_tokens if text_tokens is None else text_tokens
     return patch_cost(cfg, seq_tokens, seq_tokens, layers=layers, batch=batch, text_query_tokens=T,
                       text_tokens=T, dtype=dtype)
@@ -448,7 +388,7 @@ def handoff_bytes(model: ModelConfig | str, tokens: int, *, batch: int = 1, text
     Raises:
         ConfigError: unknown model, negative / non-int counts, unknown dtype.
     """
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     n = _int("tokens", tokens) + _int("text_tokens", text_tokens)
     return _int("batch", batch, 1) * n * cfg.hidden * dtype_bytes(dtype)
 
@@ -463,7 +403,7 @@ def kv_cache_bytes(model: ModelConfig | str, tokens: int, *, layers: Any = None,
     Raises:
         ConfigError: unknown model, bad selection, negative / non-int counts, unknown dtype.
     """
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     n = _int("tokens", tokens)
     B = _int("batch", batch, 1)
     sel = _select(cfg, layers) if layers is not None else [e for e in _entries(cfg) if e.index is not None]

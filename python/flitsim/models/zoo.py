@@ -1,14 +1,15 @@
-"""Model zoo: preset :class:`ModelConfig` s. Shapes from ../shared/REFERENCE.md
-("Models" table); each preset's docstring names the public source."""
+"""Model zoo: preset :class:`ModelConfig` s (each preset's docstring names the
+public source of its shape) and :func:`as_model`, the one resolver of "a
+model" (a config or a preset name) that every other module uses."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
-from flitsim.errors import config_error
+from flitsim.errors import ConfigError, config_error
 from flitsim.models.config import ModelConfig
 
-__all__ = ["MODEL_PRESETS", "model_preset", "llama3_8b", "llama3_70b", "llama31_405b", "dit_xl_2",
+__all__ = ["MODEL_PRESETS", "model_preset", "as_model", "llama3_8b", "llama3_70b", "llama31_405b", "dit_xl_2",
            "pixart_alpha_xl_2", "sd3_medium", "flux1_dev"]
 
 
@@ -143,3 +144,18 @@ def model_preset(name: str) -> ModelConfig:
     if key not in MODEL_PRESETS:
         raise config_error("model", name, f"one of {sorted(MODEL_PRESETS)}")
     return MODEL_PRESETS[key]()
+
+
+def as_model(model: Any) -> ModelConfig:
+    """``model`` as a :class:`ModelConfig`: a config is returned as is, a string
+    is looked up in the zoo (:func:`model_preset`), like
+    :func:`flitsim.hardware.as_fabric` for fabrics.
+
+    Raises:
+        ConfigError: anything else, or an unknown preset name.
+    """
+    if isinstance(model, ModelConfig):
+        return model
+    if isinstance(model, str):
+        return model_preset(model)
+    raise ConfigError(f"model = {model!r}: expected a ModelConfig or a preset name")

@@ -1,8 +1,8 @@
-"""Reports: metrics, critical path, PMF scorecard, figures, Perfetto traces,
-DataFrames/Parquet, HTML, and scenario files (``flitsim run``).
+"""Reports: metrics, critical path, PMF scorecard, figures and Perfetto traces
+of simulated schedules. Scenario files and ``flitsim run`` live in
+:mod:`flitsim.scenario`, which uses this package.
 
-Entry points: :func:`run_scenario` / :func:`load_scenario` (a TOML scenario to
-a :class:`ScenarioResult`, ``.write(out_dir)``), :func:`schedule_metrics`,
+Entry points: :func:`schedule_metrics`,
 :func:`critical_path`, :func:`scorecard`, :func:`llm_latency_table`,
 :func:`dit_latency`, :func:`trace_events` / :func:`to_perfetto`, and the plots
 in :mod:`flitsim.report.plots`.
@@ -20,11 +20,21 @@ from flitsim.report.metrics import (
     summarize,
     token_times_s,
 )
-from flitsim.report.scenario import Scenario, ScenarioResult, load_scenario, run_scenario
 from flitsim.report.scorecard import THRESHOLDS, scorecard
 from flitsim.report.trace import to_perfetto, trace_events
 
 __all__ = ["CriticalPath", "critical_path", "PERCENTILES", "bubble_fraction", "dit_latency", "fabric_metrics",
            "llm_latency_table", "llm_request_latencies", "schedule_metrics", "summarize", "token_times_s",
-           "Scenario", "ScenarioResult", "load_scenario", "run_scenario", "THRESHOLDS", "scorecard",
+           "THRESHOLDS", "scorecard",
            "to_perfetto", "trace_events"]
+
+
+_MOVED = {"Scenario", "ScenarioResult", "load_scenario", "run_scenario"}
+
+
+def __getattr__(name: str) -> object:
+    # The scenario runner moved up a layer; say where instead of a bare AttributeError
+    # (importing it from here would point an import up a layer).
+    if name in _MOVED:
+        raise AttributeError(f"flitsim.report.{name} moved to flitsim.scenario.{name}")
+    raise AttributeError(f"module 'flitsim.report' has no attribute {name!r}")

@@ -97,8 +97,8 @@ def critical_path(run: Any, *, bytes_per_ps: float | None = None, alpha_ps: int 
     """
     import pandas as pd
 
-    if hasattr(run, "_need_run"):
-        run = run._need_run()
+    if hasattr(run, "require_run"):
+        run = run.require_run()
     t = run.tasks
     g = run.graph
     n = len(t)

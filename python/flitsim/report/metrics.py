@@ -93,10 +93,11 @@ def schedule_metrics(schedule: Any) -> dict[str, Any]:
         credit_wait_s (sum over tasks), credit_wait_share (credit waits / (tasks'
         devices x makespan)), mean_stage_compute_s (mean pipelined compute task),
         mean_comm_task_s (mean duration of transfer / collective tasks, 0 when
-        none), compute_to_comm_ratio.
+        none), compute_to_comm_ratio, compute_measured_share (share of compute
+        time from a measured kernel profile, 0 when modelled).
     """
     s = schedule
-    run = s._need_run()
+    run = s.require_run()
     t = run.tasks
     c = s.graph.columns
     n = len(s.graph)
@@ -124,6 +125,7 @@ def schedule_metrics(schedule: Any) -> dict[str, Any]:
         "credit_wait_s": cw, "credit_wait_share": cw / (mk * len(s.devices)) if mk else 0.0,
         "mean_stage_compute_s": mean_stage, "mean_comm_task_s": mean_comm,
         "compute_to_comm_ratio": mean_stage / mean_comm if mean_comm > 0 else float("inf"),
+        "compute_measured_share": s.measured_compute_share() if hasattr(s, "measured_compute_share") else 0.0,
     }
 
 
@@ -142,7 +144,7 @@ def token_times_s(schedule: Any) -> list[np.ndarray]:
     """
     if getattr(schedule, "name", None) != "decode":
         raise config_error("schedule", getattr(schedule, "name", schedule), "a decode schedule")
-    run = schedule._need_run()
+    run = schedule.require_run()
     t = run.tasks
     last_stage = schedule.stages - 1
     sel = (t.kind != "transfer").to_numpy() & (schedule.graph.meta["stage"] == last_stage) & \
@@ -232,7 +234,7 @@ def dit_latency(schedule: Any) -> dict[str, float]:
     makespan / steps / images (steps = the schedule's denoising steps), and the
     per-step spread: ``step_time_s`` summary over the steps' spans (first
     start to last end of each step's tasks)."""
-    run = schedule._need_run()
+    run = schedule.require_run()
     mk = run.makespan_ps * 1e-12
     images = int(schedule.options.get("batch", 1) or 1)
     steps = max(int(schedule.steps), 1)

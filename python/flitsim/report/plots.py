@@ -26,7 +26,7 @@ def _fig(w: float = 8.0, h: float = 3.5) -> "Figure":
 def timeline(schedule: Any, *, max_tasks: int = 20000, title: str | None = None) -> "Figure":
     """Gantt chart of a simulated schedule: one row per used device (compute
     on top, communication below, thinner), time in ms; colours by stage."""
-    run = schedule._need_run()
+    run = schedule.require_run()
     t = run.tasks
     if len(t) > max_tasks:
         t = t.iloc[:max_tasks]
@@ -79,7 +79,7 @@ def link_heatmap(links: "pd.DataFrame | None" = None, schedule: Any = None, *, b
         ax.set_xlabel("GPU port (one per switch chip)")
         ax.set_title(title or "link utilization (GPU -> switch), busy / makespan")
     else:
-        run = schedule._need_run()
+        run = schedule.require_run()
         t = run.tasks
         devs = list(schedule.devices)
         mk = max(run.makespan_ps, 1)

@@ -38,9 +38,9 @@ def trace_events(run: Any, *, title: str = "flitsim", max_tasks: int | None = MA
     At most ``max_tasks`` tasks (the earliest-starting ones; None = all) are
     written."""
     sched_label = ""
-    if hasattr(run, "_need_run"):
+    if hasattr(run, "require_run"):
         sched_label = run.name
-        run = run._need_run()
+        run = run.require_run()
     t = run.tasks
     g = run.graph
     ndev = g.devices

@@ -16,7 +16,11 @@ One module per schedule:
 Entry points: :func:`build` (by name) and :func:`simulate` (run over a
 network); the result is a :class:`Schedule` with the metrics (stage-time CV,
 fill/drain share, bubble fraction, bytes, FLOPs, :meth:`Schedule.summary`).
-Times come from :func:`flitsim.hardware.roofline_time_s` of the model's costs.
+Compute times come from the kernel-level model (:mod:`flitsim.cost`) of the
+model's kernels (:mod:`flitsim.models.kernels`) on the schedule's GPU: given,
+else the one the ``fabric`` is built from, else H100 (``options["gpu_source"]``).
+Building blocks: :mod:`flitsim.schedules.schedule` (the result) and
+:mod:`flitsim.schedules.builder` (Hardware, GraphBuilder, device / layer helpers).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from flitsim.errors import config_error
-from flitsim.schedules._common import Schedule
+from flitsim.schedules.schedule import Schedule
 from flitsim.schedules.decode import build_decode, request_metrics
 from flitsim.schedules.distrifusion import build_distrifusion
 from flitsim.schedules.layer_pipeline import build_layer_pipeline
@@ -48,12 +52,20 @@ __all__ = ["SCHEDULES", "Schedule", "build", "simulate", "request_metrics", "pip
 def build(name: str, model: Any, workload: Any, *, devices: Any = None, **options: Any) -> Schedule:
     """Lower schedule ``name`` (a key of :data:`SCHEDULES`) for ``model`` and
     ``workload`` on ``devices`` (a count or device ids of the fabric).
+    ``fabric=`` (a preset name or FabricSpec) sets ``fabric_devices`` and, when
+    ``gpu`` is not given, the GPU the fabric is built from.
 
     Raises:
         ConfigError: unknown name, or whatever the builder rejects.
     """
     if name not in SCHEDULES:
         raise config_error("schedule", name, f"one of {sorted(SCHEDULES)}")
+    fabric = options.get("fabric")
+    if fabric is not None and options.get("fabric_devices") is None:
+        from flitsim.hardware.fabric import as_fabric
+
+        options["fabric"] = fabric = as_fabric(fabric)
+        options["fabric_devices"] = fabric.gpus
     import inspect
 
     params = inspect.signature(SCHEDULES[name]).parameters
@@ -66,10 +78,10 @@ def build(name: str, model: Any, workload: Any, *, devices: Any = None, **option
 
 def simulate(schedule: Schedule, network: Any = None) -> Schedule:
     """Run ``schedule``'s task graph over ``network`` and return the schedule
-    with its run. ``network``: :class:`flitsim.taskgraph.IdealNetwork`
-    (alpha-beta; default zero cost), :class:`flitsim.FabricNetwork` (the
-    cycle-level fabric), a fabric preset name or a FabricSpec (see
-    :func:`flitsim.taskgraph.resolve_network`).
+    with its run. ``network``: :class:`flitsim.networks.AnalyticNetwork`
+    (alpha-beta; default zero cost), :class:`flitsim.networks.FabricNetwork`
+    (the cycle-level fabric), a fabric preset name or a FabricSpec (see
+    :func:`flitsim.networks.resolve_network`).
 
     Raises:
         ConfigError: the graph's devices do not fit the network, a cycle.

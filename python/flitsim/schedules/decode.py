@@ -31,19 +31,20 @@ from typing import Any
 import numpy as np
 
 from flitsim.errors import config_error
-from flitsim.models import decode_cost, handoff_bytes, slice_cost
-from flitsim.models.config import _ensure_config
-from flitsim.schedules._common import Hardware, Schedule, check_int, finish, new_builder, resolve_devices
-from flitsim.schedules._work import shard_weights
+from flitsim.models import handoff_bytes
+from flitsim.models.kernels import Kernels, decode_kernels, slice_kernels
+from flitsim.models.zoo import as_model
+from flitsim.schedules.builder import Hardware, check_int, new_builder, resolve_devices
+from flitsim.schedules.schedule import Schedule
 from flitsim.schedules.terapipe import stage_layers
 
 __all__ = ["build_decode", "request_metrics"]
 
 
 def build_decode(model: Any, workload: Any, *, devices: Any = None, stages: int = 1, tp: int = 1,
-                 requests: int | None = 32, micro_batches: int | None = None, gpu: Any = "h100",
+                 requests: int | None = 32, micro_batches: int | None = None, gpu: Any = None,
                  efficiency: Any = None, dtype: str = "bf16", fabric_devices: int | None = None,
-                 comm_streams: int = 1) -> Schedule:
+                 comm_streams: int = 1, execution: Any = None, profile: Any = None, interference: Any = None, fabric: Any = None) -> Schedule:
     """Lower prefill + decode of a batch of requests.
 
     Args:
@@ -64,7 +65,7 @@ def build_decode(model: Any, workload: Any, *, devices: Any = None, stages: int 
     """
     from flitsim.workloads import LlmWorkload
 
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     if cfg.kind != "causal":
         raise config_error("model", cfg.name, "a causal LLM for decode")
     if not isinstance(workload, LlmWorkload):
@@ -88,7 +89,7 @@ def build_decode(model: Any, workload: Any, *, devices: Any = None, stages: int 
     groups = stage_layers(cfg, K, True)
     ids, size = resolve_devices(K * TP if devices is None else devices, K * TP, fabric_devices)
     dev = [ids[j * TP:(j + 1) * TP] for j in range(K)]
-    hw = Hardware(gpu, efficiency, dtype)
+    hw = Hardware(gpu, efficiency, dtype, execution, profile, interference, fabric)
     gb = new_builder(size, hw, comm_streams)
     members = [np.arange(R)[np.arange(R) % M == m] for m in range(M)]
     nlay = [sum(1 for x in g if isinstance(x, int)) for g in groups]
@@ -96,13 +97,8 @@ def build_decode(model: Any, workload: Any, *, devices: Any = None, stages: int 
     del hand_b
 
     def stage_task(j: int, cost: Any, batch: int, m: int, k: int, prev: int, phase: str) -> int:
-        ts = []
-        for d in dev[j]:
-            t = gb.compute(d, shard_weights(cost, TP) if TP > 1 else cost, stage=j, item=m, step=k, phase=phase,
+        ts = gb.compute_on(dev[j], cost.shard_heads(TP), after=prev, stage=j, item=m, step=k, phase=phase,
                            label=f"mb{m}.{phase}{k}.stage{j}")
-            if prev >= 0:
-                gb.edge(prev, t)
-            ts.append(t)
         if TP > 1:
             ar = gb.collective(dev[j], "all_reduce", 2 * nlay[j] * batch * b, stage=j, item=m, step=k, phase=phase,
                                label=f"mb{m}.{phase}{k}.stage{j}.allreduce")
@@ -125,13 +121,8 @@ def build_decode(model: Any, workload: Any, *, devices: Any = None, stages: int 
     tail = [-1] * M
     for m in range(M):
         rs = members[m]
-        costs = []
-        for j in range(K):
-            c = None
-            for r in rs:
-                cr = slice_cost(cfg, int(inp[r]), 0, layers=groups[j], dtype=dtype, logits_tokens=1)
-                c = cr if c is None else c + cr
-            costs.append(c)
+        costs = [Kernels.concat([slice_kernels(cfg, int(inp[r]), 0, layers=groups[j], dtype=dtype, logits_tokens=1)
+                                 for r in rs]) for j in range(K)]
         tail[m] = through(costs, int(inp[rs].sum()), m, 0, -1, "prefill")
         first[rs] = tail[m]
         last[rs] = tail[m]
@@ -141,7 +132,7 @@ def build_decode(model: Any, workload: Any, *, devices: Any = None, stages: int 
             if len(rs) == 0:
                 continue
             ctx = int(round(float((inp[rs] + k).mean())))
-            costs = [decode_cost(cfg, ctx, layers=groups[j], batch=len(rs), dtype=dtype) for j in range(K)]
+            costs = [decode_kernels(cfg, ctx, layers=groups[j], batch=len(rs), dtype=dtype) for j in range(K)]
             prev = tail[m]
             if K > 1:
                 x = gb.transfer(dev[K - 1][0], dev[0][0], 4 * len(rs), stage=K - 1, item=m, step=k, phase="decode",
@@ -150,9 +141,9 @@ def build_decode(model: Any, workload: Any, *, devices: Any = None, stages: int 
                 prev = x
             tail[m] = through(costs, len(rs), m, k, prev, "decode")
             last[rs] = tail[m]
-    opts = {"model": cfg.name, "requests": R, "micro_batches": M, "tp": TP, "gpu": hw.gpu.name,
+    opts = {"model": cfg.name, "requests": R, "micro_batches": M, "tp": TP,
             "input_tokens": inp, "output_tokens": out, "first_token_task": first, "last_token_task": last}
-    return finish("decode", gb, ids, K, int(out.max()), opts)
+    return gb.freeze("decode", ids, K, int(out.max()), opts)
 
 
 def request_metrics(schedule: Schedule) -> Any:
@@ -170,7 +161,7 @@ def request_metrics(schedule: Schedule) -> Any:
 
     if schedule.name != "decode":
         raise config_error("schedule", schedule.name, "a decode schedule")
-    run = schedule._need_run()
+    run = schedule.require_run()
     end = run.tasks.end_ps.to_numpy()
     o = schedule.options
     ttft = end[o["first_token_task"]] * 1e-12

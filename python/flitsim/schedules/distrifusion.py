@@ -11,7 +11,7 @@ projected it and runs on the comm streams, overlapped with the rest of the
 step; layer l of the next step waits for it. Each device sends
 ``(N-1)/N x p x kv_width x bytes`` per layer: per step
 ``2 (N-1)/N p hs L`` bytes for multi-head attention, the xDiT README's
-``2 O(p x hs) L``.
+``2 O(p x hs) L``. The attention runs the patch's queries against all p keys.
 """
 
 from __future__ import annotations
@@ -19,16 +19,18 @@ from __future__ import annotations
 from typing import Any
 
 from flitsim.errors import config_error
-from flitsim.schedules._common import Schedule, check_int, finish, scale_cost
-from flitsim.schedules._work import attention_only, matmul_only, parallel_setup, shard_tokens, step_ends
+from flitsim.schedules._work import parallel_setup, step_ends
+from flitsim.schedules.builder import check_int
+from flitsim.schedules.schedule import Schedule
 
 __all__ = ["build_distrifusion"]
 
 
 def build_distrifusion(model: Any, workload: Any, *, devices: Any = None, degree: int = 4, steps: int | None = None,
-                       warmup_steps: int = 1, gpu: Any = "h100", efficiency: Any = None, dtype: str = "bf16",
+                       warmup_steps: int = 1, gpu: Any = None, efficiency: Any = None, dtype: str = "bf16",
                        include_embed_head: bool = True, fabric_devices: int | None = None,
-                       comm_streams: int = 1) -> Schedule:
+                       comm_streams: int = 1, execution: Any = None, profile: Any = None,
+                       interference: Any = None, fabric: Any = None) -> Schedule:
     """Lower N-way DistriFusion for one image request.
 
     Args:
@@ -46,38 +48,37 @@ def build_distrifusion(model: Any, workload: Any, *, devices: Any = None, degree
     work, ids, gb, N = parallel_setup(model, workload, devices=devices, degree=degree, steps=steps, batch=1,
                                       gpu=gpu, efficiency=efficiency, dtype=dtype,
                                       include_embed_head=include_embed_head, fabric_devices=fabric_devices,
-                                      comm_streams=comm_streams)
+                                      comm_streams=comm_streams, execution=execution, profile=profile,
+                                      interference=interference, fabric=fabric)
     W = check_int("warmup_steps", warmup_steps, 0)
     if W > work.steps:
         raise config_error("warmup_steps", W, f"at most steps = {work.steps}")
+    parts = {}
+    for k in work.blocks:
+        if id(k) not in parts:
+            kt = k.shard_tokens(N)
+            parts[id(k)] = (kt.parts("pre_attn"), k.parts("attn").attention_as(q_div=N),
+                            kt.parts("post_attn", "mlp"))
     tail = [-1] * N
     ag_prev: list[int] = [-1] * len(work.blocks)
     for s in range(work.steps):
         tail = step_ends(gb, work, ids, N, s, tail, "pre")
         ag_now = []
         for l_, blk in enumerate(work.blocks):
-            mm = matmul_only(shard_tokens(blk, N))
-            att = scale_cost(attention_only(blk), 1.0 / N)
-            proj = []
-            for d in range(N):
-                t = gb.compute(ids[d], mm, item=d, step=s, layer=l_, phase="step", label=f"step{s}.L{l_}.mm.d{d}")
-                if tail[d] >= 0:
-                    gb.edge(tail[d], t)
-                proj.append(t)
+            pre, att_k, post = parts[id(blk)]
+            proj = gb.compute_on(ids, pre, after=tail, step=s, layer=l_, label=f"step{s}.L{l_}.mm")
             ag = gb.collective(ids, "all_gather", work.kv_bytes, step=s, layer=l_, phase="step",
                                label=f"step{s}.L{l_}.allgather_kv")
             gb.edges(proj, ag)
             ag_now.append(ag)
-            tail = []
-            for d in range(N):
-                a = gb.compute(ids[d], att, item=d, step=s, layer=l_, phase="step", label=f"step{s}.L{l_}.attn.d{d}")
-                gb.edge(proj[d], a)
-                wait = ag if s < W else ag_prev[l_]
-                if wait >= 0:
+            wait = ag if s < W else ag_prev[l_]
+            att = gb.compute_on(ids, att_k, after=proj, step=s, layer=l_, label=f"step{s}.L{l_}.attn")
+            if wait >= 0:
+                for a in att:
                     gb.edge(wait, a)
-                tail.append(a)
+            tail = gb.compute_on(ids, post, after=att, step=s, layer=l_, label=f"step{s}.L{l_}.post")
         ag_prev = ag_now
         tail = step_ends(gb, work, ids, N, s, tail, "post")
-    return finish("distrifusion", gb, ids, 1, work.steps,
-                  {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch,
-                   "warmup_steps": W})
+    return gb.freeze("distrifusion", ids, 1, work.steps,
+                     {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch,
+                      "warmup_steps": W})

@@ -14,18 +14,20 @@ from __future__ import annotations
 from typing import Any
 
 from flitsim.errors import config_error
-from flitsim.models import handoff_bytes, slice_cost
-from flitsim.models.config import _ensure_config
-from flitsim.schedules._common import Hardware, Schedule, check_int, finish, new_builder, resolve_devices
+from flitsim.models import handoff_bytes
+from flitsim.models.kernels import slice_kernels
+from flitsim.models.zoo import as_model
+from flitsim.schedules.builder import Hardware, check_int, new_builder, resolve_devices
+from flitsim.schedules.schedule import Schedule
 from flitsim.schedules.terapipe import causal_seq_tokens, stage_layers
 
 __all__ = ["build_layer_pipeline"]
 
 
 def build_layer_pipeline(model: Any, workload: Any, *, devices: Any = None, stages: int = 4, batch: int = 8,
-                         micro_batches: int | None = None, gpu: Any = "h100", efficiency: Any = None,
+                         micro_batches: int | None = None, gpu: Any = None, efficiency: Any = None,
                          dtype: str = "bf16", include_embed_head: bool = True, inflight_micro_batches: int | None = None,
-                         fabric_devices: int | None = None, comm_streams: int = 1) -> Schedule:
+                         fabric_devices: int | None = None, comm_streams: int = 1, execution: Any = None, profile: Any = None, interference: Any = None, fabric: Any = None) -> Schedule:
     """Lower a GPipe prefill of ``batch`` sequences of ``workload`` tokens.
 
     Args:
@@ -38,7 +40,7 @@ def build_layer_pipeline(model: Any, workload: Any, *, devices: Any = None, stag
         ConfigError: not a causal model, more stages than layers, M not dividing
             B, device ids outside the fabric.
     """
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     if cfg.kind != "causal":
         raise config_error("model", cfg.name, "a causal LLM for the layer pipeline")
     T = causal_seq_tokens(workload)
@@ -49,11 +51,11 @@ def build_layer_pipeline(model: Any, workload: Any, *, devices: Any = None, stag
         raise config_error("micro_batches", M, f"a divisor of batch = {B} (micro-batches hold whole sequences)")
     groups = stage_layers(cfg, K, include_embed_head)
     ids, size = resolve_devices(K if devices is None else devices, K, fabric_devices)
-    hw = Hardware(gpu, efficiency, dtype)
+    hw = Hardware(gpu, efficiency, dtype, execution, profile, interference, fabric)
     gb = new_builder(size, hw, comm_streams)
     mb = B // M
     hand = handoff_bytes(cfg, T, batch=mb, dtype=dtype)
-    costs = [slice_cost(cfg, T, 0, layers=g, batch=mb, dtype=dtype, logits_tokens=1 if include_embed_head else 0)
+    costs = [slice_kernels(cfg, T, 0, layers=g, batch=mb, dtype=dtype, logits_tokens=1 if include_embed_head else 0)
              for g in groups]
     credit = None if inflight_micro_batches is None else check_int("inflight_micro_batches", inflight_micro_batches)
     C = [[-1] * K for _ in range(M)]
@@ -69,6 +71,5 @@ def build_layer_pipeline(model: Any, workload: Any, *, devices: Any = None, stag
         if credit is not None and m >= credit:
             for j in range(K - 1):
                 gb.edge(C[m - credit][j + 1], C[m][j], "credit")
-    opts = {"model": cfg.name, "seq_tokens": T, "batch": B, "micro_batches": M, "gpu": hw.gpu.name,
-            "stage_layers": groups}
-    return finish("layer_pipeline", gb, ids, K, 1, opts)
+    opts = {"model": cfg.name, "seq_tokens": T, "batch": B, "micro_batches": M, "stage_layers": groups}
+    return gb.freeze("layer_pipeline", ids, K, 1, opts)

@@ -37,17 +37,19 @@ from __future__ import annotations
 from typing import Any
 
 from flitsim.errors import config_error
-from flitsim.models import handoff_bytes, patch_cost
-from flitsim.schedules._common import Hardware, Schedule, check_int, finish, new_builder, resolve_devices
+from flitsim.models import handoff_bytes
+from flitsim.models.kernels import patch_kernels
+from flitsim.schedules.builder import Hardware, check_int, new_builder, resolve_devices
+from flitsim.schedules.schedule import Schedule
 from flitsim.schedules._work import dit_model, dit_stage_layers, is_joint, spread
 
 __all__ = ["build_pipefusion"]
 
 
 def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: int = 4, patches: int | None = None,
-                     warmup_steps: int = 1, steps: int | None = None, gpu: Any = "h100", efficiency: Any = None,
+                     warmup_steps: int = 1, steps: int | None = None, gpu: Any = None, efficiency: Any = None,
                      dtype: str = "bf16", inflight_patches: int | None = None, fabric_devices: int | None = None,
-                     comm_streams: int = 1) -> Schedule:
+                     comm_streams: int = 1, execution: Any = None, profile: Any = None, interference: Any = None, fabric: Any = None) -> Schedule:
     """Lower PipeFusion for one image request to a task graph.
 
     Args:
@@ -59,7 +61,9 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
         warmup_steps: synchronous full-image steps first (default 1, as xDiT).
         steps: denoising steps (default ``workload.steps``), >= warmup_steps.
         inflight_patches: credit bound per stage hand-off (None = unbounded).
-        gpu, efficiency, dtype: roofline model.
+        gpu, efficiency, dtype, execution, profile, interference, fabric: the
+            compute model (:class:`~flitsim.schedules.builder.Hardware`; the GPU
+            defaults to the fabric's, else H100, and ``options["gpu_source"]`` says which).
 
     Returns:
         :class:`~flitsim.schedules.Schedule` (``steps`` steps; task_step per task).
@@ -80,15 +84,15 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
     if W > S:
         raise config_error("warmup_steps", W, f"at most steps = {S}")
     ids, size = resolve_devices(N if devices is None else devices, N, fabric_devices)
-    hw = Hardware(gpu, efficiency, dtype)
+    hw = Hardware(gpu, efficiency, dtype, execution, profile, interference, fabric)
     gb = new_builder(size, hw, comm_streams)
     T = w.text_tokens_
     joint = is_joint(cfg)
     p = P // M
     tq = spread(T, M)
-    full = [patch_cost(cfg, P, P, layers=g, batch=B, text_query_tokens=T, text_tokens=T, dtype=dtype) for g in groups]
+    full = [patch_kernels(cfg, P, P, layers=g, batch=B, text_query_tokens=T, text_tokens=T, dtype=dtype) for g in groups]
     full_bytes = handoff_bytes(cfg, P, batch=B, text_tokens=T if joint else 0, dtype=dtype)
-    pc = [[patch_cost(cfg, p, P, layers=g, batch=B, text_query_tokens=tq[m], text_tokens=T, dtype=dtype)
+    pc = [[patch_kernels(cfg, p, P, layers=g, batch=B, text_query_tokens=tq[m], text_tokens=T, dtype=dtype)
            for g in groups] for m in range(M)]
     pbytes = [handoff_bytes(cfg, p, batch=B, text_tokens=tq[m] if joint else 0, dtype=dtype) for m in range(M)]
 
@@ -129,5 +133,5 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
             rets.append(prev)
         ret_prev = rets
     opts = {"model": cfg.name, "image_tokens": P, "patches": M, "patch_tokens": p, "text_tokens": T,
-            "step_batch": B, "warmup_steps": W, "gpu": hw.gpu.name, "stage_layers": groups}
-    return finish("pipefusion", gb, ids, N, S, opts)
+            "step_batch": B, "warmup_steps": W, "stage_layers": groups}
+    return gb.freeze("pipefusion", ids, N, S, opts)

@@ -7,39 +7,42 @@ to device d + 1 on a comm stream (transfers overlap compute). Each device
 sends N - 1 blocks of (p / N) x kv_width x bytes x batch per layer: per step
 ``L x (N-1)/N x p x kv_width x bytes``, = ``2 (N-1)/N p hs L`` bytes for
 multi-head attention (kv_width = 2 hs), the xDiT README's ``2 O(p x hs) L``.
+Projections, norms and the MLP run on the device's p / N tokens before and
+after the ring.
 
-Causal LLMs: a block's attention work is its share of the causal query-key
-pairs (blocks after the queries: none; the diagonal block: a triangle), so
-the ring is unbalanced across devices, as in the paper (no striping).
+Causal LLMs: the diagonal block is causal, blocks after the queries are
+skipped, earlier blocks are full, so the ring is unbalanced across devices, as
+in the paper (no striping).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from flitsim.schedules._common import Schedule, finish, scale_cost
-from flitsim.schedules._work import attention_only, matmul_only, parallel_setup, shard_tokens, step_ends
+from flitsim.models.kernels import Kernels
+from flitsim.schedules._work import parallel_setup, step_ends
+from flitsim.schedules.schedule import Schedule
 
 __all__ = ["build_ring_attention"]
 
 
-def _pair_share(kind: str, N: int, p: int, q_block: int, k_block: int) -> float:
-    """Share of the pass's query-key pairs between query block and key block."""
+def _block(att: Kernels, kind: str, N: int, q_block: int, k_block: int) -> Kernels | None:
+    """Attention of query block ``q_block`` against key block ``k_block`` (None: nothing to do)."""
     if kind == "dit":
-        return 1.0 / (N * N)
-    n = p / N
-    total = p * (p + 1) / 2
-    if k_block < q_block:
-        return n * n / total
-    if k_block == q_block:
-        return n * (n + 1) / 2 / total
-    return 0.0
+        return att.attention_as(q_div=N, kv_div=N)
+    if k_block > q_block:
+        return None
+    c = att.cols
+    q = -(-c["q"] // N)
+    diag = k_block == q_block
+    return Kernels({**c, "q": q, "kv": q, "ctx": 0 * q, "causal": c["causal"] * int(diag)})
 
 
 def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degree: int = 4,
-                         steps: int | None = None, batch: int = 1, gpu: Any = "h100", efficiency: Any = None,
+                         steps: int | None = None, batch: int = 1, gpu: Any = None, efficiency: Any = None,
                          dtype: str = "bf16", include_embed_head: bool = True, fabric_devices: int | None = None,
-                         comm_streams: int = 1) -> Schedule:
+                         comm_streams: int = 1, execution: Any = None, profile: Any = None,
+                         interference: Any = None, fabric: Any = None) -> Schedule:
     """Lower N-way ring attention (arguments as
     :func:`~flitsim.schedules.tensor_parallel.build_tensor_parallel`).
 
@@ -49,20 +52,23 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
     work, ids, gb, N = parallel_setup(model, workload, devices=devices, degree=degree, steps=steps, batch=batch,
                                       gpu=gpu, efficiency=efficiency, dtype=dtype,
                                       include_embed_head=include_embed_head, fabric_devices=fabric_devices,
-                                      comm_streams=comm_streams)
+                                      comm_streams=comm_streams, execution=execution, profile=profile,
+                                      interference=interference, fabric=fabric)
     block_bytes = int(round(work.kv_bytes / N))
+    parts = {}
+    for k in work.blocks:
+        if id(k) not in parts:
+            kt = k.shard_tokens(N)
+            att = k.parts("attn")
+            blocks = {(qd, kd): _block(att, work.kind, N, qd, kd) for qd in range(N) for kd in range(N)}
+            parts[id(k)] = (kt.parts("pre_attn"), blocks, kt.parts("post_attn", "mlp"))
+    empty = Kernels.empty()
     tail = [-1] * N
     for s in range(work.steps):
         tail = step_ends(gb, work, ids, N, s, tail, "pre")
         for l_, blk in enumerate(work.blocks):
-            mm = matmul_only(shard_tokens(blk, N))
-            att = attention_only(blk)
-            proj = []
-            for d in range(N):
-                t = gb.compute(ids[d], mm, item=d, step=s, layer=l_, phase="step", label=f"step{s}.L{l_}.proj.d{d}")
-                if tail[d] >= 0:
-                    gb.edge(tail[d], t)
-                proj.append(t)
+            pre, blocks, post = parts[id(blk)]
+            proj = gb.compute_on(ids, pre, after=tail, step=s, layer=l_, label=f"step{s}.L{l_}.proj")
             X = [[-1] * N for _ in range(N)]  # X[d][k]: d sends the block it holds at step k-1 to d+1
             A = [[-1] * N for _ in range(N)]
             for k in range(N):
@@ -73,14 +79,15 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
                         gb.edge(proj[d] if k == 1 else X[(d - 1) % N][k - 1], x)
                         X[d][k] = x
                 for d in range(N):
-                    share = _pair_share(work.kind, N, work.tokens, d, (d - k) % N)
-                    a = gb.compute(ids[d], scale_cost(att, share), item=d, step=s, layer=l_, phase="step",
+                    kb = blocks[(d, (d - k) % N)]
+                    a = gb.compute(ids[d], kb if kb is not None else empty, item=d, step=s, layer=l_, phase="step",
                                    label=f"step{s}.L{l_}.attn{k}.d{d}")
                     gb.edge(proj[d] if k == 0 else A[d][k - 1], a)
                     if k >= 1:
                         gb.edge(X[(d - 1) % N][k], a)
                     A[d][k] = a
-            tail = [A[d][N - 1] for d in range(N)]
+            tail = gb.compute_on(ids, post, after=[A[d][N - 1] for d in range(N)], step=s, layer=l_,
+                                 label=f"step{s}.L{l_}.post")
         tail = step_ends(gb, work, ids, N, s, tail, "post")
-    return finish("ring_attention", gb, ids, 1, work.steps,
-                  {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch})
+    return gb.freeze("ring_attention", ids, 1, work.steps,
+                     {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch})

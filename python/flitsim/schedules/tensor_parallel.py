@@ -1,26 +1,29 @@
 """Tensor parallelism (Megatron-LM, Shoeybi et al. 2019) for a DiT denoising
 step or a causal LLM prefill: every block's heads and FFN columns are split
-over N devices; each block ends its attention and its MLP with an all-reduce of
-the full activations (p x hs x bytes x batch, nccl-tests size), so two
-all-reduces per layer. Per device per step that is
+over N devices (column-parallel QKV / MLP-up GEMMs, row-parallel output / MLP-
+down GEMMs, heads of the attention); each block ends its attention and its MLP
+with an all-reduce of the full activations (p x hs x bytes x batch, nccl-tests
+size), so two all-reduces per layer. Per device per step that is
 ``2 x L x 2(N-1)/N x p x hs x bytes`` sent (ring all-reduce bus bytes), the
-xDiT README's ``4 O(p x hs) L``.
+xDiT README's ``4 O(p x hs) L``. Norms, modulation and residual adds run on
+the full activations on every device (they are not split).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from flitsim.schedules._common import Schedule, finish, scale_cost
-from flitsim.schedules._work import attention_only, attn_param_share, matmul_only, parallel_setup, shard_weights, step_ends
+from flitsim.schedules._work import parallel_setup, step_ends
+from flitsim.schedules.schedule import Schedule
 
 __all__ = ["build_tensor_parallel"]
 
 
 def build_tensor_parallel(model: Any, workload: Any, *, devices: Any = None, degree: int = 4,
-                          steps: int | None = None, batch: int = 1, gpu: Any = "h100", efficiency: Any = None,
+                          steps: int | None = None, batch: int = 1, gpu: Any = None, efficiency: Any = None,
                           dtype: str = "bf16", include_embed_head: bool = True, fabric_devices: int | None = None,
-                          comm_streams: int = 1) -> Schedule:
+                          comm_streams: int = 1, execution: Any = None, profile: Any = None,
+                          interference: Any = None, fabric: Any = None) -> Schedule:
     """Lower N-way tensor parallelism.
 
     Args:
@@ -28,6 +31,13 @@ def build_tensor_parallel(model: Any, workload: Any, *, devices: Any = None, deg
         workload: :class:`~flitsim.workloads.DitWorkload` (``steps`` steps, default
             the workload's) or an int prefill length (one step, ``batch`` sequences).
         degree: N; devices: N ids or a count.
+        gpu: GPU preset or GpuSpec (default: the fabric's GPU, else H100;
+            ``options["gpu_source"]`` says which); efficiency: overrides of its
+            efficiency tops; execution: ``eager`` | ``cuda_graph`` | ``compiled``;
+            profile: a measured kernel profile (path or Profile); interference:
+            communication's SM share (:class:`flitsim.cost.CommInterference`);
+            fabric: the fabric preset / FabricSpec the graph will run on (its GPU
+            and device count are the defaults).
 
     Raises:
         ConfigError: bad degree / devices, mismatched model and workload.
@@ -35,27 +45,23 @@ def build_tensor_parallel(model: Any, workload: Any, *, devices: Any = None, deg
     work, ids, gb, N = parallel_setup(model, workload, devices=devices, degree=degree, steps=steps, batch=batch,
                                       gpu=gpu, efficiency=efficiency, dtype=dtype,
                                       include_embed_head=include_embed_head, fabric_devices=fabric_devices,
-                                      comm_streams=comm_streams)
-    fq, fo = attn_param_share(work.cfg)
+                                      comm_streams=comm_streams, execution=execution, profile=profile,
+                                      interference=interference, fabric=fabric)
+    shards = {}
+    for k in work.blocks:
+        if id(k) not in shards:
+            sh = k.shard_heads(N)
+            shards[id(k)] = (sh.parts("pre_attn", "attn", "post_attn"), sh.parts("mlp"))
     tail = [-1] * N
     for s in range(work.steps):
         tail = step_ends(gb, work, ids, N, s, tail, "pre")
         for l_, blk in enumerate(work.blocks):
-            sh = shard_weights(blk, N)
-            mm = matmul_only(sh)
-            part_a = scale_cost(mm, fq + fo) + attention_only(sh)
-            part_b = scale_cost(mm, 1.0 - fq - fo)
-            for part, tag in ((part_a, "attn"), (part_b, "mlp")):
-                comp = []
-                for d in range(N):
-                    t = gb.compute(ids[d], part, item=d, step=s, layer=l_, phase="step", label=f"step{s}.L{l_}.{tag}.d{d}")
-                    if tail[d] >= 0:
-                        gb.edge(tail[d], t)
-                    comp.append(t)
+            for part, tag in zip(shards[id(blk)], ("attn", "mlp")):
+                comp = gb.compute_on(ids, part, after=tail, step=s, layer=l_, label=f"step{s}.L{l_}.{tag}")
                 ar = gb.collective(ids, "all_reduce", work.act_bytes, step=s, layer=l_, phase="step",
                                    label=f"step{s}.L{l_}.{tag}.allreduce")
                 gb.edges(comp, ar)
                 tail = [ar] * N
         tail = step_ends(gb, work, ids, N, s, tail, "post")
-    return finish("tensor_parallel", gb, ids, 1, work.steps,
-                  {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch})
+    return gb.freeze("tensor_parallel", ids, 1, work.steps,
+                     {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch})

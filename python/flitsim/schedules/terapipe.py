@@ -37,22 +37,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from flitsim.errors import config_error
-from flitsim.models import handoff_bytes, slice_cost
-from flitsim.models.config import _ensure_config
-from flitsim.schedules._common import (
-    Hardware,
-    Schedule,
-    check_int,
-    finish,
-    new_builder,
-    resolve_devices,
-    split_layers,
-)
+from flitsim.models import handoff_bytes
+from flitsim.models.kernels import slice_kernels
+from flitsim.models.zoo import as_model
+from flitsim.schedules.builder import Hardware, check_int, new_builder, resolve_devices, split_layers
+from flitsim.schedules.schedule import Schedule
 
 __all__ = ["build_terapipe", "terapipe_plan", "uniform_slices", "pipeline_latency", "slice_time_matrix_s"]
 
-_BASIS = ((1, 0), (2, 0), (3, 0), (1, 1), (1, 2), (2, 1), (3, 2))
-_FIELDS = ("matmul_flops", "attention_flops", "matmul_mem_bytes", "attention_mem_bytes")
 
 
 def causal_seq_tokens(workload: Any) -> int:
@@ -86,13 +78,11 @@ def slice_time_matrix_s(model: Any, seq_tokens: int, stages: int, *, grid_tokens
                         hw: Hardware | None = None, include_embed_head: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Per-stage slice times on a token grid, vectorised.
 
-    Boundaries are ``0, g, 2g, ..., T`` (the last cell may be shorter). Every
-    cost field of :func:`flitsim.models.slice_cost` is a polynomial
-    ``k0 + k1 s + k2 c + k3 s c + k4 s^2`` in the slice length s and context c
-    (matmuls linear in s, causal pairs ``s c + s(s+1)/2``, K/V bytes linear), so
-    the fields are fitted exactly from a few calls and evaluated on the grid;
-    the roofline (:func:`flitsim.hardware.roofline_time_s`) is then applied
-    elementwise. The LM head's single sampled token is left out.
+    Boundaries are ``0, g, 2g, ..., T`` (the last cell may be shorter). Each
+    stage's slice kernels are lowered once at s = 1, c = 0 and scaled to every
+    (s, c) of the grid (:meth:`flitsim.cost.CostModel.slice_grid_times_s`: GEMM
+    rows M x s, attention q = s after c context tokens); the kernel model then
+    runs elementwise over the grid. The LM head's single sampled token is left out.
 
     Returns:
         (boundaries, t): ``boundaries`` int array of shape (n + 1,), tokens;
@@ -100,7 +90,7 @@ def slice_time_matrix_s(model: Any, seq_tokens: int, stages: int, *, grid_tokens
         time for the slice from boundary a to boundary b (a < b), +inf elsewhere.
     """
     hw = hw or Hardware()
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     g = check_int("grid_tokens", grid_tokens)
     cells = -(-int(seq_tokens) // g)
     if cells > MAX_GRID_CELLS:
@@ -109,28 +99,14 @@ def slice_time_matrix_s(model: Any, seq_tokens: int, stages: int, *, grid_tokens
                            f"for {seq_tokens} tokens (the DP is quadratic in cells)")
     bounds = np.unique(np.r_[np.arange(0, seq_tokens, g), seq_tokens]).astype(np.int64)
     a, b = np.meshgrid(bounds, bounds, indexing="ij")
-    s = (b - a).astype(np.float64)
-    c = a.astype(np.float64)
-    valid = s > 0
-    X = np.array([[1, s_, c_, s_ * c_, s_ * s_] for s_, c_ in _BASIS], dtype=np.float64)
-    eff = hw.efficiency
-    if eff is None:
-        from flitsim.hardware import Efficiency
-        eff = Efficiency()
-    peak = hw.gpu.peak_flop_per_s(hw.dtype)
-    hbm = hw.gpu.hbm_bytes_per_s
-    t = np.zeros_like(s)
+    valid = b > a
+    s, c = (b - a)[valid], a[valid]
+    t_valid = np.zeros(len(s))
     for layers in stage_layers(cfg, stages, include_embed_head):
-        costs = [slice_cost(cfg, s_, c_, layers=layers, batch=batch, dtype=hw.dtype, logits_tokens=0)
-                 for s_, c_ in _BASIS]
-        Y = np.array([[getattr(k, f) for f in _FIELDS] for k in costs], dtype=np.float64)
-        coef, *_ = np.linalg.lstsq(X, Y, rcond=None)
-        mono = np.stack([np.ones_like(s), s, c, s * c, s * s], axis=-1)
-        v = mono @ coef  # (..., 4)
-        tj = (np.maximum(v[..., 0] / (peak * eff.matmul), v[..., 2] / (hbm * eff.memory))
-              + np.maximum(v[..., 1] / (peak * eff.attention), v[..., 3] / (hbm * eff.memory)))
-        t = np.maximum(t, tj)
-    t = np.where(valid, t, np.inf)
+        template = slice_kernels(cfg, 1, 0, layers=layers, batch=batch, dtype=hw.dtype, logits_tokens=0)
+        t_valid = np.maximum(t_valid, hw.cost.slice_grid_times_s(template, s, c))
+    t = np.full(a.shape, np.inf)
+    t[valid] = t_valid
     return bounds, t
 
 
@@ -211,9 +187,10 @@ def uniform_slices(seq_tokens: int, slices: int) -> np.ndarray:
 
 def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: int = 4, slicing: str = "uniform",
                    slices: int | None = None, slice_tokens: Sequence[int] | None = None, grid_tokens: int = 128,
-                   batch: int = 1, gpu: Any = "h100", efficiency: Any = None, dtype: str = "bf16",
+                   batch: int = 1, gpu: Any = None, efficiency: Any = None, dtype: str = "bf16",
                    include_embed_head: bool = True, inflight_slices: int | None = None,
-                   fabric_devices: int | None = None, comm_streams: int = 1) -> Schedule:
+                   fabric_devices: int | None = None, comm_streams: int = 1, execution: Any = None,
+                   profile: Any = None, interference: Any = None, fabric: Any = None) -> Schedule:
     """Lower a TeraPipe prefill of one ``workload``-token sequence to a task graph.
 
     Args:
@@ -225,7 +202,9 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
             (TeraPipe DP on a ``grid_tokens`` grid) or ``"given"``
             (``slice_tokens``, summing to T).
         batch: sequences processed together (each slice covers all of them).
-        gpu, efficiency, dtype: roofline model (:func:`flitsim.hardware.roofline_time_s`).
+        gpu, efficiency, dtype, execution, profile, interference, fabric: the
+            compute model (:class:`~flitsim.schedules.builder.Hardware`; the GPU
+            defaults to the fabric's, else H100; ``options["gpu_source"]`` says which).
         include_embed_head: charge the embedding to stage 0 and the LM head
             (one sampled token) to the last stage.
         inflight_slices: a stage holds at most this many slices not yet taken
@@ -241,16 +220,16 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
         ConfigError: not a causal model, more stages than layers, bad slicing or
             slice lengths, device ids outside the fabric.
     """
-    cfg = _ensure_config(model)
+    cfg = as_model(model)
     if cfg.kind != "causal":
         raise config_error("model", cfg.name, "a causal LLM for TeraPipe (use pipefusion for DiTs)")
     T = causal_seq_tokens(workload)
     K = check_int("stages", stages)
     groups = stage_layers(cfg, K, include_embed_head)
     ids, size = resolve_devices(K if devices is None else devices, K, fabric_devices)
-    hw = Hardware(gpu, efficiency, dtype)
+    hw = Hardware(gpu, efficiency, dtype, execution, profile, interference, fabric)
     opts: dict[str, Any] = {"model": cfg.name, "seq_tokens": T, "slicing": slicing, "batch": batch,
-                            "gpu": hw.gpu.name, "stage_layers": [[x for x in g_] for g_ in groups]}
+                            "stage_layers": [[x for x in g_] for g_ in groups]}
     if slice_tokens is not None and slicing != "given":
         raise config_error("slice_tokens", slice_tokens, f"only with slicing='given' (lengths summing to {T})")
     if slices is not None and not isinstance(slices, (int, np.integer)):
@@ -282,7 +261,7 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
         hand = handoff_bytes(cfg, int(s), batch=batch, dtype=dtype)
         prev_x = -1
         for j in range(K):
-            cost = slice_cost(cfg, int(s), int(c), layers=groups[j], batch=batch, dtype=dtype,
+            cost = slice_kernels(cfg, int(s), int(c), layers=groups[j], batch=batch, dtype=dtype,
                               logits_tokens=1 if (i == len(lens) - 1 and include_embed_head) else 0)
             C[i, j] = gb.compute(ids[j], cost, stage=j, item=i, step=0, label=f"slice{i}.stage{j}")
             if prev_x >= 0:
@@ -296,4 +275,4 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
             for j in range(K - 1):
                 # stage j may start slice i only once stage j+1 has taken slice i - credit
                 gb.edge(C[i - credit, j + 1], C[i, j], "credit")
-    return finish("terapipe", gb, ids, K, 1, opts)
+    return gb.freeze("terapipe", ids, K, 1, opts)

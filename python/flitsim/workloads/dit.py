@@ -10,7 +10,8 @@ from pydantic import Field
 
 from flitsim._spec import Spec
 from flitsim.errors import config_error
-from flitsim.models.config import ModelConfig, _ensure_config
+from flitsim.models.config import ModelConfig
+from flitsim.models.zoo import as_model
 
 __all__ = ["DitWorkload", "dit_workload"]
 
@@ -49,7 +50,7 @@ class DitWorkload(Spec):
 
     def transformer(self) -> ModelConfig:
         """The :class:`ModelConfig` of :attr:`model`."""
-        return _ensure_config(self.model)
+        return as_model(self.model)
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)

@@ -269,6 +269,13 @@ pub struct CollectiveResult {
     pub credit_exhaustion_episodes: u64,
     pub arbitration_conflicts: u64,
     pub estimate_ps: f64,
+    /// Faults and end-to-end replays (zero without faults).
+    pub faults: crate::fabric::FaultStats,
+    /// Payload bytes of the simulated transfers (per plane when folded).
+    pub sent_bytes_on_fabric: u64,
+    /// Per GPU: payload bytes delivered to it over its links (link statistics;
+    /// per plane when folded).
+    pub rx_payload_bytes: Vec<u64>,
 }
 
 struct DagModel {
@@ -396,7 +403,19 @@ pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mu
         credit_exhaustion_episodes: exh,
         arbitration_conflicts: conflicts,
         estimate_ps: low.estimate_ps,
+        faults: sim.fault_stats(),
+        sent_bytes_on_fabric: sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum(),
+        rx_payload_bytes: gpu_rx_bytes(sim, spec.gpus, run_spec.gpu_ports),
     })
+}
+
+/// Payload bytes delivered to each GPU over its links (link statistics).
+fn gpu_rx_bytes(sim: &FabricSim, gpus: u32, gpu_ports: u32) -> Vec<u64> {
+    let mut v = vec![0u64; gpus as usize];
+    for (i, (rx, _, _)) in sim.port_fault_stats().enumerate() {
+        v[i / gpu_ports as usize] += rx;
+    }
+    v
 }
 
 /// Run a lowered collective on the ideal alpha-beta port model (one port per

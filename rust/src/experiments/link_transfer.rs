@@ -121,6 +121,14 @@ impl Model for Sim {
                 if let Some(w) = self.waiting_since.take() {
                     self.credit_wait_ps += now - w;
                 }
+                // A full replay buffer holds the sender until ACKs return.
+                let room = self.link.replay_room_at(now, f);
+                if room > now {
+                    self.link.add_replay_buffer_wait(room - now);
+                    self.send_pending = true;
+                    q.schedule(room, Ev::TrySend);
+                    return Ok(());
+                }
                 let tx = self.link.send(now, vc, f, p);
                 self.remaining_bytes -= p as u64;
                 self.next_vc = (vc + 1) % self.link.timing().vcs as usize;

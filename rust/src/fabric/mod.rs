@@ -9,6 +9,6 @@ mod topology;
 pub(crate) use run::fold_spec;
 pub use crate::collective::FabricNetwork;
 pub use run::{run_batch, stats_of, BatchResult, PortLinkStats, TransferBatch};
-pub use sim::{FEv, FabricSim, ReorderStats, MAX_SIM_PACKETS};
-pub use spec::{FabricSpec, GpuInjection, Spray, SwitchParams, Wire, MAX_ENDPOINTS, MAX_PORTS};
+pub use sim::{FEv, FabricSim, FaultStats, ReorderStats, MAX_SIM_PACKETS};
+pub use spec::{FabricSpec, Fault, GpuInjection, Spray, SwitchParams, Wire, MAX_ENDPOINTS, MAX_FAULT_PS, MAX_PORTS};
 pub use topology::Topology;

@@ -1,11 +1,11 @@
 //! Running transfers on a fabric: the batch API (arrays in, completion times
 //! and statistics out), exact plane folding, and the task-graph network.
 
-use super::sim::{FEv, FabricSim, ReorderStats};
+use super::sim::{FEv, FabricSim, FaultStats, ReorderStats};
 use super::spec::{FabricSpec, Spray, Wire};
 use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
 use crate::error::{ensure, FlitsimError, Result};
-use crate::link::{LinkStats, VcStats};
+use crate::link::{LinkStats, ReplayStats, VcStats};
 use crate::switch::SwitchStats;
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +29,13 @@ pub struct PortLinkStats {
     pub switch: u32,
     pub link: LinkStats,
     pub vcs: Vec<VcStats>,
+    /// Payload bytes delivered to the GPU through this port (switch -> GPU
+    /// direction), each byte once.
+    pub rx_payload_bytes: u64,
+    /// Payload bytes this port sent that a fault destroyed (replayed elsewhere).
+    pub lost_bytes: u64,
+    /// Link-level retry on the switch -> GPU direction.
+    pub rx_replay: ReplayStats,
 }
 
 /// Outcome of a batch.
@@ -47,6 +54,10 @@ pub struct BatchResult {
     pub reorder: Vec<ReorderStats>,
     pub packets: u64,
     pub events: u64,
+    /// Faults and end-to-end replays (all zero without faults).
+    pub faults: FaultStats,
+    /// Payload bytes of the transfers that crossed the fabric (src != dst or loopback).
+    pub sent_bytes: u64,
 }
 
 struct BatchModel {
@@ -121,6 +132,12 @@ fn fold(spec: &FabricSpec, b: &TransferBatch) -> std::result::Result<(FabricSpec
 pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u32, u64), String> {
     if !spec.fold_planes {
         return Err("folding disabled (fold_planes = false)".into());
+    }
+    if !spec.faults.is_empty() {
+        return Err("faults break the symmetry between planes".into());
+    }
+    if spec.links.iter().any(|l| l.replay.is_some_and(|r| r.ber > 0.0)) {
+        return Err("bit errors are sampled per link, so planes are not identical".into());
     }
     if spec.spray != Spray::RoundRobin {
         return Err(format!("spray {:?} does not spread packets evenly over planes", spec.spray));
@@ -214,8 +231,18 @@ pub fn run_batch(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn I
 pub fn stats_of(sim: &FabricSim, gpu_ports: u32, events: u64) -> BatchResult {
     let ports = sim
         .ports_iter()
+        .zip(sim.port_fault_stats())
         .enumerate()
-        .map(|(i, (sw, l))| PortLinkStats { gpu: i as u32 / gpu_ports, port: i as u32 % gpu_ports, switch: sw, link: *l.stats(), vcs: l.vc_stats().to_vec() })
+        .map(|(i, ((sw, l), (rx_payload_bytes, lost_bytes, rx_replay)))| PortLinkStats {
+            gpu: i as u32 / gpu_ports,
+            port: i as u32 % gpu_ports,
+            switch: sw,
+            link: *l.stats(),
+            vcs: l.vc_stats().to_vec(),
+            rx_payload_bytes,
+            lost_bytes,
+            rx_replay,
+        })
         .collect();
     BatchResult {
         start_ps: Vec::new(),
@@ -229,5 +256,7 @@ pub fn stats_of(sim: &FabricSim, gpu_ports: u32, events: u64) -> BatchResult {
         reorder: sim.reorder.clone(),
         packets: sim.packets_sent,
         events,
+        faults: sim.fault_stats(),
+        sent_bytes: sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum(),
     }
 }

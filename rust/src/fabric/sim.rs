@@ -21,10 +21,15 @@ use super::spec::{FabricSpec, Spray};
 use super::topology::Topology;
 use crate::engine::{Scheduler, TimePs};
 use crate::error::{FlitsimError, Result};
-use crate::link::{LinkDirection, LinkTiming};
+use crate::link::{LinkDirection, LinkTiming, Replay, ReplayStats};
 use crate::phy::PacketFormat;
 use crate::switch::{Packet, Queueing, Switch, SwitchSpec};
 use std::collections::VecDeque;
+
+mod faults;
+
+pub use faults::FaultStats;
+use faults::FaultState;
 
 /// Bits in a transfer's reorder window.
 const REORDER_WINDOW: u64 = 4096;
@@ -41,6 +46,8 @@ pub enum FEv {
     Consume { port: u32, pkt: u32 },
     CreditGpu { port: u32, vc: u32, flits: u32 },
     CreditSw { sw: u32, out: u32, vc: u32, flits: u32 },
+    /// A packet lost to a fault is queued again at its source (replay timer expired).
+    Requeue(u32),
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -53,7 +60,19 @@ struct PktInfo {
     src_port: u32,
     sw: u32,
     out: u32,
+    /// Where the packet is: STAGE_* (for faults: what a dead component takes with it).
+    stage: u8,
+    /// Caught by a fault: its events only drain the dead path; a copy was requeued.
+    lost: bool,
+    /// A copy sent again after a fault (delivered bytes count as replayed).
+    replayed: bool,
 }
+
+const STAGE_TO_SWITCH: u8 = 0;
+const STAGE_IN_SWITCH: u8 = 1;
+const STAGE_TO_GPU: u8 = 2;
+const STAGE_DELIVERED: u8 = 3;
+const STAGE_FREE: u8 = 4;
 
 #[derive(Debug, Clone, Default)]
 struct Share {
@@ -62,7 +81,11 @@ struct Share {
     last_bytes: u32,
     /// Bytes of each full simulated packet of this transfer.
     pkt_bytes: u64,
+    /// Sequence number of a requeued lost packet (NO_SEQ: take the transfer's next).
+    seq: u64,
 }
+
+const NO_SEQ: u64 = u64::MAX;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Xfer {
@@ -110,6 +133,15 @@ struct Port {
     inj_ps_per_byte: f64,
     rx_free_ps: TimePs,
     rx_ps_per_byte: f64,
+    /// Retry on the switch -> GPU direction (None without bit errors): its
+    /// replays shift the arrival train (go-back-N; credits back-pressure the switch).
+    rx_replay: Option<Replay>,
+    rx_replay_stats: ReplayStats,
+    rx_last_ps: TimePs,
+    /// Payload bytes delivered to this GPU through this port (each byte once).
+    rx_payload_bytes: u64,
+    /// Payload bytes this port sent that a fault destroyed (each replayed elsewhere).
+    lost_bytes: u64,
 }
 
 struct Sw {
@@ -161,6 +193,7 @@ pub struct FabricSim {
     /// Completed transfers not yet collected by the owner: (transfer, time).
     pub(crate) completed: Vec<(u32, TimePs)>,
     pub(crate) packets_sent: u64,
+    faults: FaultState,
 }
 
 fn ceil_div_f(t: f64) -> u64 {
@@ -199,10 +232,16 @@ impl FabricSim {
             timing.credits_per_vc_flits = buf.max(2 * max_f);
             timing.exhaustion_below_flits = max_f;
             let g = &spec.gpu;
+            let rx_replay = rx.replay.filter(|r| r.hazard_per_flit_bit > 0.0).map(|r| Replay::new(r, 2 * p as u64 + 1));
             ports.push(Port {
+                rx_replay,
+                rx_replay_stats: ReplayStats::default(),
+                rx_last_ps: 0,
+                rx_payload_bytes: 0,
+                lost_bytes: 0,
                 sw,
                 sw_port,
-                link: LinkDirection::new(timing),
+                link: LinkDirection::with_stream(timing, 2 * p as u64),
                 rx,
                 queue: VecDeque::new(),
                 try_at: None,
@@ -243,9 +282,11 @@ impl FabricSim {
             sw.set_record_upstream_credits(true);
             sws.push(Sw { sw, cycle_ps: 1000.0 / clock_ghz, wake_at: None, stepped: None });
         }
+        let faults = FaultState::new(spec, &topo)?;
         Ok(FabricSim {
             largest_packet_bytes: largest.max(1),
             packets_planned: 0,
+            faults,
             rr_out: crate::error::try_vec(topo.switches as usize * topo.gpus as usize, 0, "switches x gpus")?,
             reorder: vec![ReorderStats::default(); topo.gpus as usize],
             in_flight: vec![0; topo.gpus as usize],
@@ -378,7 +419,13 @@ impl FabricSim {
 
     /// Handle one event.
     pub fn handle(&mut self, now: TimePs, ev: FEv, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+        if now >= self.faults.next_ps {
+            // Nothing happens between events, so applying a fault at the first
+            // event at or after its time is exact.
+            self.apply_faults(now, q);
+        }
         match ev {
+            FEv::Requeue(sid) => self.requeue(now, sid, q),
             FEv::StartTransfer(x) => self.start_transfer(now, x, q),
             FEv::PortTry(p) => {
                 let p = p as usize;
@@ -391,6 +438,10 @@ impl FabricSim {
             FEv::Arrive { sw, input, pkt } => {
                 let s = sw as usize;
                 let info = self.pkts[pkt as usize];
+                if info.lost {
+                    return self.drop_lost(now, pkt, true, q);
+                }
+                self.pkts[pkt as usize].stage = STAGE_IN_SWITCH;
                 let c = self.c_of(s, now).max(self.sws[s].stepped.map_or(0, |x| x + 1)).max(self.sws[s].sw.input_link_free_cycle(input as usize));
                 let packet = Packet { dest: info.out, vc: info.vc, flits: info.flits, birth_cycle: c, tag: pkt as u64 };
                 if !self.sws[s].sw.can_accept(input as usize, info.vc as usize, info.flits, c) {
@@ -422,6 +473,10 @@ impl FabricSim {
             }
             FEv::Deliver { port, pkt } => {
                 let p = port as usize;
+                if self.pkts[pkt as usize].lost {
+                    return self.drop_lost(now, pkt, false, q);
+                }
+                self.pkts[pkt as usize].stage = STAGE_DELIVERED;
                 let bytes = self.pkts[pkt as usize].bytes as f64;
                 let pr = &mut self.ports[p];
                 if pr.rx_ps_per_byte > 0.0 {
@@ -459,8 +514,13 @@ impl FabricSim {
         for k in 0..self.sws[s].sw.departures().len() {
             let d = self.sws[s].sw.departures()[k];
             let gp = self.topo.switch_port_to[(s as u32 * sp + d.output) as usize].expect("routed to a wired port");
-            let t = self.t_of(s, d.tail_out_cycle + 1) + self.ports[gp as usize].rx.latency_ps;
-            q.schedule(t, FEv::Deliver { port: gp, pkt: d.packet.tag as u32 });
+            let mut t = self.t_of(s, d.tail_out_cycle + 1) + self.ports[gp as usize].rx.latency_ps;
+            let pkt = d.packet.tag as u32;
+            self.pkts[pkt as usize].stage = STAGE_TO_GPU;
+            if self.ports[gp as usize].rx_replay.is_some() {
+                t = self.rx_replay_arrival(s, gp as usize, pkt, t);
+            }
+            q.schedule(t, FEv::Deliver { port: gp, pkt });
         }
         for k in 0..self.sws[s].sw.upstream_credits().len() {
             let (input, vc, flits, cycle) = self.sws[s].sw.upstream_credits()[k];
@@ -481,7 +541,7 @@ impl FabricSim {
             return Ok(());
         }
         let mut elig = std::mem::take(&mut self.scratch);
-        self.topo.eligible_ports(src, dst, &mut elig);
+        self.eligible_ports(src, dst, &mut elig);
         if offset > 0 && !elig.is_empty() {
             let k = offset as usize % elig.len();
             elig.rotate_left(k);
@@ -503,7 +563,7 @@ impl FabricSim {
         };
         let n = bytes.div_ceil(s);
         let rem = (bytes % s) as u32;
-        let mk = |full: u64, last: u32| Share { xfer: x, full_left: full, last_bytes: last, pkt_bytes: s };
+        let mk = |full: u64, last: u32| Share { xfer: x, full_left: full, last_bytes: last, pkt_bytes: s, seq: NO_SEQ };
         match self.spray {
             Spray::RoundRobin => {
                 for (i, &p) in elig.iter().enumerate() {
@@ -579,6 +639,13 @@ impl FabricSim {
             if !port.link.has_credits(vc as usize, flits) {
                 continue;
             }
+            // A full replay buffer holds the port until ACKs return.
+            let room = port.link.replay_room_at(now, flits);
+            if room > now {
+                port.link.add_replay_buffer_wait(room - now);
+                self.schedule_try(p, room, q);
+                return Ok(());
+            }
             // Send it.
             let sh = &mut self.shares[sid as usize];
             if sh.full_left > 0 {
@@ -586,7 +653,8 @@ impl FabricSim {
             } else {
                 sh.last_bytes = 0;
             }
-            let tx = port.link.send(now, vc as usize, flits, bytes as u32);
+            let resent_seq = sh.seq;
+            let tx = port.link.send_packets(now, vc as usize, flits, bytes as u32, bytes.div_ceil(self.payload) as u32);
             port.outstanding += 1;
             if port.inj_ps_per_byte > 0.0 {
                 port.next_inject_ps = tx.start_ps + (bytes as f64 * port.inj_ps_per_byte).ceil() as u64;
@@ -594,7 +662,9 @@ impl FabricSim {
             let (sw, input) = (port.sw, port.sw_port);
             let dst = self.xfers[x as usize].dst;
             let routes = self.topo.routes(sw, dst);
-            let out = if routes.len() == 1 {
+            let out = if self.faults.any_dead {
+                self.live_route(sw, dst)
+            } else if routes.len() == 1 {
                 routes[0]
             } else {
                 let k = (sw * self.topo.gpus + dst) as usize;
@@ -603,8 +673,12 @@ impl FabricSim {
                 o
             };
             let xf = &mut self.xfers[x as usize];
-            let info = PktInfo { xfer: x, bytes: bytes as u32, flits, vc, seq: xf.next_seq, src_port: p as u32, sw, out };
-            xf.next_seq += 1;
+            let replayed = resent_seq != NO_SEQ;
+            let seq = if replayed { resent_seq } else { xf.next_seq };
+            let info = PktInfo { xfer: x, bytes: bytes as u32, flits, vc, seq, src_port: p as u32, sw, out, stage: STAGE_TO_SWITCH, lost: false, replayed };
+            if !replayed {
+                xf.next_seq += 1;
+            }
             let id = if let Some(id) = self.free_pkts.pop() {
                 self.pkts[id as usize] = info;
                 id
@@ -640,6 +714,9 @@ impl FabricSim {
     fn consume(&mut self, now: TimePs, p: usize, pkt: u32, q: &mut dyn Scheduler<FEv>) -> Result<()> {
         let info = self.pkts[pkt as usize];
         self.free_pkts.push(pkt);
+        self.pkts[pkt as usize].stage = STAGE_FREE;
+        self.ports[p].rx_payload_bytes += info.bytes as u64;
+        self.faults.count_delivered(info.bytes as u64, info.replayed);
         let crt = self.ports[p].rx.credit_return_ps;
         q.schedule(now + crt, FEv::CreditSw { sw: info.sw, out: info.out, vc: info.vc, flits: info.flits });
         let sp = info.src_port as usize;

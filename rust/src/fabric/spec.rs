@@ -135,6 +135,33 @@ pub struct Wire {
     pub switch_link: Option<u32>,
 }
 
+/// Largest fault time accepted, ps (2^62, the bound on transfer start times).
+pub const MAX_FAULT_PS: u64 = 1 << 62;
+
+/// A component that fails at `at_ps` and stays dead. Traffic started later
+/// avoids it (spraying skips it); packets inside it or on its wires at that
+/// moment are lost and replayed end to end by their source over what is left
+/// once the source's replay timer (`links[..].replay.timeout_ps`) expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Fault {
+    /// The wire of GPU `gpu` port `port` (both directions).
+    Link { gpu: u32, port: u32, at_ps: u64 },
+    /// Switch chip `switch` (one plane of a planar fabric) and all its wires.
+    Plane { switch: u32, at_ps: u64 },
+    /// A NIC. NICs are not modelled yet (issue 14): rejected with a ConfigError.
+    Nic { nic: u32, at_ps: u64 },
+}
+
+impl Fault {
+    /// When the component dies, ps.
+    pub fn at_ps(&self) -> u64 {
+        match *self {
+            Fault::Link { at_ps, .. } | Fault::Plane { at_ps, .. } | Fault::Nic { at_ps, .. } => at_ps,
+        }
+    }
+}
+
 /// A whole scale-up fabric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,6 +200,9 @@ pub struct FabricSpec {
     /// Allow exact plane folding when the engine can prove the symmetry.
     #[serde(default = "d_true")]
     pub fold_planes: bool,
+    /// Components that die during the run (none by default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Fault>,
 }
 
 fn d_max_sim() -> u64 {
@@ -282,10 +312,62 @@ impl FabricSpec {
         for w in &self.wires {
             on[(w.gpu * self.switches + w.switch) as usize] = true;
         }
+        self.check_reachable(&on, "")?;
+        if self.faults.is_empty() {
+            return Ok(());
+        }
+        ensure(self.faults.len() <= 1 << 16, "faults", self.faults.len(), "at most 65536 faults")?;
+        // Faults: known components and times; after all of them every pair
+        // of GPUs must still share a live switch, or traffic could never finish.
+        let mut dead_sw = vec![false; self.switches as usize];
+        let mut dead_port = vec![false; (self.gpus * self.gpu_ports) as usize];
+        for (i, f) in self.faults.iter().enumerate() {
+            let name = |x: &str| format!("faults[{i}].{x}");
+            ensure(f.at_ps() <= MAX_FAULT_PS, &name("at_ps"), f.at_ps(), "a time in 0..=2^62 ps (from the start of the run)")?;
+            match *f {
+                Fault::Link { gpu, port, .. } => {
+                    ensure(gpu < self.gpus, &name("gpu"), gpu, &format!("a GPU id in 0..{}", self.gpus))?;
+                    ensure(port < self.gpu_ports, &name("port"), port, &format!("a port in 0..{}", self.gpu_ports))?;
+                    ensure(
+                        self.wires.iter().any(|w| w.gpu == gpu && w.gpu_port == port),
+                        &name("port"),
+                        format!("GPU {gpu} port {port}"),
+                        "a wired GPU port (this one has no wire to fail)",
+                    )?;
+                    dead_port[(gpu * self.gpu_ports + port) as usize] = true;
+                }
+                Fault::Plane { switch, .. } => {
+                    ensure(switch < self.switches, &name("switch"), switch, &format!("a switch (plane) id in 0..{}", self.switches))?;
+                    dead_sw[switch as usize] = true;
+                }
+                Fault::Nic { nic, .. } => {
+                    return Err(FlitsimError::config(
+                        name("kind"),
+                        format!("nic {nic}"),
+                        "\"link\" or \"plane\": NICs are not modelled yet (issue 14 adds them; a NIC fault will plug in here)",
+                    ));
+                }
+            }
+        }
+        if self.switches > 0 && dead_sw.iter().all(|&d| d) {
+            return Err(FlitsimError::config("faults", format!("all {} planes", self.switches), "at least one live switch plane: with every plane dead nothing can move"));
+        }
+        let mut live = vec![false; (self.gpus * self.switches) as usize];
+        for w in &self.wires {
+            if !dead_sw[w.switch as usize] && !dead_port[(w.gpu * self.gpu_ports + w.gpu_port) as usize] {
+                live[(w.gpu * self.switches + w.switch) as usize] = true;
+            }
+        }
+        self.check_reachable(&live, " after the faults")
+    }
+
+    /// Every GPU wired to a switch and every pair sharing one, by `on[gpu * switches + switch]`.
+    fn check_reachable(&self, on: &[bool], when: &str) -> Result<()> {
+        let field = if when.is_empty() { "wires" } else { "faults" };
         let row = |g: u32| &on[(g * self.switches) as usize..((g + 1) * self.switches) as usize];
         for a in 0..self.gpus {
             if self.gpus > 1 && !row(a).iter().any(|&x| x) {
-                return Err(FlitsimError::config("wires", format!("GPU {a}"), "every GPU wired to at least one switch (this GPU is disconnected)"));
+                return Err(FlitsimError::config(field, format!("GPU {a}"), &format!("every GPU wired to at least one live switch{when} (this GPU is disconnected)")));
             }
         }
         for a in 0..self.gpus {
@@ -294,9 +376,9 @@ impl FabricSpec {
                 let row_b = row(b);
                 if !row_a.iter().zip(row_b).any(|(&x, &y)| x && y) {
                     return Err(FlitsimError::config(
-                        "wires",
+                        field,
                         format!("GPUs {a} and {b}"),
-                        "every pair of GPUs sharing at least one switch (single switch layer); these two share none",
+                        &format!("every pair of GPUs sharing at least one live switch{when} (single switch layer); these two share none"),
                     ));
                 }
             }

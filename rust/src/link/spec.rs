@@ -1,6 +1,7 @@
 //! Link specification and the timing derived from it.
 
 use crate::error::{ensure, Result};
+use super::replay::{ReplaySpec, ReplayTiming};
 use crate::phy::{serialization_ps, PacketFormat, SerdesRates, SerdesSpec};
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +27,10 @@ pub struct LinkSpec {
     /// the sender, ps (credit message serialization, propagation, processing).
     #[serde(default)]
     pub credit_return_ps: u64,
+    /// Bit errors and link-level retry (replay buffer, go-back-N, ACK/NAK);
+    /// None = an error-free link without retry modelling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplaySpec>,
 }
 
 /// Largest delay a link accepts, ps (one second).
@@ -55,6 +60,8 @@ pub struct LinkTiming {
     /// (default: one maximum-size packet, which virtual cut-through needs to
     /// start a packet; equal to "zero credits" when credits are a multiple of it).
     pub exhaustion_below_flits: u32,
+    /// Retry timing, if the link models bit errors / link-level retry.
+    pub replay: Option<ReplayTiming>,
 }
 
 impl LinkTiming {
@@ -103,7 +110,12 @@ impl LinkSpec {
             credits_per_vc_flits: self.credits_per_vc_flits,
             credit_return_ps: self.credit_return_ps,
             exhaustion_below_flits: max_pkt as u32,
+            replay: None,
         };
+        let mut timing = timing;
+        if let Some(r) = &self.replay {
+            timing.replay = Some(r.derive(&self.serdes, timing.latency_ps, flit_ps, max_pkt, self.packet.flit_bytes).map_err(|e| prefix_field(e, "replay"))?);
+        }
         Ok((rates, timing))
     }
 }

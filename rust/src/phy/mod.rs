@@ -14,8 +14,10 @@
 //! 106.25 GBd PAM4 = 212.5 Gb/s; RS(544,514) and 256b/257b transcoding bring it
 //! to exactly 200 Gb/s (212.5 x 514/544 x 256/257 = 212.5 x 16/17).
 
+mod ber;
 mod packet;
 
+pub use ber::{binomial_split, FecErrorModel};
 pub use packet::PacketFormat;
 
 use crate::error::{ensure, Result};

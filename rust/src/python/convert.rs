@@ -67,8 +67,9 @@ pub(crate) fn scalar(d: &Bound<'_, PyDict>, key: &str) -> PyResult<u32> {
 }
 
 /// Columns of a fabric batch result: per-transfer times, per GPU-port link
-/// statistics, per switch-port statistics and reorder statistics (used by
-/// `fabric_transfers` and by the task graph over a fabric).
+/// statistics (with link-level retry and fault accounting), per switch-port
+/// statistics and reorder statistics (used by `fabric_transfers` and by the
+/// task graph over a fabric).
 pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("start_ps", r.start_ps.into_pyarray(py))?;
@@ -92,7 +93,20 @@ pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResul
     l.set_item("packets", u(&|x| x.link.packets).into_pyarray(py))?;
     l.set_item("credit_exhaustion_episodes", u(&|x| x.vcs.iter().map(|v| v.exhaustion_episodes).sum()).into_pyarray(py))?;
     l.set_item("credit_exhaustion_ps", u(&|x| x.vcs.iter().map(|v| v.exhaustion_ps).sum()).into_pyarray(py))?;
+    // Link-level retry (GPU -> switch and switch -> GPU) and fault accounting.
+    l.set_item("replays", u(&|x| x.link.replay.replays).into_pyarray(py))?;
+    l.set_item("replayed_wire_bytes", u(&|x| x.link.replay.replayed_wire_bytes).into_pyarray(py))?;
+    l.set_item("replay_ps", u(&|x| x.link.replay.replay_ps).into_pyarray(py))?;
+    l.set_item("replay_buffer_wait_ps", u(&|x| x.link.replay.buffer_wait_ps).into_pyarray(py))?;
+    l.set_item("rx_payload_bytes", u(&|x| x.rx_payload_bytes).into_pyarray(py))?;
+    l.set_item("lost_bytes", u(&|x| x.lost_bytes).into_pyarray(py))?;
+    l.set_item("rx_replays", u(&|x| x.rx_replay.replays).into_pyarray(py))?;
+    l.set_item("rx_replayed_wire_bytes", u(&|x| x.rx_replay.replayed_wire_bytes).into_pyarray(py))?;
+    l.set_item("rx_replay_ps", u(&|x| x.rx_replay.replay_ps).into_pyarray(py))?;
     d.set_item("links", l)?;
+    let f = to_py(py, &r.faults)?;
+    f.set_item("sent_bytes", r.sent_bytes)?;
+    d.set_item("faults", f)?;
     // Switch ports, one row per (switch, port).
     let s = PyDict::new(py);
     let (mut sw, mut port, mut inc, mut outc, mut qsum, mut granted, mut flits_out, mut ex_ep, mut ex_cyc, mut occ_max) =

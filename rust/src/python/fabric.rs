@@ -49,7 +49,19 @@ pub fn collective_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, request: &
     d.set_item("credit_exhaustion_episodes", r.credit_exhaustion_episodes)?;
     d.set_item("arbitration_conflicts", r.arbitration_conflicts)?;
     d.set_item("estimate_ps", r.estimate_ps)?;
+    let f = super::convert::to_py(py, &r.faults)?;
+    f.set_item("sent_bytes", r.sent_bytes_on_fabric)?;
+    d.set_item("faults", f)?;
+    d.set_item("rx_payload_bytes", r.rx_payload_bytes.into_pyarray(py))?;
     Ok(d)
+}
+
+/// Codeword and packet error probabilities of a SerDes spec dict at a raw
+/// bit error rate (RS binomial closed form; see `FecErrorModel` in _core.pyi).
+#[pyfunction]
+pub fn fec_error_model<'py>(py: Python<'py>, serdes: &Bound<'py, PyAny>, ber: f64) -> PyResult<Bound<'py, PyAny>> {
+    let s: crate::phy::SerdesSpec = from_py(serdes, "serdes")?;
+    super::convert::to_py(py, &crate::phy::FecErrorModel::new(&s, ber)?)
 }
 
 /// Completion time (ps) of a collective on the ideal alpha-beta port model.

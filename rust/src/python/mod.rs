@@ -190,6 +190,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fabric::collective_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::collective_run, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::collective_ideal, m)?)?;
+    m.add_function(wrap_pyfunction!(fabric::fec_error_model, m)?)?;
     m.add_function(wrap_pyfunction!(hold_model_events_per_s, m)?)?;
     m.add_function(wrap_pyfunction!(taskgraph::execute_taskgraph, m)?)?;
     Ok(())

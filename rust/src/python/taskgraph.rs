@@ -51,6 +51,7 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
         group_offsets: col(graph, "group_offsets")?,
         group_members: col(graph, "group_members")?,
         release_ps: if graph.contains("release_ps")? { col(graph, "release_ps")? } else { Vec::new() },
+        steal_ppm: if graph.contains("steal_ppm")? { col(graph, "steal_ppm")? } else { Vec::new() },
         edge_src: col(graph, "edge_src")?,
         edge_dst: col(graph, "edge_dst")?,
         edge_kind: col(graph, "edge_kind")?,

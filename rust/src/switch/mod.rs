@@ -34,19 +34,28 @@
 //! [`Switch::departures`] (packets whose tail left an output this cycle), and
 //! [`Switch::return_credits`] when the downstream frees buffer. Upstream credit
 //! returns are reported in [`Switch::upstream_credits`] (input, VC, flits, cycle).
+//!
+//! # Files
+//! This file holds the data path in pipeline order (inject, events, allocation,
+//! connection, output link, departure); [`wheel`] the event queue, [`stats`] the
+//! counters and their window, [`diagnose`] the stall check and its account.
 
 pub mod alloc;
 pub mod bits;
+mod diagnose;
 mod spec;
+mod stats;
+mod wheel;
 
 pub use spec::{Queueing, SwitchSpec, MAX_PORTS};
+pub use stats::{InputVcStats, OutputVcStats, PortStats, SwitchStats};
 
 use crate::error::{FlitsimError, Result};
 use crate::stats::Histogram;
 use alloc::{Allocator, Matching, Requests, NONE};
-use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use wheel::{Ev, EV_CONN_END, EV_CREDIT, EV_LINK_FREE, EV_READY};
 
 /// A packet as the switch sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,72 +87,6 @@ pub struct Departure {
     pub queueing_cycles: u64,
 }
 
-/// Counters per (input port, VC).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct InputVcStats {
-    pub packets_in: u64,
-    pub flits_in: u64,
-    /// Packets granted by the allocator.
-    pub packets_granted: u64,
-    /// Sum over granted packets of cycles waited ready for a grant.
-    pub queueing_cycles_sum: u64,
-    /// Time integral of buffer occupancy, flit-cycles (mean = this / cycles).
-    pub occupancy_flit_cycles: u64,
-    /// Largest occupancy seen, flits.
-    pub occupancy_max_flits: u64,
-}
-
-/// Counters per (output port, VC).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct OutputVcStats {
-    pub packets_out: u64,
-    pub flits_out: u64,
-    /// Episodes in which downstream credits fell below one maximum-size packet
-    /// (the VC could not take a packet: exhausted for virtual cut-through).
-    pub credit_exhaustion_episodes: u64,
-    /// Cycles spent exhausted.
-    pub credit_exhaustion_cycles: u64,
-}
-
-/// Counters per port.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct PortStats {
-    /// Requests this input made that were not granted, summed over rounds.
-    pub input_conflicts: u64,
-    /// Requests to this output that were not granted, summed over rounds.
-    pub output_conflicts: u64,
-}
-
-/// All switch statistics since the last [`Switch::reset_stats`].
-#[derive(Debug, Clone, Serialize)]
-pub struct SwitchStats {
-    /// First cycle of the window.
-    pub since_cycle: u64,
-    /// Index `port * vcs + vc`.
-    pub inputs: Vec<InputVcStats>,
-    pub outputs: Vec<OutputVcStats>,
-    pub ports: Vec<PortStats>,
-    /// Packet latency inside the switch, head in to tail out inclusive
-    /// (tail_out - head_in + 1), cycles.
-    pub network_latency: Histogram,
-    /// Cycles a ready head waited for a grant.
-    pub queueing: Histogram,
-    /// Per output port, network latency.
-    pub output_latency: Vec<Histogram>,
-    /// Time integral of flits inside the switch (admitted, not yet departed),
-    /// flit-cycles: Little's law L.
-    pub system_flit_cycles: u64,
-    /// Sum over departed flits of their time in the switch, cycles
-    /// (tail_out + 1 - head_in per flit): Little's law W x departures.
-    pub flit_sojourn_cycles: u64,
-    pub flits_out: u64,
-    pub packets_out: u64,
-    /// Allocation rounds run (work done: idle slots cost none).
-    pub allocation_rounds: u64,
-    /// Slots processed.
-    pub slots_processed: u64,
-}
-
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
     pkt: Packet,
@@ -162,21 +105,6 @@ struct QueueState {
     tail: u32,
     len: u32,
     ready: u32,
-}
-
-// Event kinds in the heap payload (top 4 bits).
-const EV_CONN_END: u8 = 0;
-const EV_LINK_FREE: u8 = 1;
-const EV_READY: u8 = 2;
-const EV_CREDIT: u8 = 3;
-
-/// Heap entry: (slot, kind, index, value); ties at one slot resolve by kind,
-/// then index, so runs are deterministic.
-type Ev = Reverse<(u64, u8, u32, u32)>;
-
-#[inline]
-fn ev(slot: u64, kind: u8, a: u32, b: u32) -> Ev {
-    Reverse((slot, kind, a, b))
 }
 
 /// Runtime state of one switch.
@@ -363,44 +291,6 @@ impl Switch {
         Ok(sw)
     }
 
-    /// The cycle of a slot (no division without speedup).
-    #[inline]
-    fn cycle_of(&self, slot: u64) -> u64 {
-        if self.s == 1 {
-            slot
-        } else {
-            slot / self.s
-        }
-    }
-
-    /// Schedule an event at `slot` (>= the current cycle's first slot).
-    #[inline]
-    fn push_ev(&mut self, slot: u64, kind: u8, a: u32, b: u32) {
-        let base = self.now_cycle * self.s;
-        if slot >= base && slot - base <= self.wheel_mask {
-            let k = (slot & self.wheel_mask) as usize;
-            if self.wheel[k].is_empty() {
-                bits::set(&mut self.wheel_bits, k);
-                self.wheel_slot[k] = slot;
-            }
-            debug_assert_eq!(self.wheel_slot[k], slot);
-            self.wheel[k].push((kind, a, b));
-            self.wheel_events += 1;
-        } else {
-            self.heap.push(ev(slot, kind, a, b));
-        }
-    }
-
-    /// Earliest slot in the wheel.
-    #[inline]
-    fn wheel_next(&self) -> Option<u64> {
-        if self.wheel_events == 0 {
-            return None;
-        }
-        let start = ((self.now_cycle * self.s) & self.wheel_mask) as usize;
-        bits::next_cyclic(&self.wheel_bits, start, self.wheel.len()).map(|k| self.wheel_slot[k])
-    }
-
     /// The validated spec (with the stall timeout resolved).
     pub fn spec(&self) -> &SwitchSpec {
         &self.spec
@@ -524,12 +414,6 @@ impl Switch {
             self.push_ev(cycle * self.s, EV_CREDIT, (output << 8 | vc) as u32, flits);
         }
         Ok(())
-    }
-
-    /// Earliest cycle at which [`Self::step`] has work, if any.
-    pub fn next_event_cycle(&self) -> Option<u64> {
-        let h = self.heap.peek().map(|Reverse((slot, ..))| *slot);
-        [h, self.wheel_next(), self.retry_slot].into_iter().flatten().min().map(|slot| self.cycle_of(slot))
     }
 
     /// Packets whose tail left an output during the last [`Self::step`].
@@ -679,20 +563,6 @@ impl Switch {
             }
             _ => {}
         }
-    }
-
-    #[inline]
-    fn account_occ(&mut self, iv: usize, cycle: u64) {
-        let last = self.in_occ_last[iv].max(self.stats.since_cycle);
-        self.stats.inputs[iv].occupancy_flit_cycles += self.in_occ[iv] as u64 * cycle.saturating_sub(last);
-        self.in_occ_last[iv] = cycle;
-    }
-
-    #[inline]
-    fn account_sys(&mut self, cycle: u64) {
-        let last = self.sys_last.max(self.stats.since_cycle);
-        self.stats.system_flit_cycles += self.sys_flits * cycle.saturating_sub(last);
-        self.sys_last = cycle;
     }
 
     fn pend_output(&mut self, o: usize) {
@@ -987,113 +857,6 @@ impl Switch {
         });
     }
 
-    /// Start a new statistics window at `cycle` (e.g. after warm-up). Integrals
-    /// restart from the current state; open exhaustion episodes count as new.
-    pub fn reset_stats(&mut self, cycle: u64) {
-        let nv = self.n * self.v;
-        for iv in 0..nv {
-            self.in_occ_last[iv] = cycle;
-        }
-        self.sys_last = cycle;
-        let st = &mut self.stats;
-        st.since_cycle = cycle;
-        st.inputs.iter_mut().for_each(|x| *x = InputVcStats::default());
-        st.outputs.iter_mut().for_each(|x| *x = OutputVcStats::default());
-        st.ports.iter_mut().for_each(|x| *x = PortStats::default());
-        st.network_latency = Histogram::new();
-        st.queueing = Histogram::new();
-        st.output_latency.iter_mut().for_each(|h| *h = Histogram::new());
-        st.system_flit_cycles = 0;
-        st.flit_sojourn_cycles = 0;
-        st.flits_out = 0;
-        st.packets_out = 0;
-        st.allocation_rounds = 0;
-        st.slots_processed = 0;
-        for iv in 0..nv {
-            st.inputs[iv].occupancy_max_flits = self.in_occ[iv] as u64;
-            if self.low_since[iv].is_some() {
-                self.low_since[iv] = Some(cycle);
-                st.outputs[iv].credit_exhaustion_episodes += 1;
-            }
-        }
-    }
-
-    /// Close the window at `cycle` and return the statistics.
-    pub fn finish_stats(&mut self, cycle: u64) -> &SwitchStats {
-        for iv in 0..self.n * self.v {
-            self.account_occ(iv, cycle);
-            if let Some(since) = self.low_since[iv] {
-                self.stats.outputs[iv].credit_exhaustion_cycles += cycle.saturating_sub(since.max(self.stats.since_cycle));
-                self.low_since[iv] = Some(cycle);
-            }
-        }
-        self.account_sys(cycle);
-        &self.stats
-    }
-
-    /// Statistics so far (integrals up to the last change).
-    pub fn stats(&self) -> &SwitchStats {
-        &self.stats
-    }
-
-    /// Stall check: `Stalled` if packets are inside and no flit has moved
-    /// for the stall timeout (or nothing can ever happen again).
-    ///
-    /// # Errors
-    /// `Stalled` describing the blocked inputs, VCs and outputs.
-    pub fn check_stall(&self, cycle: u64, ps_per_cycle: f64) -> Result<()> {
-        if self.packets_inside == 0 {
-            return Ok(());
-        }
-        let idle = cycle.saturating_sub(self.last_progress);
-        if idle < self.spec.stall_timeout_cycles && self.next_event_cycle().is_some() {
-            return Ok(());
-        }
-        Err(FlitsimError::Stalled { time_ps: (cycle as f64 * ps_per_cycle) as u64, detail: self.describe_blocked(idle) })
-    }
-
-    /// Human-readable account of what is blocked.
-    pub fn describe_blocked(&self, idle_cycles: u64) -> String {
-        let mut parts = Vec::new();
-        let mut shown = 0;
-        for iv in 0..self.n * self.v {
-            if self.in_occ[iv] == 0 {
-                continue;
-            }
-            let (i, vc) = (iv / self.v, iv % self.v);
-            let mut head = None;
-            for k in 0..self.q_per_iv {
-                let q = iv * self.q_per_iv + k;
-                if self.qs[q].head != NONE {
-                    head = Some(self.slots[self.qs[q].head as usize].pkt);
-                    break;
-                }
-            }
-            if let Some(p) = head {
-                if shown < 8 {
-                    let ov = p.dest as usize * self.v + vc;
-                    let what = if self.outbuf {
-                        format!("output buffer space {} flits, downstream credits {} flits", self.ob_space[ov], self.credits[ov])
-                    } else {
-                        format!("downstream credits {} flits", self.credits[ov])
-                    };
-                    parts.push(format!(
-                        "input {i} VC{vc} holds {} flits, head packet ({} flits) waits for output {} VC{vc} ({what}, needs {})",
-                        self.in_occ[iv], p.flits, p.dest, self.max_f
-                    ));
-                }
-                shown += 1;
-            }
-        }
-        if shown > 8 {
-            parts.push(format!("... and {} more blocked input VCs", shown - 8));
-        }
-        format!(
-            "{} packets inside the switch, no flit moved for {idle_cycles} cycles (credits not returning?): {}",
-            self.packets_inside,
-            parts.join("; ")
-        )
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The executor: a [`Model`] whose events are task completions plus the
 //! network's own events, all on one queue.
 
-use super::graph::{CollectiveKind, EdgeKind, TaskGraph, TaskKind};
+use super::graph::{CollectiveKind, EdgeKind, TaskGraph, TaskKind, MAX_STEAL_PPM};
 use super::network::{Network, NetworkDone};
 use crate::engine::{self, EventQueue, Interrupt, Mapped, Model, TimePs};
 use crate::error::{ensure, Result};
@@ -28,6 +28,9 @@ pub struct TaskGraphResult {
 
 enum Ev<N> {
     End(u32),
+    /// A compute task's end under communication slowdown, valid while its
+    /// generation matches (a rate change reschedules it).
+    ComputeEnd(u32, u32),
     /// A task whose dependencies are met reaches its release time.
     Release(u32),
     Net(N),
@@ -49,6 +52,41 @@ struct Exec<'g, N: Network> {
     done_tasks: usize,
     done_buf: NetworkDone,
     released: Vec<(u32, usize)>,
+    steal: Option<Steal>,
+}
+
+/// Communication steals compute (active only when the graph has a nonzero
+/// `steal_ppm`): each running compute task keeps its remaining work in
+/// ps x ppm of full-rate time and progresses at `1e6 - steal` ppm of full rate,
+/// where `steal` is the sum of the shares of the communication tasks running on
+/// its device (capped at `MAX_STEAL_PPM`). Integer arithmetic: deterministic.
+struct Steal {
+    /// Per device: summed ppm of the running communication tasks.
+    device_ppm: Vec<u64>,
+    /// Per device: running compute tasks.
+    running: Vec<Vec<u32>>,
+    /// Per task: remaining work (ps x ppm) and when it was last brought up to date.
+    work: Vec<u128>,
+    since: Vec<u64>,
+    generation: Vec<u32>,
+}
+
+impl Steal {
+    fn rate(&self, d: usize) -> u128 {
+        1_000_000 - self.device_ppm[d].min(MAX_STEAL_PPM as u64) as u128
+    }
+
+    /// Bring task `t` on device `d` up to `now` at the device's current rate.
+    fn advance(&mut self, now: u64, d: usize, t: usize) {
+        let done = (now - self.since[t]) as u128 * self.rate(d);
+        self.work[t] = self.work[t].saturating_sub(done);
+        self.since[t] = now;
+    }
+
+    fn end_of(&self, now: u64, d: usize, t: usize) -> u64 {
+        let r = self.rate(d);
+        now.saturating_add(self.work[t].div_ceil(r).min(u64::MAX as u128) as u64)
+    }
 }
 
 impl<'g, N: Network> Exec<'g, N> {
@@ -84,9 +122,21 @@ impl<'g, N: Network> Exec<'g, N> {
         self.res.start_ps[t as usize] = now;
         let g = self.g;
         let i = t as usize;
+        if c == COMM {
+            self.change_steal(now, t, true, q);
+        }
         let mut sched = Mapped { queue: q, wrap: Ev::Net };
         match TaskKind::from_code(g.kind[i]).expect("validated") {
-            TaskKind::Compute => self.done_buf.push((t, now.saturating_add(g.duration_ps[i]))),
+            TaskKind::Compute => match self.steal.as_mut() {
+                None => self.done_buf.push((t, now.saturating_add(g.duration_ps[i]))),
+                Some(st) => {
+                    let d = g.device[i] as usize;
+                    st.work[i] = g.duration_ps[i] as u128 * 1_000_000;
+                    st.since[i] = now;
+                    st.running[d].push(t);
+                    q.schedule(st.end_of(now, d, i), Ev::ComputeEnd(t, st.generation[i]));
+                }
+            },
             TaskKind::Transfer => {
                 if g.bytes[i] == 0 || g.device[i] == g.peer[i] {
                     self.done_buf.push((t, now));
@@ -117,6 +167,42 @@ impl<'g, N: Network> Exec<'g, N> {
         self.try_start(now, t, q)
     }
 
+    /// A communication task starts (`on`) or ends: change the steal of its
+    /// devices (transfer: source and destination, both run NCCL kernels;
+    /// collective: every member) and reschedule the compute running there.
+    fn change_steal(&mut self, now: TimePs, t: u32, on: bool, q: &mut EventQueue<Ev<N::Event>>) {
+        let g = self.g;
+        let i = t as usize;
+        let Some(st) = self.steal.as_mut() else { return };
+        let ppm = g.steal_ppm[i] as u64;
+        if ppm == 0 {
+            return;
+        }
+        let pair = [g.device[i], g.peer[i]];
+        let devs: &[u32] = match TaskKind::from_code(g.kind[i]).expect("validated") {
+            TaskKind::Transfer if g.device[i] == g.peer[i] => &pair[..1],
+            TaskKind::Transfer => &pair[..],
+            _ => g.members(g.group[i]),
+        };
+        for &d in devs {
+            let d = d as usize;
+            for k in 0..st.running[d].len() {
+                let r = st.running[d][k] as usize;
+                st.advance(now, d, r);
+            }
+            if on {
+                st.device_ppm[d] += ppm;
+            } else {
+                st.device_ppm[d] -= ppm;
+            }
+            for k in 0..st.running[d].len() {
+                let r = st.running[d][k] as usize;
+                st.generation[r] = st.generation[r].wrapping_add(1);
+                q.schedule(st.end_of(now, d, r), Ev::ComputeEnd(r as u32, st.generation[r]));
+            }
+        }
+    }
+
     fn flush_done(&mut self, q: &mut EventQueue<Ev<N::Event>>) {
         for (tag, t) in self.done_buf.drain(..) {
             q.schedule(t, Ev::End(tag));
@@ -132,6 +218,14 @@ impl<'g, N: Network> Exec<'g, N> {
         for &d in devs {
             self.free[c][d as usize] += 1;
             self.released.push((d, c));
+        }
+        if c == COMM {
+            self.change_steal(now, t, false, q);
+        } else if let Some(st) = self.steal.as_mut() {
+            let run = &mut st.running[self.g.device[i] as usize];
+            if let Some(k) = run.iter().position(|&x| x == t) {
+                run.swap_remove(k);
+            }
         }
         for k in self.succ_off[i] as usize..self.succ_off[i + 1] as usize {
             let s = self.succ[k] as usize;
@@ -171,6 +265,10 @@ impl<N: Network> Model for Exec<'_, N> {
     fn handle(&mut self, now: TimePs, ev: Self::Event, q: &mut EventQueue<Self::Event>) -> Result<()> {
         match ev {
             Ev::End(t) => self.finish_task(now, t, q),
+            Ev::ComputeEnd(t, gen) => match &self.steal {
+                Some(st) if st.generation[t as usize] == gen => self.finish_task(now, t, q),
+                _ => Ok(()),
+            },
             Ev::Release(t) => self.try_start(now, t, q).map(|_| ()),
             Ev::Net(e) => {
                 let mut sched = Mapped { queue: q, wrap: Ev::Net };
@@ -223,6 +321,13 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
         done_tasks: 0,
         done_buf: Vec::new(),
         released: Vec::new(),
+        steal: graph.steal_ppm.iter().any(|&v| v > 0).then(|| Steal {
+            device_ppm: vec![0; nd],
+            running: vec![Vec::new(); nd],
+            work: vec![0; n],
+            since: vec![0; n],
+            generation: vec![0; n],
+        }),
     };
     let mut q: EventQueue<Ev<N::Event>> = EventQueue::with_capacity(1024);
     for t in 0..n as u32 {
@@ -321,4 +426,39 @@ mod tests {
         let r = execute(&g, &mut IdealNetwork::new(2, 1_000_000, 100_000_000_000), &mut NoInterrupt).unwrap();
         assert_eq!(r.end_ps[0], 11_000_000);
     }
+
+    fn overlap_graph(steal_ppm: u32) -> TaskGraph {
+        // task 0: transfer 0 -> 1 (1 MB, 11 us on the network below); tasks 1, 2: 20 us compute on 0 and 1.
+        let mut g = TaskGraph { devices: 2, compute_streams: 1, comm_streams: 1, ..Default::default() };
+        g.kind = vec![1, 0, 0];
+        g.device = vec![0, 0, 1];
+        g.peer = vec![1, 0, 0];
+        g.duration_ps = vec![0, 20_000_000, 20_000_000];
+        g.bytes = vec![1_000_000, 0, 0];
+        g.collective = vec![0; 3];
+        g.group = vec![0; 3];
+        g.steal_ppm = vec![steal_ppm, 0, 0];
+        g
+    }
+
+    #[test]
+    fn communication_slows_overlapped_compute_by_its_share() {
+        // Closed form: compute D overlapped from its start with communication of length C
+        // taking share s runs D + C s: 20 us + 11 us x 0.25 = 22.75 us, on both ends of the transfer.
+        let net = || IdealNetwork::new(2, 1_000_000, 100_000_000_000);
+        let r = execute(&overlap_graph(250_000), &mut net(), &mut NoInterrupt).unwrap();
+        assert_eq!(r.end_ps[0], 11_000_000);
+        assert_eq!(r.end_ps[1], 22_750_000);
+        assert_eq!(r.end_ps[2], 22_750_000);
+        // No share: overlap is free, the compute ends at its duration.
+        let r0 = execute(&overlap_graph(0), &mut net(), &mut NoInterrupt).unwrap();
+        assert_eq!(r0.end_ps[1], 20_000_000);
+    }
+
+    #[test]
+    fn steal_above_the_cap_is_a_config_error() {
+        let e = execute(&overlap_graph(960_000), &mut IdealNetwork::new(2, 0, 0), &mut NoInterrupt).unwrap_err().to_string();
+        assert!(e.contains("steal_ppm[0]"), "{e}");
+    }
 }
+

@@ -58,6 +58,9 @@ impl CollectiveKind {
     }
 }
 
+/// Most of a device's compute rate communication may take (95 %): compute always progresses.
+pub const MAX_STEAL_PPM: u32 = 950_000;
+
 /// Why an edge exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[repr(u8)]
@@ -94,6 +97,12 @@ pub struct TaskGraph {
     /// Earliest start per task, ps (empty = all 0): e.g. a request's arrival.
     #[serde(default)]
     pub release_ps: Vec<u64>,
+    /// Communication tasks: the share of each involved device's compute rate
+    /// the task takes while it runs, parts per million (empty = none): NCCL
+    /// kernels occupy SMs beside the compute (flitsim.cost.overlap). Shares of
+    /// overlapping communication tasks add, capped at [`MAX_STEAL_PPM`].
+    #[serde(default)]
+    pub steal_ppm: Vec<u32>,
     pub edge_src: Vec<u32>,
     pub edge_dst: Vec<u32>,
     /// [`EdgeKind`] codes.
@@ -147,6 +156,15 @@ impl TaskGraph {
             format!("length {}", self.release_ps.len()),
             &format!("empty or one entry per task ({n})"),
         )?;
+        ensure(
+            self.steal_ppm.is_empty() || self.steal_ppm.len() == n,
+            "steal_ppm",
+            format!("length {}", self.steal_ppm.len()),
+            &format!("empty or one entry per task ({n})"),
+        )?;
+        if let Some((i, &v)) = self.steal_ppm.iter().enumerate().find(|(_, &v)| v > MAX_STEAL_PPM) {
+            ensure(false, &format!("steal_ppm[{i}]"), v, &format!("at most {MAX_STEAL_PPM} (95 % of the compute rate)"))?;
+        }
         ensure(
             self.edge_dst.len() == self.edge_src.len() && self.edge_kind.len() == self.edge_src.len(),
             "edge_dst",

@@ -1,6 +1,7 @@
-"""Write a :class:`~flitsim.report.scenario.ScenarioResult` to a folder:
+"""Write a :class:`~flitsim.scenario.result.ScenarioResult` to a folder:
 Parquet + CSV tables, Perfetto traces, PNG figures and a self-contained HTML
-report (figures embedded as base64 PNG, no external resources)."""
+report (figures embedded as base64 PNG, no external resources), and
+``results.json`` (:func:`scenario_json`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,20 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["write_report", "html_report"]
+import numpy as np
+import pandas as pd
+
+from flitsim.errors import config_error
+from flitsim.report.metrics import llm_request_latencies
+from flitsim.report.plots import figure_png_base64, latency_cdf, link_heatmap, stage_time_bars, timeline
+from flitsim.report.trace import to_perfetto
+
+if TYPE_CHECKING:  # result.py imports this module; the type is only named here
+    from flitsim.scenario.result import ScenarioResult
+
+__all__ = ["prepare_out_dir", "write_report", "html_report", "scenario_json"]
 
 
 def _slug(s: str) -> str:
@@ -25,8 +37,6 @@ def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
         ConfigError: an empty path, a path that is a file or lies under one,
             or a folder that cannot be created or written.
     """
-    from flitsim.errors import config_error
-
     if not str(out_dir).strip():
         raise config_error("out", str(out_dir), "a folder path (not empty)")
     out = Path(out_dir)
@@ -40,12 +50,8 @@ def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     return out
 
 
-def write_report(res: Any, out_dir: str | os.PathLike[str]) -> dict[str, str]:
+def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict[str, str]:
     """Write every artifact; returns {name: path}. See the module docstring."""
-    from flitsim.report.plots import figure_png_base64, latency_cdf, link_heatmap, stage_time_bars, timeline
-    from flitsim.report.scenario import scenario_json
-    from flitsim.report.trace import to_perfetto
-
     out = prepare_out_dir(out_dir)
     paths: dict[str, str] = {}
     summ = res.summary_frame()
@@ -54,8 +60,6 @@ def write_report(res: Any, out_dir: str | os.PathLike[str]) -> dict[str, str]:
     res.scorecards.to_parquet(out / "scorecard.parquet", index=False)
     res.scorecards.to_csv(out / "scorecard.csv", index=False)
     paths.update(summary=str(out / "summary.parquet"), scorecard=str(out / "scorecard.parquet"))
-    import pandas as pd
-
     cps = []
     for r in res.runs:
         bd = r.critical.breakdown_ps
@@ -115,8 +119,6 @@ def write_report(res: Any, out_dir: str | os.PathLike[str]) -> dict[str, str]:
                      f"{cs}__links", f"{case} / {rs[0].label}: communication occupancy")
             dec = [r for r in rs if r.token_times is not None]
             if dec:
-                from flitsim.report.metrics import llm_request_latencies
-
                 samples = {}
                 for r in dec:
                     df = llm_request_latencies(r.token_times)
@@ -142,7 +144,7 @@ def _table(df: Any) -> str:
     return df.to_html(index=False, float_format=lambda x: f"{x:.4g}", border=0, classes="t", escape=True)
 
 
-def html_report(res: Any, figures: list[tuple[str, str]]) -> str:
+def html_report(res: "ScenarioResult", figures: list[tuple[str, str]]) -> str:
     """Self-contained HTML page: title, notes, summary, scorecards, critical
     paths, LLM / DiT latencies, conclusion and the embedded figures."""
     e = html.escape
@@ -156,8 +158,6 @@ def html_report(res: Any, figures: list[tuple[str, str]]) -> str:
              + "".join(f"<li>{e(c)}</li>" for c in res.conclusion) + "</ul>",
              "<h2>Summary</h2>", _table(res.summary_frame().drop(columns=["wall_s"])),
              "<h2>Scorecards</h2>", _table(res.scorecards)]
-    import pandas as pd
-
     cp = pd.DataFrame([{"case": r.case, "schedule": r.label,
                         **{k: f"{v:.0%}" for k, v in r.critical.breakdown_share().items()},
                         "slowest loop": r.critical.slowest_loop} for r in res.runs])
@@ -175,3 +175,26 @@ def html_report(res: Any, figures: list[tuple[str, str]]) -> str:
                      "</figcaption></figure>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def scenario_json(res: "ScenarioResult") -> dict[str, Any]:
+    """JSON-safe dict of a result (summary rows, scorecards, conclusion)."""
+    def clean(o: Any) -> Any:
+        if isinstance(o, float) and not np.isfinite(o):
+            return None
+        if isinstance(o, dict):
+            return {str(k): clean(v) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [clean(v) for v in o]
+        if isinstance(o, np.generic):
+            return clean(o.item())
+        return o
+
+    out = {"title": res.scenario.title, "wall_s": res.wall_s, "notes": res.network_notes,
+           "summary": res.summary_frame().to_dict(orient="records"),
+           "scorecard": res.scorecards.to_dict(orient="records"), "conclusion": res.conclusion,
+           "critical_path": {f"{r.case} / {r.label}": r.critical.summary() for r in res.runs},
+           "llm_latency": {f"{r.case} / {r.label}": r.llm_latency.reset_index().to_dict(orient="records")
+                           for r in res.runs if r.llm_latency is not None},
+           "dit_latency": {f"{r.case} / {r.label}": r.dit for r in res.runs if r.dit}}
+    return clean(json.loads(json.dumps(out, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))))

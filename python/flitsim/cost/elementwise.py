@@ -1,0 +1,54 @@
+"""Elementwise kernels (norms, modulation, activations, RoPE, residual adds,
+copies) at memory bandwidth, and their fusion under a compiler.
+
+An elementwise kernel reads ``reads`` and writes ``writes`` tensors of
+``numel`` elements: ``bytes = numel x (reads + writes) x elem_bytes`` (tensor
+bytes read + written), at ``memory_efficiency x`` the device bandwidth. A
+compiler (torch.compile / Inductor) fuses a run of consecutive elementwise
+kernels of one block part into one kernel: the intermediates stay in
+registers, so the fused kernel reads ``sum(reads) - (count - 1)`` tensors (each
+kernel but the first consumes its predecessor's output) and writes one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flitsim.hardware.gpus import GpuSpec
+
+__all__ = ["elementwise_time_s", "fuse_elementwise"]
+
+
+def elementwise_time_s(numel: np.ndarray, reads: np.ndarray, writes: np.ndarray, elem_bytes: np.ndarray,
+                       gpu: GpuSpec) -> np.ndarray:
+    """Time of elementwise kernels, seconds: tensor bytes read + written over
+    the streaming bandwidth (broadcast over the arguments)."""
+    nbytes = np.asarray(numel, dtype=np.float64) * (np.asarray(reads) + np.asarray(writes)) * np.asarray(elem_bytes)
+    return nbytes / (gpu.hbm_bytes_per_s * gpu.memory_efficiency)
+
+
+def fuse_elementwise(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Columns of a kernel table (see :class:`flitsim.models.Kernels`) with
+    every run of consecutive elementwise rows of the same part merged into one
+    row (numel the largest of the run, reads ``sum - (count - 1)``, writes 1)."""
+    kind, part = cols["kind"], cols["part"]
+    n = len(kind)
+    if n == 0:
+        return cols
+    ew = kind == 2
+    prev_ew = np.r_[False, ew[:-1]]
+    same_part = np.r_[False, part[1:] == part[:-1]]
+    joins = ew & prev_ew & same_part          # row continues the previous row's group
+    group = np.cumsum(~joins) - 1
+    g = int(group[-1]) + 1
+    first = np.nonzero(~joins)[0]
+    out = {c: v[first].copy() for c, v in cols.items()}
+    counts = np.bincount(group, minlength=g)
+    numel = np.zeros(g, np.int64)
+    np.maximum.at(numel, group, cols["numel"])
+    reads = np.bincount(group, weights=cols["reads"], minlength=g).astype(np.int64) - (counts - 1)
+    is_ew = out["kind"] == 2
+    out["numel"] = np.where(is_ew, numel, out["numel"])
+    out["reads"] = np.where(is_ew, reads, out["reads"])
+    out["writes"] = np.where(is_ew & (counts > 1), 1, out["writes"])
+    return out

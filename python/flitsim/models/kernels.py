@@ -1,0 +1,464 @@
+"""Lowering of model entries to the kernels a real implementation launches.
+
+Each entry of :mod:`flitsim.models.cost` (a Llama layer, a DiT / PixArt / MMDiT
+/ Flux block, embedders, the LM head) becomes an ordered list of kernels with
+their shapes, as an eager PyTorch implementation (HF transformers / diffusers,
+FlashAttention through SDPA) launches them:
+
+- ``gemm`` (M, N, K): fused QKV, attention output, MLP up / down, adaLN
+  modulation linears, patch embedding, caption / context projection, LM head;
+- ``attention`` (batch, heads, q, kv, head_dim, causal with a context offset):
+  the FlashAttention-style forward;
+- ``elementwise`` (numel, full-size tensors read and written): LayerNorm /
+  RMSNorm, adaLN modulation (scale, then shift: two kernels in eager mode),
+  gate multiply, residual add, GELU / SiLU-and-multiply, RoPE, Q/K norms,
+  the concat of Flux single-stream blocks, embedding gathers.
+
+The table is columnar (numpy, one row per kernel) so the cost model
+(:mod:`flitsim.cost`) evaluates it vectorised, and schedules can shard it:
+:meth:`Kernels.shard_tokens` (sequence parallel: every token-proportional row
+/ N), :meth:`Kernels.shard_heads` (tensor parallel: column-parallel GEMMs
+split N, row-parallel K, attention heads, the MLP activation), and
+:meth:`Kernels.parts` (the pre-attention / attention / post-attention / MLP
+pieces of a block). GEMM FLOPs of the lowering equal the entry's
+``matmul_flops`` and attention FLOPs its ``attention_flops`` (tests check it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from flitsim.models.config import ModelConfig
+from flitsim.models.cost import _Call, _causal_call, _dit_call, _select
+from flitsim.models.entries import _Entry
+from flitsim.models.zoo import as_model
+
+__all__ = ["Kernels", "KINDS", "PARTS", "OPS", "EW_READS", "entry_kernels", "slice_kernels", "patch_kernels",
+           "step_kernels", "decode_kernels"]
+
+KINDS = ("gemm", "attention", "elementwise")
+"""Kernel kinds (``Kernels.kind`` codes)."""
+PARTS = ("pre_attn", "attn", "post_attn", "mlp", "other")
+"""Where a kernel sits in its block (``Kernels.part`` codes)."""
+OPS = ("qkv", "attn_out", "mlp_up", "mlp_down", "adaln", "patch_embed", "text_proj", "cond_mlp", "lm_head",
+       "cross_q", "cross_kv", "cross_out", "final_linear",
+       "attention", "cross_attention",
+       "layernorm", "rmsnorm", "scale", "shift", "gate_mul", "residual_add", "gelu", "silu_mul", "silu",
+       "rope", "qk_norm", "concat", "embedding", "pos_add", "reshape")
+"""Kernel names (``Kernels.op`` codes); profiles match on kind and shape, not name."""
+_OP = {n: i for i, n in enumerate(OPS)}
+EW_READS = {"residual_add": 2, "pos_add": 2, "silu_mul": 2}
+"""Full-size tensors an elementwise kernel reads (others read one); each writes one."""
+# tensor-parallel role: 0 replicated, 1 column-parallel (N / tp), 2 row-parallel (K / tp),
+# 3 heads (attention), 4 split elementwise (numel / tp)
+_REP, _COL, _ROW, _HEADS, _SPLIT = range(5)
+_COLS = ("kind", "op", "part", "tp", "seq", "m", "n", "k", "batch", "heads", "kv_heads", "q", "kv", "ctx",
+         "head_dim", "causal", "numel", "reads", "writes", "elem_bytes")
+
+
+@dataclass(frozen=True, eq=False)
+class Kernels:
+    """An ordered kernel table, columns of equal length (int64 arrays):
+
+    ``kind`` (:data:`KINDS`), ``op`` (:data:`OPS`), ``part`` (:data:`PARTS`),
+    ``tp`` (tensor-parallel role), ``seq`` (1 if the row scales with tokens);
+    GEMM ``m, n, k``; attention ``batch, heads, kv_heads, q, kv, ctx, head_dim,
+    causal`` (causal rows: query i at absolute position ctx + i sees keys
+    0 .. ctx + i; ``kv`` = ctx + q); elementwise ``numel`` (elements of one
+    full-size tensor), ``reads`` and ``writes`` (full-size tensors read and
+    written); ``elem_bytes`` (bytes per element of the row's dtype).
+    """
+
+    cols: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.cols["kind"])
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["cols"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @staticmethod
+    def empty() -> "Kernels":
+        return Kernels({c: np.zeros(0, np.int64) for c in _COLS})
+
+    @staticmethod
+    def elementwise(op: str, numel: int, elem_bytes: int, *, part: str = "other", reads: int = 1,
+                    writes: int = 1) -> "Kernels":
+        """One elementwise kernel (e.g. the ``reshape`` copies around Ulysses'
+        all-to-alls: a head-major layout made contiguous)."""
+        r = _Rows(elem_bytes)
+        r.ew(op, PARTS.index(part), int(numel), reads, writes)
+        return r.build()
+
+    @staticmethod
+    def concat(parts: list["Kernels"]) -> "Kernels":
+        """Rows of ``parts`` in order."""
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return Kernels.empty()
+        if len(parts) == 1:
+            return parts[0]
+        return Kernels({c: np.concatenate([p.cols[c] for p in parts]) for c in _COLS})
+
+    def __add__(self, other: "Kernels") -> "Kernels":
+        return Kernels.concat([self, other])
+
+    def _where(self, mask: np.ndarray) -> "Kernels":
+        return Kernels({c: v[mask] for c, v in self.cols.items()})
+
+    def parts(self, *names: str) -> "Kernels":
+        """Rows whose part is one of ``names`` (:data:`PARTS`)."""
+        codes = [PARTS.index(n) for n in names]
+        return self._where(np.isin(self.cols["part"], codes))
+
+    def _with(self, **changes: np.ndarray) -> "Kernels":
+        return Kernels({**self.cols, **changes})
+
+    def shard_tokens(self, n: int) -> "Kernels":
+        """Sequence parallelism over ``n`` devices: token-proportional GEMM rows
+        get ``ceil(M / n)`` rows, attention ``ceil(q / n)`` queries against all
+        keys, elementwise rows ``ceil(numel / n)``; per-sample rows unchanged."""
+        if n == 1:
+            return self
+        c = self.cols
+        s = c["seq"] == 1
+        g, a, e = s & (c["kind"] == 0), s & (c["kind"] == 1), s & (c["kind"] == 2)
+        return self._with(m=np.where(g, -(-c["m"] // n), c["m"]), q=np.where(a, -(-c["q"] // n), c["q"]),
+                          numel=np.where(e, -(-c["numel"] // n), c["numel"]))
+
+    def shard_heads(self, n: int) -> "Kernels":
+        """Tensor parallelism over ``n`` devices (Megatron): column-parallel GEMMs
+        ``N / n``, row-parallel ``K / n``, attention ``heads / n`` (and K/V heads,
+        at least 1), split elementwise rows (RoPE, the MLP activation) ``numel / n``;
+        norms, modulation and residual adds stay whole."""
+        if n == 1:
+            return self
+        c = self.cols
+        tp = c["tp"]
+        return self._with(n=np.where(tp == _COL, -(-c["n"] // n), c["n"]),
+                          k=np.where(tp == _ROW, -(-c["k"] // n), c["k"]),
+                          heads=np.where(tp == _HEADS, -(-c["heads"] // n), c["heads"]),
+                          kv_heads=np.where(tp == _HEADS, np.maximum(1, c["kv_heads"] // n), c["kv_heads"]),
+                          numel=np.where(tp == _SPLIT, -(-c["numel"] // n), c["numel"]))
+
+    def attention_as(self, *, q_div: int = 1, kv_div: int = 1, heads_div: int = 1) -> "Kernels":
+        """Attention rows with ``q / q_div`` queries, ``kv / kv_div`` keys and
+        ``heads / heads_div`` heads (ring attention's block of a block, Ulysses'
+        heads shard); other rows unchanged. Causal rows keep their context."""
+        c = self.cols
+        a = c["kind"] == 1
+        return self._with(q=np.where(a, -(-c["q"] // q_div), c["q"]), kv=np.where(a, -(-c["kv"] // kv_div), c["kv"]),
+                          heads=np.where(a, -(-c["heads"] // heads_div), c["heads"]),
+                          kv_heads=np.where(a, np.maximum(1, c["kv_heads"] // heads_div), c["kv_heads"]))
+
+    # ------------------------------------------------------------------ accounting
+    def attention_pairs(self) -> np.ndarray:
+        """Query-key pairs per attention row (per sample and head): causal
+        ``q ctx + q (q + 1) / 2``, else ``q kv``; 0 for other rows."""
+        c = self.cols
+        causal = c["q"] * c["ctx"] + c["q"] * (c["q"] + 1) // 2
+        return np.where(c["kind"] == 1, np.where(c["causal"] == 1, causal, c["q"] * c["kv"]), 0)
+
+    def flops(self) -> np.ndarray:
+        """FLOPs per row (multiply-add = 2): GEMM ``2 M N K``, attention
+        ``4 batch heads head_dim pairs`` (QK^T and PV), elementwise 0."""
+        c = self.cols
+        g = 2 * c["m"] * c["n"] * c["k"]
+        a = 4 * c["batch"] * c["heads"] * c["head_dim"] * self.attention_pairs()
+        return np.where(c["kind"] == 0, g, np.where(c["kind"] == 1, a, 0))
+
+    def bytes(self) -> np.ndarray:
+        """Device-memory bytes per row if nothing stays in cache: GEMM
+        ``(M K + K N + M N) b``; attention Q + O (``2 batch heads q hd``) and K + V
+        (``2 batch kv_heads kv hd``); elementwise ``numel (reads + writes) b``."""
+        c = self.cols
+        b = c["elem_bytes"]
+        g = (c["m"] * c["k"] + c["k"] * c["n"] + c["m"] * c["n"]) * b
+        a = (2 * c["batch"] * c["heads"] * c["q"] + 2 * c["batch"] * c["kv_heads"] * c["kv"]) * c["head_dim"] * b
+        e = c["numel"] * (c["reads"] + c["writes"]) * b
+        return np.where(c["kind"] == 0, g, np.where(c["kind"] == 1, a, e))
+
+    def _memo(self, name: str, fn: Any) -> Any:
+        # tables are immutable once built: derived totals are computed once per table
+        d = self.__dict__
+        if name not in d:
+            object.__setattr__(self, name, fn())
+        return d[name]
+
+    def total_flops(self) -> float:
+        """Sum of :meth:`flops`."""
+        return self._memo("_flops", lambda: float(self.flops().sum()))
+
+    def total_bytes(self) -> float:
+        """Sum of :meth:`bytes`."""
+        return self._memo("_bytes", lambda: float(self.bytes().sum()))
+
+    def key(self) -> bytes:
+        """A hashable fingerprint of the table (for caching times)."""
+        return self._memo("_key", lambda: np.stack([self.cols[c] for c in _COLS]).tobytes() if len(self) else b"")
+
+    def to_pandas(self) -> Any:
+        """One row per kernel with names instead of codes, plus flops and bytes."""
+        import pandas as pd
+
+        df = pd.DataFrame({c: v for c, v in self.cols.items()})
+        df["kind"] = np.array(KINDS, dtype=object)[df["kind"]] if len(df) else df["kind"]
+        df["op"] = np.array(OPS, dtype=object)[df["op"]] if len(df) else df["op"]
+        df["part"] = np.array(PARTS, dtype=object)[df["part"]] if len(df) else df["part"]
+        df["flops"], df["bytes"] = self.flops(), self.bytes()
+        return df
+
+
+class _Rows:
+    """Accumulates kernel rows for one entry."""
+
+    def __init__(self, b: int) -> None:
+        self.rows: list[tuple[int, ...]] = []
+        self.b = b
+
+    def _row(self, kind: int, op: str, part: int, tp: int, seq: int, **v: int) -> None:
+        vals = dict(m=0, n=0, k=0, batch=0, heads=0, kv_heads=0, q=0, kv=0, ctx=0, head_dim=0, causal=0,
+                    numel=0, reads=0, writes=0)
+        vals.update(v)
+        self.rows.append((kind, _OP[op], part, tp, seq, *vals.values(), self.b))
+
+    def gemm(self, op: str, part: int, tp: int, m: int, n: int, k: int, seq: int = 1) -> None:
+        if m > 0 and n > 0 and k > 0:
+            self._row(0, op, part, tp, seq, m=m, n=n, k=k)
+
+    def attn(self, op: str, part: int, batch: int, heads: int, kv_heads: int, q: int, kv: int, hd: int,
+             causal: bool = False, ctx: int = 0) -> None:
+        if q > 0 and kv > 0:
+            self._row(1, op, part, _HEADS, 1, batch=batch, heads=heads, kv_heads=kv_heads, q=q, kv=kv, ctx=ctx,
+                      head_dim=hd, causal=int(causal))
+
+    def ew(self, op: str, part: int, numel: int, reads: int = 1, writes: int = 1, tp: int = _REP, seq: int = 1) -> None:
+        if numel > 0:
+            self._row(2, op, part, tp, seq, numel=numel, reads=reads, writes=writes)
+
+    def build(self) -> Kernels:
+        if not self.rows:
+            return Kernels.empty()
+        a = np.array(self.rows, dtype=np.int64).T
+        return Kernels({c: a[i] for i, c in enumerate(_COLS)})
+
+
+def _adaln_stream(r: _Rows, cfg: ModelConfig, t: int, B: int, mod: bool, qk_norm: bool, rope: bool) -> None:
+    """Norm (+ modulation) and the fused QKV of one stream (pre-attention part)."""
+    d, aw, kw = cfg.hidden, cfg.attn_width, cfg.kv_width
+    r.ew("layernorm", 0, t * d)
+    if mod:
+        r.ew("scale", 0, t * d)
+        r.ew("shift", 0, t * d)
+    r.gemm("qkv", 0, _COL, t, aw + kw, d)
+    if qk_norm:
+        r.ew("qk_norm", 0, t * aw, tp=_SPLIT)
+        r.ew("qk_norm", 0, t * kw // 2, tp=_SPLIT)
+    if rope:
+        r.ew("rope", 0, t * (aw + kw // 2), tp=_SPLIT)
+
+
+def _stream_post(r: _Rows, cfg: ModelConfig, t: int, gated: bool) -> None:
+    """Attention output projection and residual, then the (modulated, gated) GELU MLP."""
+    d, aw, f = cfg.hidden, cfg.attn_width, cfg.ffn_hidden
+    r.gemm("attn_out", 2, _ROW, t, d, aw)
+    if gated:
+        r.ew("gate_mul", 2, t * d)
+    r.ew("residual_add", 2, t * d, reads=2)
+
+
+def _mlp(r: _Rows, cfg: ModelConfig, t: int, mod: bool, gated: bool) -> None:
+    d, f = cfg.hidden, cfg.ffn_hidden
+    r.ew("layernorm", 3, t * d)
+    if mod:
+        r.ew("scale", 3, t * d)
+        r.ew("shift", 3, t * d)
+    r.gemm("mlp_up", 3, _COL, t, f, d)
+    r.ew("gelu", 3, t * f, tp=_SPLIT)
+    r.gemm("mlp_down", 3, _ROW, t, d, f)
+    if gated:
+        r.ew("gate_mul", 3, t * d)
+    r.ew("residual_add", 3, t * d, reads=2)
+
+
+def _lower(cfg: ModelConfig, e: _Entry, c: _Call) -> Kernels:
+    d, B = cfg.hidden, c.batch
+    r = _Rows(c.b)
+    H, KVH, hd = cfg.n_heads, cfg.kv_heads, cfg.head_width
+    aw, kw, f = cfg.attn_width, cfg.kv_width, cfg.ffn_hidden
+    if e.kind == "embed":
+        r.ew("embedding", 4, B * c.q * d, reads=1, writes=1)
+        return r.build()
+    if e.kind == "head":
+        t = B * c.logits
+        r.ew("rmsnorm", 4, t * d)
+        r.gemm("lm_head", 4, _COL, t, cfg.vocab_size, d)
+        return r.build()
+    if e.kind == "layer":
+        t = B * c.q
+        r.ew("rmsnorm", 0, t * d)
+        r.gemm("qkv", 0, _COL, t, aw + kw, d)
+        r.ew("rope", 0, t * (aw + kw // 2), tp=_SPLIT)
+        r.attn("attention", 1, B, H, KVH, c.q, c.ctx + c.q, hd, causal=True, ctx=c.ctx)
+        r.gemm("attn_out", 2, _ROW, t, d, aw)
+        r.ew("residual_add", 2, t * d, reads=2)
+        r.ew("rmsnorm", 3, t * d)
+        swiglu = cfg.ffn_act == "swiglu"
+        r.gemm("mlp_up", 3, _COL, t, (2 if swiglu else 1) * f, d)
+        r.ew("silu_mul" if swiglu else "gelu", 3, t * f, reads=2 if swiglu else 1, tp=_SPLIT)
+        r.gemm("mlp_down", 3, _ROW, t, d, f)
+        r.ew("residual_add", 3, t * d, reads=2)
+        return r.build()
+    # DiTs
+    t, tt = B * c.q, B * c.q_txt
+    if e.kind == "patch_embed":
+        pin = cfg.patch_size ** 2 * cfg.latent_channels
+        r.gemm("patch_embed", 4, _REP, t, d, pin)
+        r.ew("pos_add", 4, t * d, reads=2)
+        return r.build()
+    if e.kind == "cond_embed":
+        # per-sample MLPs (timestep, class / pooled, guidance, adaLN-single), then text projections
+        fe = cfg.freq_embed_dim
+        r.gemm("cond_mlp", 4, _REP, B, d, fe, seq=0)
+        r.ew("silu", 4, B * d, seq=0)
+        r.gemm("cond_mlp", 4, _REP, B, d, d, seq=0)
+        if cfg.dit_block == "adaln_single_cross":
+            r.gemm("adaln", 4, _REP, B, 6 * d, d, seq=0)
+            r.gemm("text_proj", 4, _REP, tt, d, cfg.text_embed_dim)
+            r.ew("gelu", 4, tt * d)
+            r.gemm("text_proj", 4, _REP, tt, d, d)
+        elif cfg.dit_block in ("mmdit", "flux"):
+            r.gemm("cond_mlp", 4, _REP, B, d, cfg.pooled_dim, seq=0)
+            r.gemm("cond_mlp", 4, _REP, B, d, d, seq=0)
+            if cfg.guidance_embed:
+                r.gemm("cond_mlp", 4, _REP, B, d, fe, seq=0)
+                r.gemm("cond_mlp", 4, _REP, B, d, d, seq=0)
+            r.gemm("text_proj", 4, _REP, tt, d, cfg.text_embed_dim)
+        return r.build()
+    if e.kind == "final":
+        pout = cfg.patch_size ** 2 * cfg.out_channels
+        r.ew("layernorm", 4, t * d)
+        if cfg.dit_block != "adaln_single_cross":
+            r.gemm("adaln", 4, _REP, B, 2 * d, d, seq=0)
+        r.ew("scale", 4, t * d)
+        r.ew("shift", 4, t * d)
+        r.gemm("final_linear", 4, _REP, t, pout, d)
+        return r.build()
+    blk = e.block
+    if blk in ("dit", "pixart"):
+        if blk == "dit":
+            r.ew("silu", 0, B * d, seq=0)
+            r.gemm("adaln", 0, _REP, B, 6 * d, d, seq=0)
+        _adaln_stream(r, cfg, t, B, True, False, False)
+        r.attn("attention", 1, B, H, KVH, c.q, c.keys, hd)
+        _stream_post(r, cfg, t, gated=True)
+        if blk == "pixart":
+            r.gemm("cross_q", 2, _COL, t, d, d)
+            r.gemm("cross_kv", 2, _COL, tt, 2 * d, d)  # text K/V: charged with the text query tokens, as OpCost
+            r.attn("cross_attention", 2, B, H, H, c.q, c.txt_keys, hd)
+            r.gemm("cross_out", 2, _ROW, t, d, d)
+            r.ew("residual_add", 2, t * d, reads=2)
+        _mlp(r, cfg, t, True, True)
+        return r.build()
+    qt, kt = c.q + c.q_txt, c.keys + c.txt_keys
+    if blk in ("mmdit", "flux_double"):
+        flux = blk == "flux_double"
+        r.ew("silu", 0, B * d, seq=0)
+        r.gemm("adaln", 0, _REP, B, 12 * d, d, seq=0)  # both streams' 6 d modulations
+        for n in (t, tt):
+            _adaln_stream(r, cfg, n, B, True, qk_norm=flux, rope=False)
+        if flux:
+            r.ew("rope", 0, (t + tt) * (aw + kw // 2), tp=_SPLIT)
+        r.attn("attention", 1, B, H, KVH, qt, kt, hd)
+        for n in (t, tt):
+            _stream_post(r, cfg, n, gated=True)
+        for n in (t, tt):
+            _mlp(r, cfg, n, True, True)
+        return r.build()
+    # flux single-stream block: fused linear1 (QKV + MLP in), attention, concat, fused linear2
+    n = t + tt
+    r.ew("silu", 0, B * d, seq=0)
+    r.gemm("adaln", 0, _REP, B, 3 * d, d, seq=0)
+    r.ew("layernorm", 0, n * d)
+    r.ew("scale", 0, n * d)
+    r.ew("shift", 0, n * d)
+    r.gemm("qkv", 0, _COL, n, aw + kw + f, d)
+    r.ew("qk_norm", 0, n * aw, tp=_SPLIT)
+    r.ew("qk_norm", 0, n * kw // 2, tp=_SPLIT)
+    r.ew("rope", 0, n * (aw + kw // 2), tp=_SPLIT)
+    r.attn("attention", 1, B, H, KVH, qt, kt, hd)
+    r.ew("gelu", 2, n * f, tp=_SPLIT)
+    r.ew("concat", 2, n * (aw + f), tp=_SPLIT)
+    r.gemm("attn_out", 2, _ROW, n, d, aw + f)
+    r.ew("gate_mul", 2, n * d)
+    r.ew("residual_add", 2, n * d, reads=2)
+    return r.build()
+
+
+def entry_kernels(cfg: ModelConfig, entries: list[_Entry], call: _Call) -> Kernels:
+    """Kernels of ``entries`` (in order) for one call; identical blocks are lowered once."""
+    cache: dict[tuple[str, str | None], Kernels] = {}
+    out = []
+    for e in entries:
+        key = (e.kind, e.block)
+        if key not in cache:
+            cache[key] = _lower(cfg, e, call)
+        out.append(cache[key])
+    return Kernels.concat(out)
+
+
+def slice_kernels(model: ModelConfig | str, new_tokens: int, context_tokens: int = 0, *, layers: Any = None,
+                  batch: int = 1, dtype: str = "bf16", kv_dtype: str | None = None,
+                  logits_tokens: int | None = None) -> Kernels:
+    """Kernels of a causal model's ``layers`` for a slice of ``new_tokens`` after
+    ``context_tokens`` (arguments as :func:`flitsim.models.slice_cost`).
+
+    Raises:
+        ConfigError: as :func:`flitsim.models.slice_cost`.
+    """
+    cfg = as_model(model)
+    call = _causal_call(cfg, batch, new_tokens, context_tokens, dtype, kv_dtype, logits_tokens)
+    return entry_kernels(cfg, _select(cfg, layers), call)
+
+
+def decode_kernels(model: ModelConfig | str, context_tokens: int, *, layers: Any = None, batch: int = 1,
+                   dtype: str = "bf16", kv_dtype: str | None = None) -> Kernels:
+    """One decode step (``slice_kernels`` with one new token).
+
+    Raises:
+        ConfigError: as :func:`flitsim.models.decode_cost`.
+    """
+    return slice_kernels(model, 1, context_tokens, layers=layers, batch=batch, dtype=dtype, kv_dtype=kv_dtype)
+
+
+def patch_kernels(model: ModelConfig | str, patch_tokens: int, seq_tokens: int, *, layers: Any = None,
+                  batch: int = 1, text_query_tokens: int = 0, text_tokens: int | None = None,
+                  dtype: str = "bf16", kv_dtype: str | None = None) -> Kernels:
+    """Kernels of a DiT's ``layers`` for one patch (arguments as
+    :func:`flitsim.models.patch_cost`).
+
+    Raises:
+        ConfigError: as :func:`flitsim.models.patch_cost`.
+    """
+    cfg = as_model(model)
+    call = _dit_call(cfg, batch, patch_tokens, seq_tokens, text_query_tokens, text_tokens, dtype, kv_dtype)
+    return entry_kernels(cfg, _select(cfg, layers), call)
+
+
+def step_kernels(model: ModelConfig | str, seq_tokens: int, *, layers: Any = None, batch: int = 1,
+                 text_tokens: int | None = None, dtype: str = "bf16") -> Kernels:
+    """One full denoising step (``patch_kernels`` with p = P and all text tokens).
+
+    Raises:
+        ConfigError: as :func:`flitsim.models.dit_step_cost`.
+    """
+    cfg = as_model(model)
+    T = cfg.text_tokens if text_tokens is None else text_tokens
+    return patch_kernels(cfg, seq_tokens, seq_tokens, layers=layers, batch=batch, text_query_tokens=T,
+                         text_tokens=T, dtype=dtype)

@@ -1,0 +1,109 @@
+"""What a scenario produced: one :class:`RunRecord` per (case, schedule), the
+:class:`ScenarioResult` holding them with the scorecards, and the conclusion
+lines (the fastest schedule per case and whether each token-level pipeline fits)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import pandas as pd
+
+from flitsim.report.scorecard import TOKEN_PIPELINES, pipeline_fit
+from flitsim.scenario.spec import Scenario
+from flitsim.scenario.write import write_report
+
+__all__ = ["RunRecord", "ScenarioResult", "conclusion"]
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """One (case, schedule) run, aggregated over its representative sequences.
+
+    ``schedule``: the representative simulated Schedule (median sequence) kept
+    for figures, trace and critical path; ``metrics``: aggregated
+    :func:`~flitsim.report.metrics.schedule_metrics`; ``per_sequence``: list of
+    (prefill tokens or None, metrics); ``network``: label of the network used;
+    ``fabric``: fabric figures (when on the fabric); ``critical``: the
+    representative's CriticalPath; ``single_gpu_s``: the 1-GPU time summed
+    like the makespan; ``llm_latency``: LLM latency table (decode only);
+    ``dit``: DiT latencies.
+    """
+
+    case: str
+    label: str
+    name: str
+    devices: int
+    stages: int
+    schedule: Any
+    metrics: dict[str, Any]
+    per_sequence: list[tuple[Any, dict[str, Any]]]
+    network: str
+    fabric: dict[str, Any] | None
+    critical: Any
+    single_gpu_s: float | None
+    wall_s: float
+    llm_latency: Any = None
+    dit: dict[str, Any] | None = None
+    token_times: Any = None
+
+
+@dataclasses.dataclass
+class ScenarioResult:
+    """Everything a scenario produced: :attr:`runs`, per-case workload facts,
+    the scorecards, the conclusion lines and the wall time."""
+
+    scenario: Scenario
+    runs: list[RunRecord]
+    workloads: dict[str, dict[str, Any]]
+    scorecards: Any
+    conclusion: list[str]
+    wall_s: float
+    network_notes: list[str]
+
+    def summary_frame(self) -> Any:
+        """One row per (case, schedule): devices, network, makespan, speedup,
+        efficiency, stage CV, fill/drain, bubble, FLOP/byte, credit waits,
+        critical-path shares."""
+        rows = []
+        for r in self.runs:
+            m = r.metrics
+            sp = r.single_gpu_s / m["makespan_s"] if r.single_gpu_s else float("nan")
+            cp = r.critical.breakdown_share() if r.critical is not None else {}
+            rows.append({"case": r.case, "schedule": r.label, "builder": r.name, "devices": r.devices,
+                         "stages": r.stages, "network": r.network, "makespan_s": m["makespan_s"],
+                         "single_gpu_s": r.single_gpu_s, "speedup": sp, "efficiency": sp / r.devices,
+                         "stage_time_cv": m["stage_time_cv"], "fill_drain_share": m["fill_drain_share"],
+                         "bubble_fraction_mean": m["bubble_fraction_mean"], "flop_per_comm_byte": m["flop_per_comm_byte"],
+                         "comm_bytes": m["comm_bytes"], "credit_wait_s": m["credit_wait_s"],
+                         **{f"cp_{k.replace(' ', '_')}": v for k, v in cp.items()},
+                         "sequences": len(r.per_sequence), "wall_s": r.wall_s})
+        return pd.DataFrame(rows)
+
+    def write(self, out_dir: str | os.PathLike[str]) -> dict[str, str]:
+        """Write the report into ``out_dir``: summary/scorecard/critical-path
+        Parquet + CSV, per-run task Parquet, Perfetto traces, PNG figures,
+        ``report.html`` and ``results.json``. Returns {artifact: path}."""
+        return write_report(self, out_dir)
+
+
+def conclusion(runs: list[RunRecord]) -> list[str]:
+    """One line per case: the fastest schedule, and for each token-level
+    pipeline (TeraPipe, PipeFusion) whether it fits and why."""
+    lines = []
+    cases: dict[str, list[RunRecord]] = {}
+    for r in runs:
+        if r.name != "decode":
+            cases.setdefault(r.case, []).append(r)
+    for case, rs in cases.items():
+        best = min(rs, key=lambda r: r.metrics["makespan_s"])
+        parts = [f"{case}: fastest {best.label} ({best.metrics['makespan_s'] * 1e3:.1f} ms on {best.devices} GPUs)"]
+        for r in rs:
+            if r.name in TOKEN_PIPELINES:
+                sp = r.single_gpu_s / r.metrics["makespan_s"] if r.single_gpu_s else None
+                v, why = pipeline_fit(r.metrics, sp, r.devices)
+                rel = r.metrics["makespan_s"] / best.metrics["makespan_s"]
+                parts.append(f"{r.label} {v} ({why}; {rel:.2f}x the fastest)")
+        lines.append("; ".join(parts))
+    return lines

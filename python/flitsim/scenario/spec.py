@@ -1,0 +1,175 @@
+"""Scenarios: a TOML file naming a fabric, a GPU, cases (model + workload) and
+the schedules to compare: the file's schema (pydantic sections), its loader
+and the fabric it names. :func:`flitsim.scenario.run_scenario` simulates it.
+
+TOML layout (every table is validated; unknown keys and wrong types raise
+``ConfigError`` naming the key, e.g. ``Scenario.cases.0.schedules.1.optionz``)::
+
+    title = "..."
+    [fabric]                      # preset (+ overrides), or file = "fabric.toml", or [fabric.inline]
+    preset = "gb200-nvl72"
+    overrides = { sim_packet_bytes = 8192 }
+    network = "auto"              # auto | fabric | analytic
+    [hardware]
+    gpu = "gb200"
+    dtype = "bf16"
+    [[cases]]
+    name = "Llama-3-70B prefill, LLMPerf 550/150"
+    model = "llama-3-70b"
+    workload = { kind = "llmperf", n_requests = 2000, seed = 0, sequences = 3 }
+    [[cases.schedules]]
+    name = "terapipe"
+    label = "TeraPipe uniform"
+    options = { stages = 8, slices = 8 }
+
+Workload kinds: ``llmperf`` (fields of :class:`flitsim.workloads.LLMPerfSpec`
+in ``llmperf``), ``trace`` (``trace`` name or CSV path, ``limit``), ``tokens``
+(one prefill of ``tokens``), ``dit`` (``model``, ``resolution_px``,
+``steps``, ``batch``). An LLM length distribution is run at ``sequences``
+representative prefill lengths: the input-length quantiles at the bin
+midpoints (i + 0.5) / n, each standing for an equal share of requests, so the
+mean over them estimates the mean over the distribution. The schedule
+``decode`` receives the whole LLM workload (its first ``requests``) instead.
+
+Networks: ``fabric`` (and ``auto``, the default, which is the same) runs
+every schedule on the cycle-level fabric (:class:`flitsim.networks.FabricNetwork`:
+transfers packet by packet, collectives lowered to transfer DAGs, calibrated
+injection); ``analytic`` on :class:`flitsim.networks.AnalyticNetwork`
+parametrised from the fabric (:meth:`~flitsim.networks.AnalyticNetwork.from_fabric`:
+alpha = the simulated latency of one packet between two GPUs, bandwidth = the
+calibrated per-GPU injection rate). Each
+run is labelled with the network it used.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from pydantic import Field
+
+from flitsim._spec import Spec
+from flitsim._toml import read_toml
+from flitsim.errors import config_error
+from flitsim.hardware.fabric import FabricSpec, fabric_from_dict, fabric_preset
+
+__all__ = ["Scenario", "FabricSection", "HardwareSection", "WorkloadSection", "ScheduleEntry", "CaseSection",
+           "OutputSection", "load_scenario", "fabric_spec"]
+
+Scalar = int | float | str | bool
+Option = Scalar | list[Scalar]
+
+
+class FabricSection(Spec):
+    """The fabric: a ``preset`` with ``overrides`` of FabricSpec fields, a
+    ``file`` (FabricSpec TOML, relative to the scenario), or ``inline``
+    (a FabricSpec table). ``network``: auto | fabric | analytic."""
+
+    preset: str | None = "gb200-nvl72"
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    file: str | None = None
+    inline: dict[str, Any] | None = None
+    network: Literal["auto", "fabric", "analytic"] = "auto"
+
+
+class HardwareSection(Spec):
+    """Compute side of every schedule: GPU preset name (default: the GPU the
+    fabric is built from, e.g. gb200-nvl72 -> gb200; else h100), activation
+    dtype, execution mode (``eager``, ``cuda_graph``, ``compiled``) and an
+    optional measured kernel profile (CSV / Parquet path, relative to the
+    scenario file; docs/compute.md)."""
+
+    gpu: str | None = None
+    dtype: str = "bf16"
+    execution: Literal["eager", "cuda_graph", "compiled"] = "eager"
+    profile: str | None = None
+
+
+class WorkloadSection(Spec):
+    """One case's workload (see the module docstring)."""
+
+    kind: Literal["llmperf", "trace", "tokens", "dit"]
+    llmperf: dict[str, Any] = Field(default_factory=dict)
+    trace: str = "azure-conv-2023"
+    limit: int | None = Field(default=None, ge=1)
+    tokens: int | None = Field(default=None, ge=1)
+    sequences: int = Field(default=3, ge=1, le=64)
+    model: str | None = None
+    resolution_px: int | None = Field(default=None, ge=16)
+    steps: int = Field(default=28, ge=1)
+    batch: int = Field(default=1, ge=1)
+
+
+class ScheduleEntry(Spec):
+    """A schedule to run: builder ``name`` (``flitsim.schedules.SCHEDULES``),
+    display ``label``, builder ``options`` (stages, slices, degree, ...)."""
+
+    name: str
+    label: str | None = None
+    options: dict[str, Option] = Field(default_factory=dict)
+    network: Literal["auto", "fabric", "analytic"] | None = None
+
+
+class CaseSection(Spec):
+    """A model + workload and the schedules compared on it; ``baseline``:
+    also simulate one GPU (the task-match speedup)."""
+
+    name: str
+    model: str | None = None
+    workload: WorkloadSection
+    schedules: list[ScheduleEntry] = Field(min_length=1)
+    baseline: bool = True
+
+
+class OutputSection(Spec):
+    """What the report writes besides tables: figures (PNG + HTML), one
+    Perfetto trace per run, task tables as Parquet."""
+
+    figures: bool = True
+    traces: bool = True
+    task_tables: bool = True
+
+
+class Scenario(Spec):
+    """A whole scenario file."""
+
+    title: str
+    description: str = ""
+    fabric: FabricSection = FabricSection()
+    hardware: HardwareSection = HardwareSection()
+    cases: list[CaseSection] = Field(min_length=1)
+    output: OutputSection = OutputSection()
+    base_dir: str = "."
+
+
+def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+    """Parse and validate a scenario TOML file.
+
+    Raises:
+        ConfigError: unreadable TOML, unknown keys, wrong types (naming the key).
+    """
+    p = Path(path) if isinstance(path, (str, os.PathLike)) else path
+    data = read_toml(p, "scenario")
+    data.setdefault("base_dir", str(p.resolve().parent))
+    return Scenario.from_dict(data)  # type: ignore[return-value]
+
+
+def fabric_spec(sc: Scenario) -> FabricSpec:
+    """The scenario's fabric: its preset with overrides, its TOML file
+    (relative to the scenario's folder) or its inline table.
+
+    Raises:
+        ConfigError: no preset, file or inline table; an invalid fabric.
+    """
+    f = sc.fabric
+    if f.inline is not None:
+        spec = fabric_from_dict(f.inline)
+    elif f.file is not None:
+        p = Path(f.file)
+        spec = FabricSpec.from_toml(p if p.is_absolute() else Path(sc.base_dir) / p)
+    elif f.preset is not None:
+        return fabric_preset(f.preset, **f.overrides)
+    else:
+        raise config_error("fabric", None, "one of preset, file or inline")
+    return cast(FabricSpec, spec.replace(**f.overrides)) if f.overrides else spec

@@ -1,0 +1,267 @@
+"""Building a schedule's task graph: the hardware a schedule is timed on,
+the graph builder with per-task schedule metadata, and the device / layer
+helpers every schedule uses.
+
+- :class:`Hardware`: the GPU (given, or the one the fabric is built from, or
+  the H100 default — ``gpu_source`` says which), its :class:`~flitsim.cost.CostModel`
+  (execution mode, measured profile) and the communication interference
+  (:class:`~flitsim.cost.CommInterference`).
+- :class:`GraphBuilder`: ``compute`` / ``compute_on(devices, kernels, after=...)``
+  time kernels with the cost model; ``transfer`` / ``collective`` carry the
+  share of compute they steal; :meth:`GraphBuilder.freeze` makes the
+  :class:`~flitsim.schedules.schedule.Schedule`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from flitsim.cost import CommInterference, CostModel
+from flitsim.errors import config_error
+from flitsim.hardware import Efficiency, GpuSpec, fabric_gpu, gpu_preset
+from flitsim.models.kernels import Kernels
+from flitsim.schedules.schedule import PHASES, Schedule
+from flitsim.taskgraph import TaskGraphBuilder
+
+__all__ = ["Hardware", "GraphBuilder", "new_builder", "check_int", "resolve_devices", "split_layers",
+           "DEFAULT_GPU"]
+
+DEFAULT_GPU = "h100"
+"""GPU a schedule is timed on when neither ``gpu`` nor a fabric naming one is given."""
+
+
+def check_int(name: str, v: Any, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (numpy integers accepted), else ConfigError
+    (see :func:`flitsim.errors.check_int`, the one integer rule)."""
+    from flitsim.errors import check_int as _check_int
+
+    return _check_int(name, v, minimum)
+
+
+def resolve_devices(devices: Any, needed: int, fabric_devices: int | None) -> tuple[list[int], int]:
+    """Device ids for a schedule that needs ``needed`` devices.
+
+    ``devices``: a count (ids 0..count-1) or a sequence of device ids of the
+    fabric. ``fabric_devices``: endpoints of the fabric the graph runs on
+    (default: max id + 1). Returns (ids, fabric size).
+
+    Raises:
+        ConfigError: wrong count, repeated ids, ids outside ``0..fabric_devices-1``.
+    """
+    if isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+        ids = list(range(int(devices)))
+    else:
+        try:
+            ids = [int(d) if isinstance(d, (int, np.integer)) and not isinstance(d, bool) else d for d in devices]
+        except TypeError:
+            raise config_error("devices", devices, "a device count or a sequence of device ids") from None
+        for d in ids:
+            if not isinstance(d, int) or d < 0:
+                raise config_error("devices", devices, "device ids are integers >= 0")
+    if len(ids) != needed:
+        raise config_error("devices", devices, f"{needed} devices for this schedule's options")
+    if len(set(ids)) != len(ids):
+        raise config_error("devices", devices, "distinct device ids")
+    size = max(ids) + 1 if fabric_devices is None else check_int("fabric_devices", fabric_devices)
+    bad = [d for d in ids if d >= size]
+    if bad:
+        raise config_error("devices", bad, f"device ids in 0..{size - 1} (the fabric has {size} devices)")
+    return ids, size
+
+
+def split_layers(n_layers: int, stages: int, field_name: str = "stages") -> list[range]:
+    """Contiguous layer groups balanced by layer count: the first ``n % K``
+    stages get one layer more. Returns K ranges.
+
+    Raises:
+        ConfigError: ``stages`` < 1 or more stages than layers.
+    """
+    k = check_int(field_name, stages)
+    if k > n_layers:
+        raise config_error(field_name, k, f"at most the model's {n_layers} layers (blocks)")
+    base, extra = divmod(n_layers, k)
+    out, start = [], 0
+    for j in range(k):
+        n = base + (1 if j < extra else 0)
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+_EFF_KEYS = {"matmul": "gemm_efficiency", "gemm": "gemm_efficiency", "attention": "attention_efficiency",
+             "memory": "memory_efficiency"}
+
+
+def _with_efficiency(gpu: GpuSpec, efficiency: Any) -> GpuSpec:
+    """``gpu`` with its efficiency tops overridden (``matmul``/``gemm``, ``attention``, ``memory``)."""
+    if efficiency is None:
+        return gpu
+    if isinstance(efficiency, Efficiency):
+        efficiency = efficiency.model_dump()
+    if not isinstance(efficiency, dict):
+        raise config_error("efficiency", efficiency, "None, an Efficiency or a dict of efficiency tops "
+                           "(matmul / gemm, attention, memory), each in (0, 1]")
+    changes = {}
+    for k, v in efficiency.items():
+        if k not in _EFF_KEYS:
+            raise config_error(f"efficiency.{k}", v, f"one of {sorted(_EFF_KEYS)}")
+        changes[_EFF_KEYS[k]] = v
+    return gpu.replace(**changes, efficiency_source="given")  # type: ignore[return-value]
+
+
+class Hardware:
+    """The compute side a schedule is timed on.
+
+    Args:
+        gpu: a preset name or :class:`~flitsim.hardware.GpuSpec`; None: the GPU
+            ``fabric`` is built from (:func:`flitsim.hardware.fabric_gpu`), else
+            :data:`DEFAULT_GPU`. ``gpu_source`` records which.
+        efficiency: overrides of the GPU's efficiency tops (dict or Efficiency).
+        dtype: compute dtype; execution: ``eager`` | ``cuda_graph`` |
+            ``compiled`` (or an ExecutionMode); profile: a measured profile (path
+            or Profile); interference: :class:`~flitsim.cost.CommInterference`
+            or a dict of its fields; fabric: a fabric preset name / FabricSpec.
+
+    Raises:
+        ConfigError: unknown GPU, dtype, execution mode, bad efficiency, invalid profile.
+    """
+
+    def __init__(self, gpu: Any = None, efficiency: Any = None, dtype: str = "bf16", execution: Any = None,
+                 profile: Any = None, interference: Any = None, fabric: Any = None) -> None:
+        if gpu is None:
+            named = fabric_gpu(fabric)
+            if named:
+                gpu, self.gpu_source = named, f"fabric {getattr(fabric, 'name', fabric)}"
+            else:
+                gpu, self.gpu_source = DEFAULT_GPU, "default (no gpu given and no fabric naming one)"
+        else:
+            self.gpu_source = "given"
+        spec = gpu_preset(gpu) if isinstance(gpu, str) else gpu
+        if not isinstance(spec, GpuSpec):
+            raise config_error("gpu", gpu, "a GPU preset name or a GpuSpec")
+        self.gpu: GpuSpec = _with_efficiency(spec, efficiency)
+        self.dtype = dtype
+        self.cost = CostModel(self.gpu, dtype, execution, profile)
+        if interference is None:
+            interference = CommInterference()
+        elif isinstance(interference, dict):
+            interference = CommInterference(**interference)
+        elif not isinstance(interference, CommInterference):
+            raise config_error("interference", interference, "None, a CommInterference or a dict of its fields")
+        self.interference: CommInterference = interference
+
+    def time_ps(self, kernels: Kernels) -> tuple[int, int]:
+        """(duration, measured part) of a task running ``kernels``, integer ps."""
+        return self.cost.time_ps(kernels)
+
+    def steal_ppm(self, kind: str) -> int:
+        """Share of compute a ``collective`` or ``transfer`` takes, parts per million."""
+        sm = self.gpu.sm_count
+        share = self.interference.collective_steal(sm) if kind == "collective" else self.interference.transfer_steal(sm)
+        return int(round(share * 1e6))
+
+    def options(self) -> dict[str, Any]:
+        """What the schedule records about its compute side."""
+        return {"gpu": self.gpu.name, "gpu_source": self.gpu_source, "execution": self.cost.execution.name,
+                "dtype": self.dtype}
+
+
+@dataclass
+class GraphBuilder:
+    """A :class:`TaskGraphBuilder` plus per-task schedule metadata: phase,
+    item (slice / patch / micro-batch index), step (denoising or decode step),
+    layer (-1 when a task spans several), compute steal and measured time."""
+
+    tg: TaskGraphBuilder
+    hw: Hardware
+    phase: list[int] = field(default_factory=list)
+    item: list[int] = field(default_factory=list)
+    step: list[int] = field(default_factory=list)
+    layer: list[int] = field(default_factory=list)
+    steal: list[int] = field(default_factory=list)
+    measured: list[int] = field(default_factory=list)
+
+    def _meta(self, phase: str, item: int, step: int, layer: int, steal: int = 0, measured: int = 0) -> None:
+        self.phase.append(PHASES.index(phase))
+        self.item.append(item)
+        self.step.append(step)
+        self.layer.append(layer)
+        self.steal.append(steal)
+        self.measured.append(measured)
+
+    def compute(self, device: int, kernels: Kernels | None, *, stage: int = -1, item: int = -1, step: int = -1,
+                layer: int = -1, phase: str = "pipeline", label: str = "", duration_ps: int | None = None) -> int:
+        """A compute task running ``kernels`` (duration from the cost model, or
+        ``duration_ps`` when given)."""
+        if duration_ps is None and kernels is not None:
+            dur, meas = self.hw.time_ps(kernels)
+        else:
+            dur, meas = int(duration_ps or 0), 0
+        flops = kernels.total_flops() if kernels is not None else 0.0
+        mem = kernels.total_bytes() if kernels is not None else 0.0
+        t = self.tg.add_compute(device, dur, label=label, stage=stage, flops=flops, mem_bytes=mem)
+        self._meta(phase, item, step, layer, 0, meas)
+        return t
+
+    def compute_on(self, devices: Sequence[int], kernels: Kernels, *, after: Any = None, label: str = "",
+                   stage: int = -1, item: int | None = None, step: int = -1, layer: int = -1,
+                   phase: str = "step") -> list[int]:
+        """The same ``kernels`` as one compute task on each of ``devices`` (item =
+        the device's rank unless given, label ``{label}.d{rank}``), timed once. ``after``:
+        None, one task id every task waits for, or one id per device (< 0: none),
+        or a list of ids every task waits for (``after=[[...]]``).
+        Returns the task ids in device order."""
+        dur, meas = self.hw.time_ps(kernels)
+        flops, mem = kernels.total_flops(), kernels.total_bytes()
+        out = []
+        for r, d in enumerate(devices):
+            t = self.tg.add_compute(d, dur, label=f"{label}.d{r}", stage=stage, flops=flops, mem_bytes=mem)
+            self._meta(phase, r if item is None else item, step, layer, 0, meas)
+            if after is not None:
+                if isinstance(after, (int, np.integer)):
+                    deps: Sequence[int] = [int(after)]
+                elif len(after) == 1 and isinstance(after[0], (list, tuple)):
+                    deps = after[0]
+                else:
+                    deps = [after[r]]
+                for b in deps:
+                    if b >= 0:
+                        self.tg.add_edge(int(b), t)
+            out.append(t)
+        return out
+
+    def transfer(self, src: int, dst: int, nbytes: int, *, stage: int = -1, item: int = -1, step: int = -1,
+                 layer: int = -1, phase: str = "pipeline", label: str = "") -> int:
+        t = self.tg.add_transfer(src, dst, int(nbytes), label=label, stage=stage)
+        self._meta(phase, item, step, layer, self.hw.steal_ppm("transfer") if nbytes and src != dst else 0)
+        return t
+
+    def collective(self, group: Sequence[int], kind: str, nbytes: int, *, stage: int = -1, item: int = -1,
+                   step: int = -1, layer: int = -1, phase: str = "pipeline", label: str = "") -> int:
+        t = self.tg.add_collective(group, kind, int(nbytes), label=label, stage=stage)
+        self._meta(phase, item, step, layer, self.hw.steal_ppm("collective") if len(group) > 1 and nbytes else 0)
+        return t
+
+    def edge(self, before: int, after: int, kind: str = "data") -> None:
+        self.tg.add_edge(before, after, kind)  # type: ignore[arg-type]
+
+    def edges(self, befores: Sequence[int], after: int) -> None:
+        for b in befores:
+            self.tg.add_edge(b, after)
+
+    def freeze(self, name: str, devices: Sequence[int], stages: int, steps: int, options: dict[str, Any]) -> Schedule:
+        """The finished :class:`Schedule` (the hardware's options merged into ``options``)."""
+        graph = self.tg.build()
+        graph.columns["steal_ppm"] = np.array(self.steal, np.uint32)
+        return Schedule(name, graph, tuple(devices), stages,
+                        np.array(self.phase, np.int64), np.array(self.item, np.int64), np.array(self.step, np.int64),
+                        np.array(self.layer, np.int64), steps, {**self.hw.options(), **options},
+                        task_measured_ps=np.array(self.measured, np.int64))
+
+
+def new_builder(fabric_devices: int, hw: Hardware, comm_streams: int = 1) -> GraphBuilder:
+    """A :class:`GraphBuilder` over ``fabric_devices`` devices, one compute stream each."""
+    return GraphBuilder(TaskGraphBuilder(fabric_devices, 1, check_int("comm_streams", comm_streams)), hw)

@@ -1,0 +1,69 @@
+//! The switch's event queue: a timing wheel for near events (every delay the
+//! switch schedules for itself lies within its horizon) backed by a min-heap
+//! for far ones. Events are keyed by slot (cycle x speedup + round); ties at
+//! one slot resolve by kind, then index, so runs are deterministic. The wheel's
+//! storage lives in [`Switch`]'s fields, next to the data path that uses it.
+
+use super::{bits, Switch};
+use std::cmp::Reverse;
+
+// Event kinds in the heap payload (top 4 bits).
+pub(super) const EV_CONN_END: u8 = 0;
+pub(super) const EV_LINK_FREE: u8 = 1;
+pub(super) const EV_READY: u8 = 2;
+pub(super) const EV_CREDIT: u8 = 3;
+
+/// Heap entry: (slot, kind, index, value); ties at one slot resolve by kind,
+/// then index, so runs are deterministic.
+pub(super) type Ev = Reverse<(u64, u8, u32, u32)>;
+
+#[inline]
+fn ev(slot: u64, kind: u8, a: u32, b: u32) -> Ev {
+    Reverse((slot, kind, a, b))
+}
+
+impl Switch {
+    /// The cycle of a slot (no division without speedup).
+    #[inline]
+    pub(super) fn cycle_of(&self, slot: u64) -> u64 {
+        if self.s == 1 {
+            slot
+        } else {
+            slot / self.s
+        }
+    }
+
+    /// Schedule an event at `slot` (>= the current cycle's first slot).
+    #[inline]
+    pub(super) fn push_ev(&mut self, slot: u64, kind: u8, a: u32, b: u32) {
+        let base = self.now_cycle * self.s;
+        if slot >= base && slot - base <= self.wheel_mask {
+            let k = (slot & self.wheel_mask) as usize;
+            if self.wheel[k].is_empty() {
+                bits::set(&mut self.wheel_bits, k);
+                self.wheel_slot[k] = slot;
+            }
+            debug_assert_eq!(self.wheel_slot[k], slot);
+            self.wheel[k].push((kind, a, b));
+            self.wheel_events += 1;
+        } else {
+            self.heap.push(ev(slot, kind, a, b));
+        }
+    }
+
+    /// Earliest slot in the wheel.
+    #[inline]
+    pub(super) fn wheel_next(&self) -> Option<u64> {
+        if self.wheel_events == 0 {
+            return None;
+        }
+        let start = ((self.now_cycle * self.s) & self.wheel_mask) as usize;
+        bits::next_cyclic(&self.wheel_bits, start, self.wheel.len()).map(|k| self.wheel_slot[k])
+    }
+
+    /// Earliest cycle at which [`Self::step`] has work, if any.
+    pub fn next_event_cycle(&self) -> Option<u64> {
+        let h = self.heap.peek().map(|Reverse((slot, ..))| *slot);
+        [h, self.wheel_next(), self.retry_slot].into_iter().flatten().min().map(|slot| self.cycle_of(slot))
+    }
+}

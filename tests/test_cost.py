@@ -1,0 +1,307 @@
+"""Kernel-level compute model: closed forms (tile / wave quantization, tensor
+bytes), published single-GPU latencies (REFERENCE.md "Single-GPU latency",
+xDiT README / paper / docs), measured-profile overrides and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import flitsim.schedules as S
+from flitsim import ConfigError
+from flitsim.cost import CostModel, GemmParams, Profile, gemm_time_s, read_profile
+from flitsim.cost.elementwise import elementwise_time_s, fuse_elementwise
+from flitsim.hardware import GPU_PRESETS, fabric_gpu, gpu_preset
+from flitsim.models import (
+    dit_step_cost,
+    patch_cost,
+    patch_kernels,
+    slice_cost,
+    slice_kernels,
+    step_kernels,
+)
+from flitsim.workloads import dit_workload
+
+ONE_TILE = GemmParams(tiles=((128, 128),), tile_efficiency=(1.0,), k_overhead=64)
+
+
+def test_wave_aligned_gemm_runs_at_the_curve_top_and_one_more_tile_row_costs_a_wave():
+    # H100: 132 SMs = 12 x 11 tiles of 128 x 128. Curve: eff = gemm_efficiency x K / (K + k_overhead).
+    g = gpu_preset("h100")
+    peak = g.peak_flop_per_s("bf16")
+    m, n, k = 128 * 12, 128 * 11, 8192
+    t = float(gemm_time_s(m, n, k, 2, g, peak, ONE_TILE))
+    top = g.gemm_efficiency * k / (k + 64)
+    assert t == pytest.approx(2 * m * n * k / (peak * top), rel=1e-12)
+    # one more tile row (M + 1 row -> 13 x 11 = 143 tiles > 132 SMs): a whole second wave
+    assert float(gemm_time_s(m + 1, n, k, 2, g, peak, ONE_TILE)) == pytest.approx(2 * t, rel=1e-12)
+    # ... and 264 tiles still fit in those two waves
+    assert float(gemm_time_s(2 * m, n, k, 2, g, peak, ONE_TILE)) == pytest.approx(2 * t, rel=1e-12)
+
+
+def test_skinny_gemm_is_memory_bound_at_the_weight_bytes():
+    # decode-like GEMM: M = 1, the weights (K x N x 2 bytes) dominate: t = bytes / (bw x memory_efficiency)
+    g = gpu_preset("h100")
+    t = float(gemm_time_s(1, 8192, 8192, 2, g, g.peak_flop_per_s("bf16")))
+    nbytes = (8192 + 8192 * 8192 + 8192) * 2
+    assert t == pytest.approx(nbytes / (g.hbm_bytes_per_s * g.memory_efficiency), rel=1e-12)
+
+
+def test_elementwise_bytes_are_tensor_bytes_read_plus_written():
+    g = gpu_preset("a100")
+    numel = 4096 * 1152
+    t = float(elementwise_time_s(numel, 2, 1, 2, g))  # residual add: two tensors in, one out
+    assert t == pytest.approx(numel * 3 * 2 / (g.hbm_bytes_per_s * g.memory_efficiency), rel=1e-12)
+    k = slice_kernels("llama-3-8b", 512, 0, layers=0)
+    ew = k.kind == 2
+    np.testing.assert_array_equal(k.bytes()[ew], k.numel[ew] * (k.reads[ew] + k.writes[ew]) * 2)
+
+
+def test_compiled_fuses_consecutive_elementwise_kernels():
+    # DiT block pre-attention: layernorm -> scale -> shift (3 kernels) fuse into one reading 1 tensor
+    # (3 reads - 2 intermediates) and writing 1.
+    k = step_kernels("dit-xl/2", 256, layers=0)
+    f = fuse_elementwise(k.cols)
+    assert len(f["kind"]) < len(k)
+    first_ew = int(np.nonzero(f["kind"] == 2)[0][1])  # [0] is the conditioning SiLU (per sample)
+    assert (f["reads"][first_ew], f["writes"][first_ew]) == (1, 1)
+
+
+@pytest.mark.parametrize("model", ["llama-3-8b", "pixart-alpha", "flux.1-dev", "sd3-medium", "dit-xl/2"])
+def test_kernel_flops_equal_the_entry_flops(model):
+    # Lowering conserves work: GEMM FLOPs = matmul_flops, attention FLOPs = attention_flops (models.cost).
+    if model == "llama-3-8b":
+        c, k = slice_cost(model, 384, 640, batch=2), slice_kernels(model, 384, 640, batch=2)
+    else:
+        c, k = dit_step_cost(model, 1024, batch=2), step_kernels(model, 1024, batch=2)
+        pc, pk = patch_cost(model, 256, 1024, text_query_tokens=0), patch_kernels(model, 256, 1024)
+        assert pk.flops()[pk.kind == 0].sum() == pc.matmul_flops
+        assert pk.flops()[pk.kind == 1].sum() == pc.attention_flops
+    f = k.flops()
+    assert f[k.kind == 0].sum() == c.matmul_flops
+    assert f[k.kind == 1].sum() == c.attention_flops
+
+
+def test_sharding_conserves_work():
+    # 8-way tensor parallel: GEMM and attention FLOPs / 8 exactly (heads and FFN divide by 8).
+    k = slice_kernels("llama-3-70b", 1024, 0, layers=range(2))
+    sh = k.shard_heads(8)
+    sel = k.kind <= 1
+    assert sh.flops()[sel].sum() * 8 == k.flops()[sel].sum()
+    kt = step_kernels("pixart-alpha", 4096, batch=2, layers=0).shard_tokens(8)
+    full = step_kernels("pixart-alpha", 4096, batch=2, layers=0)
+    gemm = (full.kind == 0) & (full.seq == 1)
+    assert kt.flops()[gemm].sum() * 8 == full.flops()[gemm].sum()
+
+
+# xDiT single-GPU latencies (REFERENCE.md): model, px, steps, GPU, execution, seconds
+SINGLE_GPU = [
+    ("pixart-alpha", 1024, 20, "a100", "eager", 2.085), ("pixart-alpha", 2048, 20, "a100", "eager", 16.22),
+    ("pixart-alpha", 4096, 20, "a100", "eager", 183.6), ("pixart-alpha", 8192, 20, "a100", "eager", 2728),
+    ("pixart-alpha", 1024, 20, "l20", "eager", 3.34), ("pixart-alpha", 2048, 20, "l20", "eager", 26.43),
+    ("pixart-alpha", 4096, 20, "l20", "eager", 306.6),
+    ("pixart-alpha", 1024, 20, "l40", "eager", 2.8), ("pixart-alpha", 2048, 20, "l40", "eager", 21.6),
+    ("pixart-alpha", 4096, 20, "l40", "eager", 244.89),
+    ("flux.1-dev", 1024, 28, "l40", "eager", 18.36), ("flux.1-dev", 2048, 28, "l40", "eager", 105.7),
+    ("flux.1-dev", 4096, 28, "l40", "eager", 855.13),
+    pytest.param("flux.1-dev", 1024, 28, "h100", "eager", 6.71, marks=pytest.mark.xfail(
+        strict=True, reason="known miss: -18 % (the fit cannot match both H100 rows; docs/compute.md)")),
+    pytest.param("flux.1-dev", 1024, 28, "h100", "compiled", 4.30, marks=pytest.mark.xfail(
+        strict=True, reason="known miss: +21 % (modelled fusion gives 1.06x, xDiT measured 1.56x)")),
+]
+
+
+@pytest.mark.parametrize("model,px,steps,gpu,execution,measured", SINGLE_GPU)
+def test_single_gpu_latency_within_10_percent_of_xdit(model, px, steps, gpu, execution, measured):
+    w = dit_workload(model, px, steps=steps)
+    s = S.simulate(S.build("tensor_parallel", None, w, degree=1, gpu=gpu, execution=execution))
+    assert s.makespan_ps * 1e-12 == pytest.approx(measured, rel=0.10)
+
+
+def test_tensor_parallel_speedup_falls_as_resolution_drops():
+    # Smaller shards fill fewer SMs and pay the same launch costs: TP8 speedup (no communication cost)
+    # at 1024 px < 2048 px < 4096 px, all below 8.
+    sp = []
+    for px in (1024, 2048, 4096):
+        w = dit_workload("pixart-alpha", px, steps=1)
+        t1 = S.simulate(S.build("tensor_parallel", None, w, degree=1, gpu="h100")).makespan_ps
+        t8 = S.simulate(S.build("tensor_parallel", None, w, degree=8, gpu="h100")).makespan_ps
+        sp.append(t1 / t8)
+    assert sp[0] < sp[1] < sp[2] < 8
+
+
+def test_every_gpu_preset_has_its_numbers_and_sources():
+    for name in GPU_PRESETS:
+        g = gpu_preset(name)
+        assert g.sm_count > 0 and g.l2_bytes > 0 and g.boost_clock_mhz > 0 and g.sources
+        assert 0 < g.gemm_efficiency <= 1 and 0 < g.attention_efficiency <= 1
+        assert set(g.assumed) <= set(type(g).model_fields)
+    assert gpu_preset("l40").peak_flop_per_s("bf16") == 181.05e12  # NVIDIA L40 datasheet (dense)
+    assert gpu_preset("h100-pcie").sm_count == 114  # H100 whitepaper
+
+
+def test_fabric_names_the_gpu_and_the_schedule_says_so():
+    assert fabric_gpu("gb200-nvl72") == "gb200" and fabric_gpu("hgx-h100") == "h100" and fabric_gpu(None) is None
+    w = dit_workload("dit-xl/2", 256, steps=1, cfg=False)
+    s = S.build("ulysses", None, w, degree=2, fabric="gb200-nvl72")
+    assert s.options["gpu"] == "GB200" and s.options["gpu_source"] == "fabric gb200-nvl72"
+    plain = S.build("ulysses", None, w, degree=2)
+    assert plain.options["gpu"] == "H100" and plain.options["gpu_source"].startswith("default")
+    given = S.build("ulysses", None, w, degree=2, gpu="a100", fabric="gb200-nvl72")
+    assert given.options["gpu"] == "A100" and given.options["gpu_source"] == "given"
+    with pytest.warns(UserWarning, match="GB200"):
+        S.simulate(plain, "gb200-nvl72")
+
+
+def _profile_row(**kw):
+    row = dict(kernel="gemm", gpu="h100", dtype="bf16", m=8192, n=3456, k=1152, time_us=123.0)
+    row.update(kw)
+    return row
+
+
+def test_a_profile_entry_replaces_the_modelled_time_exactly():
+    k = step_kernels("pixart-alpha", 4096, batch=2, layers=0)
+    prof = Profile.from_frame(pd.DataFrame([_profile_row()]))
+    plain, with_p = CostModel("h100"), CostModel("h100", profile=prof)
+    _, t0, m0 = plain.kernel_times_s(k)
+    _, t1, m1 = with_p.kernel_times_s(k)
+    hit = (k.kind == 0) & (k.m == 8192) & (k.n == 3456) & (k.k == 1152)
+    assert hit.sum() == 1 and not m0.any()
+    assert t1[hit][0] == 123e-6 and m1[hit].all() and not m1[~hit].any()
+    np.testing.assert_array_equal(t1[~hit], t0[~hit])
+
+
+def test_shipped_example_profile_is_labelled_and_used_by_a_schedule():
+    from flitsim.cli.profile_cmd import example_profile_path
+
+    p = read_profile(example_profile_path())
+    assert (p.frame["source"].str.contains("EXAMPLE").all() and
+            p.frame["source"].str.contains("not a measurement").all())
+    w = dit_workload("pixart-alpha", 1024, steps=1)
+    s = S.build("tensor_parallel", None, w, degree=1, gpu="h100", profile=example_profile_path())
+    share = s.measured_compute_share()
+    assert 0.5 < share <= 1.0  # the example covers every block kernel of this step
+    assert s.summary()["compute_measured_share"] == share
+    assert S.build("tensor_parallel", None, w, degree=1, gpu="h100").measured_compute_share() == 0
+
+
+@pytest.mark.parametrize("row,match", [
+    (_profile_row(gpu="v100"), "profile row 0: gpu = 'v100'"),
+    (_profile_row(kernel="conv"), "profile row 0: kernel = 'conv'"),
+    (_profile_row(time_us=-1.0), "profile row 0: time_us = -1.0"),
+    (_profile_row(time_us=0.0), "profile row 0: time_us = 0.0"),
+    (_profile_row(m=None), "profile row 0: m = None"),
+    (_profile_row(n=12.5), "profile row 0: n = 12.5"),
+    (_profile_row(dtype="int4"), "profile row 0: dtype = 'int4'"),
+    (dict(kernel="attention", gpu="h100", dtype="bf16", batch=1, heads=16, kv_heads=3, q=64, kv=64, head_dim=64,
+          causal=0, time_us=1.0), "profile row 0: kv_heads = 3"),
+    (dict(kernel="elementwise", gpu="h100", dtype="bf16", op="softmax_xyz", numel=10, time_us=1.0),
+     "profile row 0: op = 'softmax_xyz'"),
+])
+def test_bad_profile_rows_name_row_and_field(row, match):
+    with pytest.raises(ConfigError, match=match.replace("(", r"\(").replace(".", r"\.")):
+        Profile.from_frame(pd.DataFrame([row]))
+
+
+def test_bad_profile_files_and_efficiencies_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="profile"):
+        read_profile(tmp_path / "missing.csv")
+    bad = tmp_path / "p.txt"
+    bad.write_text("x")
+    with pytest.raises(ConfigError, match="a .csv or .parquet file"):
+        read_profile(bad)
+    dup = pd.DataFrame([_profile_row(), _profile_row()])
+    with pytest.raises(ConfigError, match="profile row 1: shape"):
+        Profile.from_frame(dup)
+    w = dit_workload("dit-xl/2", 256, steps=1, cfg=False)
+    for eff in ({"attention": 0.0}, {"matmul": 1.5}):
+        with pytest.raises(ConfigError, match="efficiency"):
+            S.build("tensor_parallel", None, w, degree=1, efficiency=eff)
+    with pytest.raises(ConfigError, match="execution = 'turbo'"):
+        S.build("tensor_parallel", None, w, degree=1, execution="turbo")
+
+
+def test_communication_steals_compute_with_a_bounded_effect():
+    # Ring attention overlaps K/V transfers with attention: with NCCL p2p's SM share (8 / 132 on H100)
+    # the makespan grows, by at most share / (1 - share) of the compute time that overlaps (all of it, bound).
+    # 2048 px at 400 GB/s: each ring step's attention outlasts its K/V transfer, so compute is critical.
+    w = dit_workload("pixart-alpha", 2048, steps=1)
+    net = S.build("ring_attention", None, w, degree=4, gpu="h100")
+    off = S.build("ring_attention", None, w, degree=4, gpu="h100", interference={"enabled": False})
+    from flitsim.networks import AnalyticNetwork
+
+    n = AnalyticNetwork(alpha_ps=2_000_000, bandwidth_GBps=400.0)
+    t_on, t_off = S.simulate(net, n).makespan_ps, S.simulate(off, n).makespan_ps
+    share = 8 / 132
+    assert t_off < t_on <= t_off * (1 + share / (1 - share)) + 1
+    assert (net.graph.columns["steal_ppm"][net.graph.columns["kind"] == 1] == round(share * 1e6)).all()
+    assert (off.graph.columns["steal_ppm"] == 0).all()
+    ce = S.build("ring_attention", None, w, degree=4, gpu="h100", interference={"transfer_transport": "copy_engine"})
+    assert S.simulate(ce, n).makespan_ps == t_off  # copy engines use no SMs
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 1 << 16), n=st.integers(1, 1 << 15), k=st.integers(1, 1 << 15),
+       gpu=st.sampled_from(sorted(GPU_PRESETS)))
+def test_a_gemm_never_beats_the_datasheet_and_grows_with_its_shape(m, n, k, gpu):
+    # Physics: no kernel faster than peak FLOP/s or than HBM bandwidth moving its bytes once;
+    # more rows never take less time (waves and bytes only grow).
+    g = gpu_preset(gpu)
+    peak = g.peak_flop_per_s("bf16")
+    t = float(gemm_time_s(m, n, k, 2, g, peak))
+    assert t >= 2 * m * n * k / peak * (1 - 1e-12)
+    assert t >= (m * k + k * n + m * n) * 2 / g.hbm_bytes_per_s * (1 - 1e-12)
+    assert float(gemm_time_s(m + 1, n, k, 2, g, peak)) >= t
+
+
+@pytest.mark.parametrize("model,P", [("pixart-alpha", 4096), ("flux.1-dev", 1024), ("llama-3-8b", 0)])
+def test_no_kernel_beats_the_datasheet(model, P):
+    k = slice_kernels(model, 700, 300) if P == 0 else step_kernels(model, P, batch=2)
+    for gpu in ("h100", "l20", "gb200"):
+        g = gpu_preset(gpu)
+        _, t, _ = CostModel(gpu).kernel_times_s(k)
+        bound = np.maximum(k.flops() / g.peak_flop_per_s("bf16"), k.bytes() / g.hbm_bytes_per_s)
+        assert (t >= bound * (1 - 1e-12)).all()
+
+
+def test_profile_cli_validates_and_shows(tmp_path):
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+    from flitsim.cli.profile_cmd import example_profile_path
+
+    r = CliRunner().invoke(cli, ["profile", "validate", example_profile_path()])
+    assert r.exit_code == 0 and "16 rows OK (H100)" in r.output
+    r = CliRunner().invoke(cli, ["profile", "show", "--json"])
+    assert r.exit_code == 0 and '"model_over_measured"' in r.output
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame([_profile_row(gpu="tpu-v5")]).to_csv(bad, index=False)
+    r = CliRunner().invoke(cli, ["profile", "validate", str(bad)])
+    assert r.exit_code == 2 and "profile row 0: gpu = 'tpu-v5'" in r.output
+
+
+def test_scenario_takes_the_fabrics_gpu_and_reports_the_measured_share(tmp_path):
+    from flitsim.cli.profile_cmd import example_profile_path
+    from flitsim.scenario import run_scenario
+
+    toml = tmp_path / "s.toml"
+    toml.write_text(f'''title = "profile"
+[fabric]
+preset = "hgx-h100"
+network = "analytic"
+[hardware]
+profile = "{example_profile_path()}"
+[[cases]]
+name = "PixArt 1024"
+workload = {{ kind = "dit", model = "pixart-alpha", resolution_px = 1024, steps = 1 }}
+[[cases.schedules]]
+name = "tensor_parallel"
+options = {{ degree = 2 }}
+''')
+    r = run_scenario(toml, progress=False).runs[0]
+    assert r.schedule.options["gpu"] == "H100" and r.schedule.options["gpu_source"] == "fabric hgx-h100"
+    assert 0 < r.metrics["compute_measured_share"] < 1  # the example has the 1-GPU shapes only, some match
