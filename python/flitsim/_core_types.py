@@ -136,6 +136,15 @@ class FabricLinkColumns(TypedDict):
     packets: npt.NDArray[np.uint64]
     credit_exhaustion_episodes: npt.NDArray[np.uint64]
     credit_exhaustion_ps: npt.NDArray[np.uint64]
+    replays: npt.NDArray[np.uint64]
+    replayed_wire_bytes: npt.NDArray[np.uint64]
+    replay_ps: npt.NDArray[np.uint64]
+    replay_buffer_wait_ps: npt.NDArray[np.uint64]
+    rx_payload_bytes: npt.NDArray[np.uint64]
+    lost_bytes: npt.NDArray[np.uint64]
+    rx_replays: npt.NDArray[np.uint64]
+    rx_replayed_wire_bytes: npt.NDArray[np.uint64]
+    rx_replay_ps: npt.NDArray[np.uint64]
 
 class SwitchPortColumns(TypedDict):
     switch: npt.NDArray[np.uint64]
@@ -154,6 +163,15 @@ class ReorderColumns(TypedDict):
     mean_packets: npt.NDArray[np.float64]
     window_overflows: npt.NDArray[np.uint64]
 
+class FaultAccounting(TypedDict):
+    """Bytes sent = delivered + lost (replayed copies counted once when delivered)."""
+    faults_applied: int
+    lost_packets: int
+    lost_bytes: int
+    delivered_bytes: int
+    replayed_delivered_bytes: int
+    sent_bytes: int
+
 class BatchResult(TypedDict):
     start_ps: npt.NDArray[np.uint64]
     end_ps: npt.NDArray[np.uint64]
@@ -164,6 +182,7 @@ class BatchResult(TypedDict):
     packets: int
     events: int
     links: FabricLinkColumns
+    faults: FaultAccounting
     switch_ports: SwitchPortColumns
     reorder: ReorderColumns
 
@@ -185,6 +204,8 @@ class CollectiveResult(TypedDict):
     credit_exhaustion_episodes: int
     arbitration_conflicts: int
     estimate_ps: float
+    faults: FaultAccounting
+    rx_payload_bytes: npt.NDArray[np.uint64]
 
 class CollectiveParams(TypedDict):
     algorithm: str
