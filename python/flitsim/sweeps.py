@@ -89,7 +89,7 @@ def _target_name(target: Any) -> str:
 def point_id(point: Mapping[str, Any], target: Any = "", version: str | None = None) -> str:
     """Stable 16-hex-digit id of a point: SHA-256 of the target's name, the
     sorted parameters (JSON) and the flitsim version (default: this one)."""
-    from flitsim import __version__
+    from flitsim._core import __version__
 
     key = {"target": _target_name(target), "params": dict(point), "flitsim": version or __version__}
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=repr).encode()).hexdigest()[:16]

@@ -1,7 +1,7 @@
 //! Bindings for the task-graph executor: numpy columns in, numpy columns out.
 
 use super::convert::{batch_result_dict, col, from_py, scalar};
-use super::signal_check;
+use super::{signal_check, ConfigError};
 use crate::taskgraph::{execute, IdealNetwork, TaskGraph};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
@@ -69,6 +69,17 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             (r, d)
         }
         NetworkSpec::Fabric { fabric, calibrated } => {
+            // Work estimate before lowering: a collective on the fabric becomes a
+            // DAG with one node per chunk, so its size is capped like
+            // `flitsim.collective`'s (64 GiB) instead of lowering for hours.
+            const MAX_COLLECTIVE_BYTES: u64 = 1 << 36;
+            if let Some(t) = (0..g.kind.len()).find(|&t| g.kind[t] == 2 && g.bytes[t] > MAX_COLLECTIVE_BYTES) {
+                return Err(ConfigError::new_err(format!(
+                    "graph.bytes[{t}] = {}: a collective on a fabric moves at most {MAX_COLLECTIVE_BYTES} bytes (64 GiB; \
+                     its lowering holds one DAG node per chunk)",
+                    g.bytes[t]
+                )));
+            }
             let mut net = crate::fabric::FabricNetwork::with_params(&fabric, crate::collective::CollectiveParams::default(), calibrated)?;
             let r = py.detach(|| execute(&g, &mut net, &mut signal_check))?;
             let d = PyDict::new(py);
