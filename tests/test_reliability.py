@@ -381,3 +381,18 @@ def test_values_beyond_u64_name_the_field():
         flitsim.link_transfer("nvlink5", 2**64)
     with pytest.raises(ConfigError, match="duration_ps"):
         TaskGraphBuilder(1).add_compute(0, 2**64)
+
+
+def test_raw_core_refuses_a_bool_for_a_number():
+    import copy
+
+    from flitsim.hardware import fabric_preset
+
+    d = fabric_preset("hgx-h100").core_dict()
+    e = copy.deepcopy(d)
+    e["links"][0]["vcs"] = True
+    with pytest.raises(ConfigError, match=r"fabric\.links\[0\]\.vcs"):
+        flitsim._core.fabric_check(e)
+    e = copy.deepcopy(d)
+    e["switch"]["nvls"] = True  # a real bool field stays fine
+    flitsim._core.fabric_check(e)

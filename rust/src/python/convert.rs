@@ -13,9 +13,9 @@ use serde::{de::DeserializeOwned, Serialize};
 /// the path of the offending field under `what` (`fabric.links[0].vcs`) and
 /// serde's description. Types are strict: a bool, a string or a float is not
 /// an integer.
-pub fn from_py<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
+pub fn from_py<T: DeserializeOwned + Serialize>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
     let mut de = pythonize::Depythonizer::from_object(obj);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let v: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let msg = e.inner().to_string();
         let hint = if msg.contains("Overflow") || msg.contains("out of range") {
@@ -25,7 +25,45 @@ pub fn from_py<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyRes
         };
         let at = if path == "." || path.is_empty() { what.to_string() } else { format!("{what}.{path}") };
         ConfigError::new_err(format!("{at}: {msg}{hint}"))
-    })
+    })?;
+    // pythonize reads integers with `__index__`, which takes True as 1: compare
+    // the input with the value read back and refuse a bool that became a number.
+    let back = pythonize::pythonize(obj.py(), &v).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    let mut at = what.to_string();
+    if bool_read_as_number(obj, &back, &mut at)? {
+        return Err(ConfigError::new_err(format!("{at}: expected a number, got a bool (True is not 1)")));
+    }
+    Ok(v)
+}
+
+/// True (with `path` set to where) if `input` holds a bool where `back` has no bool.
+fn bool_read_as_number(input: &Bound<'_, PyAny>, back: &Bound<'_, PyAny>, path: &mut String) -> PyResult<bool> {
+    use pyo3::types::{PyBool, PyList, PyTuple};
+    if input.is_instance_of::<PyBool>() {
+        return Ok(!back.is_instance_of::<PyBool>());
+    }
+    if let (Ok(d), Ok(b)) = (input.cast::<PyDict>(), back.cast::<PyDict>()) {
+        for (k, x) in d.iter() {
+            if let Some(y) = b.get_item(&k)? {
+                let n = path.len();
+                path.push_str(&format!(".{k}"));
+                if bool_read_as_number(&x, &y, path)? {
+                    return Ok(true);
+                }
+                path.truncate(n);
+            }
+        }
+    } else if (input.is_instance_of::<PyList>() || input.is_instance_of::<PyTuple>()) && back.is_instance_of::<PyList>() {
+        for (i, (x, y)) in input.try_iter()?.zip(back.try_iter()?).enumerate() {
+            let n = path.len();
+            path.push_str(&format!("[{i}]"));
+            if bool_read_as_number(&x?, &y?, path)? {
+                return Ok(true);
+            }
+            path.truncate(n);
+        }
+    }
+    Ok(false)
 }
 
 /// Pythonize a result struct into plain dicts/lists/numbers.

@@ -6,9 +6,9 @@ use crate::taskgraph::{execute, IdealNetwork, TaskGraph};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields, tag = "kind", rename_all = "snake_case")]
 enum NetworkSpec {
     /// Alpha-beta network (see `IdealNetwork`).
