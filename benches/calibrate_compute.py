@@ -1,6 +1,6 @@
 """Fit the compute model's per-GPU efficiency tops on published single-GPU
-latencies (REFERENCE.md "Single-GPU latency"; multi-GPU tables are kept out on
-purpose) and print the error table.
+latencies (xDiT README 2024 charts, xDiT paper arXiv 2411.01738, xDiT
+docs/performance/flux.md; multi-GPU tables are kept out on purpose) and print the error table.
 
     PYTHONPATH=python python3 benches/calibrate_compute.py [--fit]
 

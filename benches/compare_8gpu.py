@@ -1,6 +1,6 @@
 """8-GPU speedups and rankings of the DiT schedules that come out of the
 compute model (nothing here is fitted): PixArt-alpha, 20 steps, on 8 L20s,
-next to the measured table REFERENCE.md quotes (xDiT README 2024, 8x L20 PCIe).
+next to the measured table of the xDiT README 2024 (assets/latency-L20.jpg, 8x L20 PCIe).
 
     PYTHONPATH=python python3 benches/compare_8gpu.py [--bandwidth-GBps 20] [--alpha-us 10]
 

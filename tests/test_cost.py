@@ -1,6 +1,6 @@
 """Kernel-level compute model: closed forms (tile / wave quantization, tensor
-bytes), published single-GPU latencies (REFERENCE.md "Single-GPU latency",
-xDiT README / paper / docs), measured-profile overrides and bad input."""
+bytes), published single-GPU latencies (xDiT README 2024 latency charts,
+xDiT paper arXiv 2411.01738, xDiT docs/performance/flux.md), measured-profile overrides and bad input."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_sharding_conserves_work():
     assert kt.flops()[gemm].sum() * 8 == full.flops()[gemm].sum()
 
 
-# xDiT single-GPU latencies (REFERENCE.md): model, px, steps, GPU, execution, seconds
+# xDiT single-GPU latencies (README 2024 charts, arXiv 2411.01738, docs/performance/flux.md): model, px, steps, GPU, execution, seconds
 SINGLE_GPU = [
     ("pixart-alpha", 1024, 20, "a100", "eager", 2.085), ("pixart-alpha", 2048, 20, "a100", "eager", 16.22),
     ("pixart-alpha", 4096, 20, "a100", "eager", 183.6), ("pixart-alpha", 8192, 20, "a100", "eager", 2728),

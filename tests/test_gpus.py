@@ -1,4 +1,4 @@
-"""GPU presets (datasheet numbers in REFERENCE.md) and the roofline time model."""
+"""GPU presets (NVIDIA datasheet numbers) and the roofline time model."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Schedules: expected values from closed forms and published formulas.
 
-Sources: xDiT README communication table (REFERENCE.md, Workloads): per
+Sources: xDiT README communication table: per
 diffusion step TP 4*p*hs*L, DistriFusion and Ring 2*p*hs*L, Ulysses
 (4/N)*p*hs*L, PipeFusion 2*p*hs (elements; x dtype bytes x step batch here).
 Our per-device count for collectives is the nccl-tests bus bytes a rank sends,

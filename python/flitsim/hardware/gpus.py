@@ -103,7 +103,7 @@ class Efficiency(Spec):
     memory: float = Field(default=0.80, gt=0, le=1)
 
 
-# Efficiency tops fitted by benches/calibrate_compute.py on REFERENCE single-GPU latency rows
+# Efficiency tops fitted by benches/calibrate_compute.py on published single-GPU latencies (xDiT)
 # (docs/compute.md, "Calibration"). GPUs without a published single-GPU row take their
 # architecture's fitted value (marked in efficiency_source).
 _FIT = "fitted: benches/calibrate_compute.py on xDiT single-GPU latencies ({})"

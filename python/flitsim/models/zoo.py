@@ -17,7 +17,7 @@ def llama3_8b() -> ModelConfig:
     """Llama-3-8B: 32 layers, hidden 4096, 32 heads (8 KV, GQA), SwiGLU FFN 14336,
     vocab 128256, untied embeddings (about 8.03 B parameters).
 
-    Source: Meta Llama 3 model card and config.json (meta-llama/Meta-Llama-3-8B); REFERENCE.md.
+    Source: Meta Llama 3 model card and config.json (meta-llama/Meta-Llama-3-8B).
     """
     return ModelConfig(name="llama-3-8b", kind="causal", n_layers=32, hidden=4096, n_heads=32, n_kv_heads=8,
                        ffn_hidden=14336, ffn_act="swiglu", vocab_size=128256,
@@ -28,7 +28,7 @@ def llama3_70b() -> ModelConfig:
     """Llama-3-70B: 80 layers, hidden 8192, 64 heads (8 KV), SwiGLU FFN 28672,
     vocab 128256, untied (about 70.6 B parameters).
 
-    Source: Meta Llama 3 model card and config.json (meta-llama/Meta-Llama-3-70B); REFERENCE.md.
+    Source: Meta Llama 3 model card and config.json (meta-llama/Meta-Llama-3-70B).
     """
     return ModelConfig(name="llama-3-70b", kind="causal", n_layers=80, hidden=8192, n_heads=64, n_kv_heads=8,
                        ffn_hidden=28672, ffn_act="swiglu", vocab_size=128256,
@@ -40,7 +40,7 @@ def llama31_405b() -> ModelConfig:
     vocab 128256, untied.
 
     Source: "The Llama 3 Herd of Models" (Dubey et al. 2024), Table 3; config.json
-    (meta-llama/Llama-3.1-405B); REFERENCE.md.
+    (meta-llama/Llama-3.1-405B).
     """
     return ModelConfig(name="llama-3.1-405b", kind="causal", n_layers=126, hidden=16384, n_heads=128,
                        n_kv_heads=8, ffn_hidden=53248, ffn_act="swiglu", vocab_size=128256,
@@ -55,7 +55,7 @@ def dit_xl_2() -> ModelConfig:
     118.6 Gflops at 256 px (multiply-adds counted once), 675 M parameters.
 
     Source: Peebles & Xie, "Scalable Diffusion Models with Transformers", ICCV 2023
-    (Tables 1 and 4); facebookresearch/DiT models.py; REFERENCE.md.
+    (Tables 1 and 4); facebookresearch/DiT models.py.
     """
     return ModelConfig(name="dit-xl/2", kind="dit", dit_block="adaln", n_layers=28, hidden=1152, n_heads=16,
                        ffn_hidden=4608, ffn_act="gelu", patch_size=2, latent_channels=4, vae_factor=8,
@@ -70,7 +70,7 @@ def pixart_alpha_xl_2() -> ModelConfig:
     4096, projected to 1152), adaLN-single, learned sigma.
 
     Source: Chen et al., "PixArt-alpha", ICLR 2024 (Sec. 2.3); PixArt-alpha/PixArt-alpha
-    repository (PixArt_XL_2, model_max_length 120); REFERENCE.md.
+    repository (PixArt_XL_2, model_max_length 120).
     """
     return ModelConfig(name="pixart-alpha-xl/2", kind="dit", dit_block="adaln_single_cross", n_layers=28,
                        hidden=1152, n_heads=16, ffn_hidden=4608, ffn_act="gelu", patch_size=2,
@@ -86,7 +86,7 @@ def sd3_medium() -> ModelConfig:
 
     Source: Esser et al., "Scaling Rectified Flow Transformers for High-Resolution
     Image Synthesis", ICML 2024; stabilityai/stable-diffusion-3-medium
-    transformer/config.json; REFERENCE.md.
+    transformer/config.json.
     Simplification: the last block's text stream is counted in full (the real
     model stops the text stream after its QKV there: ~0.3 % of parameters).
     """
@@ -106,8 +106,7 @@ def flux1_dev() -> ModelConfig:
 
     Source: black-forest-labs/flux repository (src/flux/util.py flux-dev params:
     depth 19, depth_single_blocks 38, hidden 3072, heads 24, mlp_ratio 4,
-    in_channels 64, context_in_dim 4096, vec_in_dim 768, guidance_embed);
-    REFERENCE.md.
+    in_channels 64, context_in_dim 4096, vec_in_dim 768, guidance_embed).
     """
     return ModelConfig(name="flux.1-dev", kind="dit", dit_block="flux", n_layers=19, n_single_layers=38,
                        hidden=3072, n_heads=24, ffn_hidden=12288, ffn_act="gelu", patch_size=2, latent_channels=16,

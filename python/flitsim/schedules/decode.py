@@ -18,7 +18,7 @@ stage is ``tp`` devices running 1/tp of the heads and FFN; the 2 all-reduces
 per layer of a stage step are issued as **one** all-reduce of their summed size
 (so alpha is charged once per stage step, an underestimate of latency cost).
 
-Metrics (vLLM benchmark_serving definitions, REFERENCE.md):
+Metrics (vLLM benchmark_serving definitions, vllm-project/vllm benchmarks):
 TTFT = end of the request's prefill at the last stage - arrival (0);
 TPOT = (latency - TTFT) / (output tokens - 1), latency = end of its last
 decode step; NaN for one-token outputs.
