@@ -268,6 +268,7 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
          "comm_streams": graph.comm_streams, **graph.columns}
     r = _core.execute_taskgraph(g, network.to_core(graph.devices))
     c = graph.columns
+    # int64 is exact: the engine keeps every time <= 2^63-1 ps (engine::MAX_TIME_PS)
     start = r["start_ps"].astype(np.int64)
     end = r["end_ps"].astype(np.int64)
     dready = r["data_ready_ps"].astype(np.int64)
