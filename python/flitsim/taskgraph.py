@@ -281,7 +281,7 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
         "credit_wait_ps": np.maximum(0, cready - dready),
         "stream_wait_ps": start - np.maximum(dready, cready),
     })
-    net = dict(r["network"])
+    net: dict[str, Any] = dict(r["network"])
     if net.get("kind") == "fabric":
         fab = net.pop("fabric")
         net["links"], net["switch_ports"], net["reorder"] = fabric_frames(fab, network.fabric)

@@ -10,7 +10,7 @@ stream: memory is bounded by the fabric, not by the number of packets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -149,7 +149,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
     return _result(r, batch, fabric)
 
 
-def fabric_frames(r: dict[str, Any], fabric: FabricSpec) -> tuple["pd.DataFrame", "pd.DataFrame", "pd.DataFrame"]:
+def fabric_frames(r: Mapping[str, Any], fabric: FabricSpec) -> tuple["pd.DataFrame", "pd.DataFrame", "pd.DataFrame"]:
     """Fabric statistics of a run as DataFrames: (links, switch_ports, reorder),
     with the columns described in :class:`TransferResult`."""
     import pandas as pd
@@ -176,7 +176,7 @@ def fabric_frames(r: dict[str, Any], fabric: FabricSpec) -> tuple["pd.DataFrame"
     return links, ports, ro
 
 
-def _result(r: dict[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec) -> TransferResult:
+def _result(r: Mapping[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec) -> TransferResult:
     import pandas as pd
 
     start = r["start_ps"].astype(np.int64)
