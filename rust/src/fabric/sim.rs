@@ -480,7 +480,7 @@ impl FabricSim {
                 let bytes = self.pkts[pkt as usize].bytes as f64;
                 let pr = &mut self.ports[p];
                 if pr.rx_ps_per_byte > 0.0 {
-                    let t = now.max(pr.rx_free_ps) + (bytes * pr.rx_ps_per_byte).ceil() as u64;
+                    let t = now.max(pr.rx_free_ps).saturating_add(crate::engine::ps_ceil(bytes * pr.rx_ps_per_byte));
                     pr.rx_free_ps = t;
                     q.schedule(t, FEv::Consume { port, pkt });
                     Ok(())
@@ -657,7 +657,7 @@ impl FabricSim {
             let tx = port.link.send_packets(now, vc as usize, flits, bytes as u32, bytes.div_ceil(self.payload) as u32);
             port.outstanding += 1;
             if port.inj_ps_per_byte > 0.0 {
-                port.next_inject_ps = tx.start_ps + (bytes as f64 * port.inj_ps_per_byte).ceil() as u64;
+                port.next_inject_ps = tx.start_ps.saturating_add(crate::engine::ps_ceil(bytes as f64 * port.inj_ps_per_byte));
             }
             let (sw, input) = (port.sw, port.sw_port);
             let dst = self.xfers[x as usize].dst;
