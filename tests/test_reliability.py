@@ -396,3 +396,13 @@ def test_raw_core_refuses_a_bool_for_a_number():
     e = copy.deepcopy(d)
     e["switch"]["nvls"] = True  # a real bool field stays fine
     flitsim._core.fabric_check(e)
+
+
+def test_one_byte_per_second_injection_is_a_range_error_not_a_wrap():
+    # 1 GiB at 1 B/s = 1.07e21 ps > 2^63-1 ps.
+    from flitsim.hardware import fabric_preset
+
+    f = fabric_preset("hgx-h100")
+    f = f.replace(gpu=f.gpu.replace(injection_bytes_per_s=1))
+    with pytest.raises(ConfigError, match="simulated time"):
+        flitsim.transfers(f, [0], [1], 1 << 30)
