@@ -8,7 +8,7 @@ fn req(op: Op, n: u32, bytes: u64, algo: Algorithm) -> CollectiveRequest {
         op,
         members: (0..n).collect(),
         bytes,
-        params: CollectiveParams { algorithm: algo, protocol: Protocol::Simple, channels: 1, chunk_bytes: bytes, launch_ps: 1, step_latency_ps: 1, ..Default::default() },
+        params: CollectiveParams { algorithm: algo, protocol: Protocol::Simple, channels: 1, chunk_bytes: bytes, launch_ps: 1, host_launch_ps: 0, step_latency_ps: 1, ..Default::default() },
     }
 }
 
@@ -112,4 +112,39 @@ fn busbw_factors_are_nccl_tests() {
     assert_eq!(Op::AllToAll.busbw_factor(72), 71.0 / 72.0);
     assert_eq!(Op::Broadcast.busbw_factor(8), 1.0);
     assert_eq!(Op::SendRecv.busbw_factor(2), 1.0);
+}
+
+/// Issue 13: parameters that overflowed into faster answers, and DAGs too big
+/// to allocate, are Config errors naming the field (no abort, no wrap).
+#[test]
+fn absurd_parameters_and_dag_sizes_are_refused() {
+    let m: Vec<u32> = (0..8).collect();
+    let bad = [
+        CollectiveParams { step_latency_ps: u64::MAX, ..Default::default() },
+        CollectiveParams { link_efficiency: 1e-300, ..Default::default() },
+        CollectiveParams { nvls_efficiency: 1e-300, ..Default::default() },
+        CollectiveParams { ll_efficiency: f64::NAN, ..Default::default() },
+        CollectiveParams { host_launch_ps: u64::MAX, ..Default::default() },
+    ];
+    for p in &bad {
+        let e = lower(Op::AllReduce, &m, 1 << 20, p, &info(true)).unwrap_err().to_string();
+        assert!(e.contains("ps") || e.contains("efficiency"), "{e}");
+    }
+    // chunk_bytes = 4 on 1 GiB: 2^28 chunks -> estimated before allocating
+    let tiny = CollectiveParams { chunk_bytes: 4, ..Default::default() };
+    let e = lower(Op::AllReduce, &m, 1 << 30, &tiny, &info(true)).unwrap_err().to_string();
+    assert!(e.contains("DAG") && e.contains("chunk_bytes"), "{e}");
+    let e = lower(Op::AllReduce, &m, 1 << 50, &CollectiveParams::default(), &info(true)).unwrap_err().to_string();
+    assert!(e.contains("DAG"), "{e}");
+}
+
+/// The intra-node tree is two chains: 2 (n-1) S bytes in all (each chain moves
+/// its half up and down n-1 hops), like a ring's n x 2(n-1)/n S.
+#[test]
+fn tree_chains_move_two_n_minus_one_halves() {
+    let (n, s) = (8u32, 8u64 << 20);
+    let m: Vec<u32> = (0..n).collect();
+    let p = CollectiveParams { algorithm: Algorithm::Tree, protocol: Protocol::Simple, ..Default::default() };
+    let sent: u64 = lower(Op::AllReduce, &m, s, &p, &info(false)).unwrap().dag.bytes_sent(n).iter().sum();
+    assert_eq!(sent, 2 * (n as u64 - 1) * s);
 }

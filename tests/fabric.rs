@@ -103,11 +103,11 @@ fn incast_is_bounded_by_one_gpus_ejection_bandwidth() {
     assert!(gbps <= bound * 1.0001 && gbps > 0.97 * bound, "{gbps} vs {bound}");
     // The waiting shows at GPU 0's switch ports: conflicts on output 0 of every
     // plane, none on other outputs; and the senders' links run out of credits.
-    for sw in &r.switches {
+    for sw in &r.stats.switches {
         assert!(sw.ports[0].output_conflicts > 0);
         assert!(sw.ports[1..].iter().all(|p| p.output_conflicts == 0));
     }
-    let exhausted: u64 = r.ports.iter().filter(|p| p.gpu != 0).map(|p| p.vcs.iter().map(|v| v.exhaustion_episodes).sum::<u64>()).sum();
+    let exhausted: u64 = r.stats.ports.iter().filter(|p| p.gpu != 0).map(|p| p.vcs.iter().map(|v| v.exhaustion_episodes).sum::<u64>()).sum();
     assert!(exhausted > 0);
 }
 

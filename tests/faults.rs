@@ -32,9 +32,9 @@ fn with_ber(mut spec: FabricSpec, ber: f64) -> FabricSpec {
 
 fn same_run(a: &BatchResult, b: &BatchResult) {
     assert_eq!(a.end_ps, b.end_ps);
-    assert_eq!(a.packets, b.packets);
-    assert_eq!(a.events, b.events);
-    for (x, y) in a.ports.iter().zip(&b.ports) {
+    assert_eq!(a.stats.packets, b.stats.packets);
+    assert_eq!(a.stats.events, b.stats.events);
+    for (x, y) in a.stats.ports.iter().zip(&b.stats.ports) {
         assert_eq!(x.link, y.link);
         assert_eq!(x.rx_payload_bytes, y.rx_payload_bytes);
     }
@@ -53,21 +53,21 @@ fn zero_faults_are_bit_identical() {
     late.faults = vec![Fault::Plane { switch: 1, at_ps: r0.makespan_ps * 10 }];
     let r2 = run_batch(&late, &b, &mut NoInterrupt).unwrap();
     same_run(&r0, &r2);
-    assert_eq!(r2.faults.faults_applied, 0);
+    assert_eq!(r2.stats.faults.faults_applied, 0);
 }
 
 fn check_accounting(r: &BatchResult) {
-    let f = &r.faults;
-    let rx: u64 = r.ports.iter().map(|p| p.rx_payload_bytes).sum();
-    let tx: u64 = r.ports.iter().map(|p| p.link.payload_bytes).sum();
-    let lost: u64 = r.ports.iter().map(|p| p.lost_bytes).sum();
+    let f = &r.stats.faults;
+    let rx: u64 = r.stats.ports.iter().map(|p| p.rx_payload_bytes).sum();
+    let tx: u64 = r.stats.ports.iter().map(|p| p.link.payload_bytes).sum();
+    let lost: u64 = r.stats.ports.iter().map(|p| p.lost_bytes).sum();
     // Delivered + replayed-and-delivered = sent, from the link statistics.
-    assert_eq!(rx, r.sent_bytes, "bytes delivered over the GPU links");
-    assert_eq!(f.delivered_bytes + f.replayed_delivered_bytes, r.sent_bytes);
+    assert_eq!(rx, r.stats.sent_bytes, "bytes delivered over the GPU links");
+    assert_eq!(f.delivered_bytes + f.replayed_delivered_bytes, r.stats.sent_bytes);
     assert_eq!(f.replayed_delivered_bytes, f.lost_bytes, "every lost byte replayed once");
     assert_eq!(lost, f.lost_bytes);
     // Each lost byte crossed a GPU -> switch link twice.
-    assert_eq!(tx, r.sent_bytes + f.lost_bytes);
+    assert_eq!(tx, r.stats.sent_bytes + f.lost_bytes);
 }
 
 #[test]
@@ -79,21 +79,21 @@ fn plane_failure_mid_run_delivers_every_byte_on_the_rest() {
     let at = r0.makespan_ps / 2;
     spec.faults = vec![Fault::Plane { switch: 2, at_ps: at }];
     let r = run_batch(&spec, &b, &mut NoInterrupt).unwrap();
-    assert_eq!(r.faults.faults_applied, 1);
-    assert!(r.faults.lost_packets > 0, "the plane died with packets in flight");
+    assert_eq!(r.stats.faults.faults_applied, 1);
+    assert!(r.stats.faults.lost_packets > 0, "the plane died with packets in flight");
     check_accounting(&r);
     // Bound: the half left after the fault moves on 3 of 4 planes at best.
     assert!(r.makespan_ps as f64 >= r0.makespan_ps as f64 * (0.5 + 0.5 * 4.0 / 3.0) * 0.98, "{} vs {}", r.makespan_ps, r0.makespan_ps);
     // Dead plane carried about half of its fair share (before the fault).
-    let on = |s: u32| r.ports.iter().filter(|p| p.switch == s).map(|p| p.link.payload_bytes).sum::<u64>() as f64;
+    let on = |s: u32| r.stats.ports.iter().filter(|p| p.switch == s).map(|p| p.link.payload_bytes).sum::<u64>() as f64;
     assert!(on(2) < 0.6 * on(0), "{} vs {}", on(2), on(0));
     // Failure at time 0: nothing lost, 3 planes from the start.
     spec.faults = vec![Fault::Plane { switch: 2, at_ps: 0 }];
     let r3 = run_batch(&spec, &b, &mut NoInterrupt).unwrap();
-    assert_eq!(r3.faults.lost_packets, 0);
+    assert_eq!(r3.stats.faults.lost_packets, 0);
     check_accounting(&r3);
     let slow = r3.makespan_ps as f64 / r0.makespan_ps as f64;
-    eprintln!("mid-run: lost {} packets, makespan {} vs {}; at 0: slowdown {slow}", r.faults.lost_packets, r.makespan_ps, r0.makespan_ps);
+    eprintln!("mid-run: lost {} packets, makespan {} vs {}; at 0: slowdown {slow}", r.stats.faults.lost_packets, r.makespan_ps, r0.makespan_ps);
     assert!((slow - 4.0 / 3.0).abs() < 0.03, "slowdown {slow} vs 4/3");
 }
 
@@ -106,7 +106,7 @@ fn dead_link_reroutes_and_loses_nothing() {
     spec.faults = vec![Fault::Link { gpu: 1, port: 0, at_ps: r0.makespan_ps / 3 }];
     let r = run_batch(&spec, &b, &mut NoInterrupt).unwrap();
     check_accounting(&r);
-    assert!(r.faults.lost_packets > 0);
+    assert!(r.stats.faults.lost_packets > 0);
     assert!(r.makespan_ps > r0.makespan_ps);
 }
 
@@ -205,8 +205,8 @@ fn bit_errors_on_a_fabric_are_replayed_and_accounted() {
     let r0 = run_batch(&base, &b, &mut NoInterrupt).unwrap();
     let r = run_batch(&with_ber(base, 1.8e-3), &b, &mut NoInterrupt).unwrap();
     check_accounting(&r);
-    let tx: u64 = r.ports.iter().map(|p| p.link.replay.replays).sum();
-    let rx: u64 = r.ports.iter().map(|p| p.rx_replay.replays).sum();
+    let tx: u64 = r.stats.ports.iter().map(|p| p.link.replay.replays).sum();
+    let rx: u64 = r.stats.ports.iter().map(|p| p.rx_replay.replays).sum();
     assert!(tx > 0 && rx > 0, "{tx} {rx}");
     eprintln!("fabric BER: tx replays {tx} rx replays {rx}, makespan {} vs {}", r.makespan_ps, r0.makespan_ps);
     assert!(r.makespan_ps > r0.makespan_ps);
@@ -222,7 +222,7 @@ fn plane_dead_from_the_start_runs_like_a_fabric_without_it() {
     let r = run_batch(&spec, &b, &mut NoInterrupt).unwrap();
     let r3 = run_batch(&presets::planar(8, 3, false), &b, &mut NoInterrupt).unwrap();
     assert_eq!(r.end_ps, r3.end_ps);
-    assert!(r.ports.iter().filter(|p| p.switch == 3).all(|p| p.link.packets == 0));
+    assert!(r.stats.ports.iter().filter(|p| p.switch == 3).all(|p| p.link.packets == 0));
 }
 
 #[test]

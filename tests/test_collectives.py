@@ -26,7 +26,7 @@ def test_ring_all_reduce_ideal_closed_form():
     # on one port of B per GPU; launch and step latencies set to 1 ps.
     n, s, b, alpha = 8, 64 << 20, 100e9, 2_000_000
     t = collective_ideal("all_reduce", s, n, alpha_ps=alpha, bandwidth_bytes_per_s=b, chunk_bytes=s,
-                         launch_ps=1, step_latency_ps=1)
+                         launch_ps=1, host_launch_ps=0, step_latency_ps=1)
     closed = (2 * (n - 1) / n * s / b * 1e12 + 2 * (n - 1) * alpha) / 1e6
     assert t == pytest.approx(closed, rel=1e-6)
 
@@ -97,7 +97,7 @@ def test_cli_json():
 
     from flitsim.cli import cli
 
-    r = CliRunner().invoke(cli, ["nccl-tests", "all_gather", "-g", "hgx-h100", "-b", "1M", "-e", "1M", "--json"])
+    r = CliRunner().invoke(cli, ["nccl-tests", "all_gather", "-F", "hgx-h100", "-b", "1M", "-e", "1M", "--json"])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
     assert rows[0]["size"] == 1 << 20

@@ -17,11 +17,13 @@ def test_one_class_old_names_alias_it():
 
 def test_from_fabric_rate_is_the_calibrated_injection_rate():
     # HGX H100: 18 NVLink 4 ports per GPU x 25 GB/s payload per direction (NVLink 4:
-    # 900 GB/s bidirectional over 18 links) x NCCL link_efficiency 0.824 (SM90 20.6 GB/s
-    # per link; docs/collectives.md) = 370.8 GB/s.
+    # 900 GB/s bidirectional over 18 links) x the calibrated injection: link_efficiency
+    # 0.849 with 8 B per 256-B packet (docs/collectives.md) = NCCL SM90 20.6 GB/s per link,
+    # 370.8 GB/s per GPU.
     f = fabric_preset("hgx-h100")
     net = AnalyticNetwork.from_fabric(f)
-    assert net.bandwidth_GBps == pytest.approx(18 * 25.0 * 0.824, rel=1e-9)
+    assert net.bandwidth_GBps == pytest.approx(18 * 25.0 * 0.849 * 256 / 264, rel=1e-9)
+    assert net.bandwidth_GBps == pytest.approx(18 * 20.6, rel=2e-3)
     # alpha: one protocol packet GPU 0 -> 1, as the fabric simulates it.
     assert net.alpha_ps == flitsim.transfers(f.replace(sim_packet_bytes=0), [0], [1], f.gpu.payload_bytes).makespan_ps
     # A fabric that sets its own injection rate uses it.

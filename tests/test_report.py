@@ -217,6 +217,7 @@ def test_sweep_same_with_1_and_2_workers_and_resumes(tmp_path):
     b = flitsim.sweep("flitsim.sweeps:schedule_point", _points(), workers=2, progress=False, out=tmp_path / "b.parquet")
     assert len(a) == 4
     assert a.equals(b)
+    assert set(a.memory_status) <= {"ok", "oom"} and (a.peak_memory_bytes > 0).all()  # memory per point
     import pandas as pd
 
     assert pd.read_parquet(tmp_path / "b.parquet").equals(b)
@@ -266,6 +267,7 @@ def test_tiny_scenario_end_to_end(tmp_path):
     res = json.loads(r.output)
     assert {s["schedule"] for s in res["summary"]} >= {"TeraPipe uniform", "PipeFusion", "decode PP2"}
     assert res["conclusion"] and res["scorecard"]
+    assert all(s["memory_status"] == "ok" and s["peak_memory_bytes"] > 0 for s in res["summary"])
     lat = res["llm_latency"]["Llama-3-8B decode, LLMPerf / decode PP2"]
     assert {x["definition"] for x in lat} == {"LLMPerf", "vLLM"}
     for f in ("summary.parquet", "scorecard.parquet", "critical_path.parquet", "report.html", "results.json"):

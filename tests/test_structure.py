@@ -20,14 +20,15 @@ PKG = ROOT / "python" / "flitsim"
 # Private helpers (``flitsim._name``) are the base layer unless listed.
 LAYERS: list[tuple[str, ...]] = [
     ("flitsim._core", "flitsim._core_types", "flitsim.errors", "flitsim.limits", "flitsim.sizes", "flitsim.interrupt",
-     "flitsim._spec", "flitsim._toml"),
+     "flitsim._spec", "flitsim._toml", "flitsim.parallel"),
     ("flitsim.hardware",),
     # One component or one kind of work at a time: links, switches, fabrics,
     # collectives on a fabric; models, compute costs, workloads.
     ("flitsim.ledger", "flitsim.linklab", "flitsim.switchlab", "flitsim.transfers", "flitsim.collectives",
+     "flitsim.nccl_log", "flitsim.calibrate",
      "flitsim.faults", "flitsim.models", "flitsim.cost", "flitsim.workloads"),
     ("flitsim.networks",),
-    ("flitsim.taskgraph",),
+    ("flitsim.taskgraph", "flitsim.memory"),
     ("flitsim.schedules", "flitsim.serving"),
     ("flitsim.report",),
     ("flitsim.scenario", "flitsim.sweeps"),

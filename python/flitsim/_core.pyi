@@ -47,7 +47,8 @@ def hold_model_events_per_s(pending: int, operations: int, seed: int) -> float:
     """Events per wall-second of the hold model with ``pending`` events queued."""
 
 def execute_taskgraph(graph: dict[str, Any], network: Any) -> TaskGraphResult:
-    """Execute a columnar task graph (numpy arrays) over a network spec dict; per-task uint64 arrays out."""
+    """Execute a columnar task graph (numpy arrays) over a network spec dict; per-task uint64 arrays out
+    (on a fabric, ``network["fidelity"]`` and ``network["fidelity_reason"]`` say which fidelity ran and why)."""
 
 def fabric_check(spec: Any) -> None:
     """Validate a fabric spec dict; raises ConfigError naming the wire or GPU at fault."""
@@ -57,7 +58,8 @@ def fabric_transfers(spec: Any, batch: dict[str, Any]) -> BatchResult:
     ``links`` holds per-GPU-port uint64 columns (including link-level retry ``replays``, ``replay_ps``,
     ``rx_replays``, ``rx_payload_bytes``, ``lost_bytes``), ``faults`` the fault accounting
     (``faults_applied``, ``lost_packets``, ``lost_bytes``, ``delivered_bytes``,
-    ``replayed_delivered_bytes``, ``sent_bytes``)."""
+    ``replayed_delivered_bytes``, ``sent_bytes``); it runs at the spec's ``fidelity`` (packet, flow
+    or auto) and says which ran in ``fidelity`` and why in ``fidelity_reason``."""
 
 def fec_error_model(serdes: Any, ber: float) -> dict[str, Any]:
     """Closed-form error probabilities of a SerDes spec dict at raw bit error rate ``ber``:
@@ -67,8 +69,10 @@ def fec_error_model(serdes: Any, ber: float) -> dict[str, Any]:
 
 def collective_run(spec: Any, request: Any) -> CollectiveResult:
     """Run one collective (request dict mirrors ``CollectiveRequest``: op, members, bytes, params) on a fabric spec dict;
-    ``bytes_sent``/``bytes_received``/``rx_payload_bytes`` are uint64 arrays per GPU, ``faults`` the
-    fault accounting (as in :func:`fabric_transfers`)."""
+    ``bytes_sent``/``bytes_received`` (the lowering's count), ``link_bytes_sent``/``link_bytes_received``
+    (what the fabric's links carried and delivered) and ``rx_payload_bytes`` are uint64 arrays per GPU,
+    ``faults`` the fault accounting (as in :func:`fabric_transfers`), ``auto_candidates`` the pairs ``auto`` simulated.; ``fidelity`` and
+    ``fidelity_reason`` as in :func:`fabric_transfers`."""
 
 def collective_ideal(gpus: int, alpha_ps: int, bandwidth_bytes_per_s: float, nvls: bool, request: Any) -> int:
     """Completion time (ps) of a collective's DAG on the ideal alpha-beta port model."""

@@ -9,13 +9,16 @@ busbw = algbw x factor, factor = 2(n-1)/n all_reduce, (n-1)/n all_gather,
 reduce_scatter, all_to_all, 1 broadcast, reduce, send/recv. For all_gather
 and reduce_scatter, size is the whole gathered buffer (n x per-rank part).
 
-Calibrated defaults (docs/collectives.md): GPU injection 0.824 x link rate
-(NCCL topo.h SM90 20.6 GB/s per link), NVLS engine 0.687 x link rate, NVLS
-latency 1.5 us + 2.0 us x n; NCCL tuning.cc latencies per protocol otherwise.
+Calibrated defaults (docs/collectives.md): GPU injection 0.849 x link rate
+with 8 bytes of overhead per protocol packet (NCCL topo.h SM90 20.6 GB/s per
+link at 256 B, ~20 GB/s at 128 B), NVLS engine 0.672 x link rate, NVLS latency
+3.07 us x n, host launch 4.06 us; NCCL tuning.cc latencies and protocol rates.
 """
 
 from __future__ import annotations
 
+import os
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -43,6 +46,33 @@ def default_params() -> dict[str, Any]:
     """The calibrated collective parameters the engine uses by default
     (``link_efficiency``, ``nvls_efficiency``, latencies; docs/collectives.md)."""
     return dict(_core.collective_defaults())
+
+
+def load_params(params: "str | os.PathLike[str] | dict[str, Any] | None") -> dict[str, Any]:
+    """Collective parameters from a ``flitsim calibrate`` file (TOML with a
+    ``[collective]`` table of CollectiveParams fields), a dict of them, or None
+    (empty: the calibrated defaults).
+
+    Raises:
+        ConfigError: an unreadable file, no ``[collective]`` table, an unknown
+            field (the message lists the known ones).
+    """
+    if params is None:
+        return {}
+    if isinstance(params, dict):
+        d = dict(params)
+    else:
+        from flitsim._toml import read_toml
+
+        t = read_toml(params, "params")
+        if not isinstance(t.get("collective"), dict):
+            raise ConfigError(f"params = {str(params)!r}: expected a [collective] table of collective parameters")
+        d = dict(t["collective"])
+    known = set(default_params())
+    bad = sorted(set(d) - known)
+    if bad:
+        raise ConfigError(f"params: unknown collective parameter(s) {bad}; known: {sorted(known)}")
+    return d
 
 
 def busbw_factor(op: str, n: int) -> float:
@@ -74,7 +104,11 @@ class CollectiveResult:
             busbw_GBps = algbw x nccl-tests factor.
         algorithm, protocol, channels, chunk_bytes: what ran (``auto`` resolved).
         bytes_sent, bytes_received: per GPU of the fabric, payload bytes over
-            its links (protocol expansion included; NVLS loopback counted).
+            its links as the lowering counts them (protocol expansion
+            included; NVLS loopback counted).
+        link_bytes_sent, link_bytes_received: per GPU, payload bytes the
+            fabric's GPU -> switch links actually carried (link statistics)
+            and the bytes delivered to the GPU: the physics check of the above.
         stats: fabric statistics (packets, events, sim_packet_bytes,
             folded_planes, fold_reason, max_link_utilization,
             credit_exhaustion_episodes, arbitration_conflicts, transfers).
@@ -92,6 +126,8 @@ class CollectiveResult:
     chunk_bytes: int
     bytes_sent: np.ndarray
     bytes_received: np.ndarray
+    link_bytes_sent: np.ndarray
+    link_bytes_received: np.ndarray
     stats: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -102,6 +138,10 @@ class CollectiveResult:
                 "max_bytes_sent_per_gpu": int(self.bytes_sent.max()) if self.bytes_sent.size else 0,
                 **self.stats}
 
+
+INJECTION_PACKET_OVERHEAD_BYTES = 8
+"""Injection cost of a protocol packet beyond its payload, bytes (mirrors the
+engine's ``collective::INJECTION_PACKET_OVERHEAD_BYTES``; docs/collectives.md)."""
 
 MAX_BYTES = 1 << 36
 """Largest collective size accepted, bytes (64 GiB: beyond nccl-tests' usual
@@ -131,7 +171,8 @@ def _params(fabric: FabricSpec, algorithm: str, protocol: str, channels: int | N
 def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence[int] | None = None, *,
                algorithm: str = "auto", protocol: str = "auto", channels: int | None = None,
                chunk_bytes: int | None = None, root: int = 0, dtype: str = "float", faults: Any = None,
-               **options: Any) -> CollectiveResult:
+               fidelity: str | None = None,
+               params: "str | os.PathLike[str] | dict[str, Any] | None" = None, **options: Any) -> CollectiveResult:
     """Run one collective on a fabric.
 
     Args:
@@ -150,6 +191,10 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             chunk (default 1 MiB).
         root: root rank for broadcast/reduce. dtype: element type (sizes must be
             whole elements).
+        params: a ``flitsim calibrate`` parameter file (or dict) of
+            collective parameters; ``options`` override it.
+        fidelity: ``packet``, ``flow`` or ``auto`` (default: the fabric's own);
+            ``stats["fidelity"]`` and ``stats["fidelity_reason"]`` say which ran and why.
         faults: :class:`flitsim.Fault` entries (or dicts) added to the fabric's
             (dead links/planes at given times; see ``FabricSpec.with_faults``).
             ``stats["faults"]`` then holds the accounting (lost, replayed and
@@ -166,7 +211,9 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             all_to_all: NCCL takes per-rank counts; pad the buffer), NVLS on a
             fabric without it, an algorithm the operation lacks.
     """
-    fab = as_fabric(fabric)
+    from flitsim.transfers import warn_fidelity, with_fidelity
+
+    fab = with_fidelity(as_fabric(fabric), fidelity)
     if faults is not None:
         fab = fab.with_faults(faults)
     op = _op(kind)
@@ -191,18 +238,24 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
         if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and not (v >= 0):
             raise ConfigError(f"{name} = {v!r}: expected a non-negative number")
     n = len(members)
-    p = _params(fab, algorithm, protocol, channels, chunk_bytes, root, dtype, options)
+    p = _params(fab, algorithm, protocol, channels, chunk_bytes, root, dtype, {**load_params(params), **options})
     r = _core.collective_run(fab.core_dict(), {"op": op.replace("sendrecv", "send_recv"), "members": members,
                                                "bytes": int(nbytes), "params": p})
+    warn_fidelity(str(r["fidelity_reason"]))
     t_ps = max(int(r["time_ps"]), 1)
     algbw = nbytes / t_ps * 1e3
-    stats = {k: r[k] for k in ("transfers", "sim_packet_bytes", "folded_planes", "fold_reason", "packets", "events",
-                               "max_link_utilization", "credit_exhaustion_episodes", "arbitration_conflicts")}
+    if "lowered" in str(r["sim_packet_note"]) or "(warning)" in str(r["sim_packet_note"]):
+        warnings.warn(str(r["sim_packet_note"]), stacklevel=2)
+    stats = {k: r[k] for k in ("transfers", "sim_packet_bytes", "folded_planes", "fold_reason", "sim_packet_note",
+                               "packets", "events",
+                               "max_link_utilization", "credit_exhaustion_episodes", "arbitration_conflicts", "fidelity", "fidelity_reason")}
+    stats["auto_candidates"] = [(str(a), str(b), int(t)) for a, b, t in r["auto_candidates"]]
     stats["faults"] = {**{k: int(v) for k, v in r["faults"].items()},
                        "link_rx_payload_bytes": int(np.asarray(r["rx_payload_bytes"]).sum())}
     return CollectiveResult(op, n, int(nbytes), t_ps / 1e6, algbw, algbw * busbw_factor(op, n), str(r["algorithm"]),
                             str(r["protocol"]), int(r["channels"]), int(r["chunk_bytes"]),
-                            np.asarray(r["bytes_sent"]), np.asarray(r["bytes_received"]), stats)
+                            np.asarray(r["bytes_sent"]), np.asarray(r["bytes_received"]),
+                            np.asarray(r["link_bytes_sent"]), np.asarray(r["link_bytes_received"]), stats)
 
 
 def collective_ideal(kind: str, nbytes: int, n: int, *, alpha_ps: int, bandwidth_bytes_per_s: float,
@@ -256,7 +309,7 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
         raise ConfigError(f"ngpus = {n}: expected 1..{fab.gpus} (GPUs of the fabric)")
     group = [0, 1] if op == "sendrecv" else list(range(n))
     e = _DTYPES.get(dtype, 4)
-    unit = e * (n if op in ("all_gather", "reduce_scatter") else n * n if op == "all_to_all" else 1)
+    unit = e * (n if op in ("all_gather", "reduce_scatter", "all_to_all") else 1)
     rows = []
     sizes = []
     s = lo

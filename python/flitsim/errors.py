@@ -68,3 +68,9 @@ def from_validation_error(err: ValidationError, owner: str) -> ConfigError:
         value = e.get("input", "<missing>") if e["type"] != "missing" else "<missing>"
         parts.append(f"{loc} = {value!r}: {e['msg']}")
     return ConfigError("; ".join(parts))
+
+
+class FidelityWarning(UserWarning):
+    """A flow-level run outside the flow level's validation (credit- or
+    arbitration-bound, rolling incast, parallel pipelined transfers): the
+    message names the reason; ``fidelity="auto"`` would have run packet level."""

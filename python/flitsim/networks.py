@@ -55,14 +55,18 @@ class AnalyticNetwork:
         """The analytic network parametrised from ``fabric``: alpha = simulated
         latency of one protocol packet between GPU 0 and 1, bandwidth = the
         per-GPU rate the fabric network injects at: the calibrated
-        ``link_efficiency`` x link payload rate x GPU ports (as
+        ``link_efficiency`` x link payload rate x GPU ports, each protocol
+        packet charged its payload + ``INJECTION_PACKET_OVERHEAD_BYTES`` (as
         :class:`FabricNetwork` applies it), or the fabric's own
         ``gpu.injection_bytes_per_s`` when set."""
         payload = int(fabric.gpu.payload_bytes)
         if fabric.gpu.injection_bytes_per_s:
             bw = fabric.gpu.injection_bytes_per_s / 1e9
         else:
-            bw = fabric.links[0].payload_GBps() * fabric.gpu_ports * float(default_params()["link_efficiency"])
+            from flitsim.collectives import INJECTION_PACKET_OVERHEAD_BYTES as ovh
+
+            bw = (fabric.links[0].payload_GBps() * fabric.gpu_ports * float(default_params()["link_efficiency"])
+                  * payload / (payload + ovh))
         one = transfers(cast(FabricSpec, fabric.replace(sim_packet_bytes=0)), [0], [1], payload)
         return cls(alpha_ps=int(one.makespan_ps), bandwidth_GBps=bw)
 
@@ -91,29 +95,48 @@ class FabricNetwork:
 
     ``calibrated`` (default True): when the fabric sets no
     ``gpu.injection_bytes_per_s``, every GPU injects at most the calibrated
-    NCCL-level rate (``link_efficiency`` 0.824 x link rate x ports, from NCCL's
-    SM90 20.6 GB/s per link; docs/collectives.md), as ``flitsim.collective``
-    does. False runs the fabric exactly as specified, as ``flitsim.transfers`` does.
+    NCCL-level rate (``link_efficiency`` 0.849 x link rate x ports, each
+    protocol packet costing its payload + 8 bytes: NCCL's SM90 20.6 GB/s per
+    link at 256 B; docs/collectives.md), as ``flitsim.collective`` does. False
+    runs the fabric exactly as specified, as ``flitsim.transfers`` does.
+
+    ``collective_params``: a ``flitsim calibrate`` parameter file (or dict)
+    for the collective tasks (default: the calibrated defaults).
 
     ``faults``: :class:`flitsim.Fault` entries (or dicts) added to the
     fabric's own (dead links/planes at given times, ps from the start of the
     run; docs/faults.md). The run's ``network["faults"]`` holds the accounting.
 
+    ``fidelity``: ``"packet"``, ``"flow"`` or ``"auto"`` (default None: the
+    fabric's own ``fidelity``, ``"packet"`` unless set; see
+    :data:`flitsim.hardware.fabric.Fidelity` and docs/fidelity.md). The run's
+    ``network["fidelity"]`` and ``network["fidelity_reason"]`` say which ran and why.
+
     Raises (from :meth:`to_core`):
         ConfigError: a task graph with more devices than the fabric has GPUs;
-            invalid faults (unknown ids, every plane dead, ...).
+            invalid faults (unknown ids, every plane dead, ...); an unknown fidelity.
     """
 
     fabric: FabricSpec
     calibrated: bool = True
+    fidelity: str | None = None
     faults: Sequence[Any] = ()
+    collective_params: Any = None
 
     def to_core(self, devices: int) -> dict[str, Any]:
+        from flitsim.transfers import with_fidelity
+
         if devices > self.fabric.gpus:
             raise ConfigError(f"devices = {devices}: the task graph uses more devices than the fabric's "
                               f"{self.fabric.gpus} GPUs")
-        fab = self.fabric.with_faults(self.faults) if self.faults else self.fabric
-        return {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
+        fab = with_fidelity(self.fabric, self.fidelity)
+        fab = fab.with_faults(self.faults) if self.faults else fab
+        d: dict[str, Any] = {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
+        if self.collective_params is not None:
+            from flitsim.collectives import load_params
+
+            d["collective_params"] = load_params(self.collective_params)
+        return d
 
 
 Network = AnalyticNetwork | FabricNetwork

@@ -292,7 +292,8 @@ def schedule_point(schedule: str, *, model: str | None = None, tokens: int | Non
 
     Returns:
         :meth:`flitsim.schedules.Schedule.summary` scalars (makespan_s,
-        stage_time_cv, fill_drain_share, bubble fractions, bytes, FLOPs, ...).
+        stage_time_cv, fill_drain_share, bubble fractions, bytes, FLOPs,
+        memory_status ("ok" | "oom"), peak_memory_bytes, memory_broken_by, ...).
     """
     import flitsim.schedules as S
     from flitsim.hardware import fabric_preset
@@ -309,7 +310,7 @@ def schedule_point(schedule: str, *, model: str | None = None, tokens: int | Non
         sched = S.build(schedule, model, tokens, fabric=fab, **options)
     net = FabricNetwork(fab) if network == "fabric" else AnalyticNetwork.from_fabric(fab)
     res = S.simulate(sched, net)
-    return {k: v for k, v in res.summary().items() if isinstance(v, (int, float, str))}
+    return {k: v for k, v in res.summary().items() if isinstance(v, (int, float, str)) or k == "memory_broken_by"}
 
 
 def load_sweep(path: str | os.PathLike[str]) -> "SweepSpec":

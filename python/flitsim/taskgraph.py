@@ -27,7 +27,7 @@ import numpy as np
 from flitsim import _core
 from flitsim.errors import ConfigError, check_int
 from flitsim.networks import AnalyticNetwork, FabricNetwork, IdealNetwork, resolve_network
-from flitsim.transfers import fabric_frames
+from flitsim.transfers import fabric_frames, warn_fidelity
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -210,7 +210,7 @@ class TaskGraphRun:
     (= start - max(data_ready, credit_ready)); on a fabric also
     fabric_credit_wait_ps (time the task's packets waited at source ports
     blocked on link credits, per lane; see ``FabricNetwork.task_credit_wait_ps``
-    in rust/src/collective/network.rs). ``makespan_ps``; ``network``:
+    in rust/src/taskgraph/fabric_network.rs). ``makespan_ps``; ``network``:
     the network's statistics (for a fabric: ``links``, ``switch_ports`` and
     ``reorder`` DataFrames as in :class:`flitsim.TransferResult`, and ``packets``).
     """
@@ -286,5 +286,6 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
         fab = net.pop("fabric")
         net["links"], net["switch_ports"], net["reorder"] = fabric_frames(fab, network.fabric)
         net["faults"] = {k: int(v) for k, v in fab["faults"].items()}
+        warn_fidelity(str(net.get("fidelity_reason", "")))
         df["fabric_credit_wait_ps"] = net.pop("task_credit_wait_ps").astype(np.int64)
     return TaskGraphRun(graph, df, int(r["makespan_ps"]), net, int(r["events"]))

@@ -22,6 +22,30 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+def with_fidelity(fabric: FabricSpec, fidelity: str | None) -> FabricSpec:
+    """``fabric`` at ``fidelity`` (None: unchanged). A flow-level run outside
+    the flow level's validation warns (:class:`flitsim.errors.FidelityWarning`).
+
+    Raises:
+        ConfigError: a fidelity other than ``packet``, ``flow``, ``auto``.
+    """
+    if fidelity is None:
+        return fabric
+    if fidelity not in ("packet", "flow", "auto"):
+        raise ConfigError(f"fidelity = {fidelity!r}: expected 'packet', 'flow' or 'auto'")
+    return fabric if fabric.fidelity == fidelity else fabric.replace(fidelity=fidelity)  # type: ignore[return-value]
+
+
+def warn_fidelity(reason: str) -> None:
+    """Warn when a result says flow level ran outside its validation."""
+    if reason.startswith("warning:"):
+        import warnings
+
+        from flitsim.errors import FidelityWarning
+
+        warnings.warn(reason[len("warning: "):], FidelityWarning, stacklevel=3)
+
+
 @dataclass(frozen=True)
 class TransferResult:
     """Outcome of :func:`transfers`.
@@ -49,6 +73,9 @@ class TransferResult:
             through the port), lost_bytes, and link-level retry (replays,
             replayed_wire_bytes, replay_ps, replay_buffer_wait_ps; rx_* for the
             switch -> GPU direction).
+        fidelity, fidelity_reason: ``packet`` or ``flow`` and why (auto's
+            choice, or a warning). At flow level credit, arbitration, queueing
+            and reorder counters are not modelled (zero).
     """
 
     transfers: "pd.DataFrame"
@@ -61,6 +88,8 @@ class TransferResult:
     packets: int
     events: int
     faults: dict[str, int] = field(default_factory=dict)
+    fidelity: str = "packet"
+    fidelity_reason: str = ""
 
     def summary(self) -> dict[str, Any]:
         """JSON-safe headline figures."""
@@ -75,6 +104,7 @@ class TransferResult:
             "folded_planes": self.folded_planes, "fold_reason": self.fold_reason,
             "packets": self.packets, "events": self.events,
             "faults": dict(self.faults),
+            "fidelity": self.fidelity, "fidelity_reason": self.fidelity_reason,
         }
 
 
@@ -113,7 +143,7 @@ def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None, hi: 
 
 def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
               nbytes: Sequence[int] | np.ndarray | int, *, start_ps: Any = None, after: Any = None,
-              faults: Any = None) -> TransferResult:
+              faults: Any = None, fidelity: str | None = None) -> TransferResult:
     """Run transfers on a fabric.
 
     Args:
@@ -124,6 +154,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         after: index of a transfer that must finish first, or -1 (default -1).
         faults: :class:`flitsim.Fault` entries (or dicts) added to the fabric's
             (see ``FabricSpec.with_faults``).
+        fidelity: ``packet``, ``flow`` or ``auto`` (default: the fabric's own).
 
     Returns:
         :class:`TransferResult`.
@@ -134,7 +165,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         StalledError: transfers that can never finish (the message says what
             is blocked).
     """
-    fabric = as_fabric(fabric)
+    fabric = with_fidelity(as_fabric(fabric), fidelity)
     if faults is not None:
         fabric = fabric.with_faults(faults)
     s = np.asarray(src)
@@ -186,5 +217,7 @@ def _result(r: Mapping[str, Any], batch: dict[str, np.ndarray], fabric: FabricSp
                       "start_ps": start, "end_ps": end, "duration_ps": dur,
                       "GBps": np.where(dur > 0, batch["bytes"] / np.maximum(dur, 1) * 1e3, np.nan)})
     links, ports, ro = fabric_frames(r, fabric)
+    warn_fidelity(str(r["fidelity_reason"]))
     return TransferResult(t, links, ports, ro, int(r["makespan_ps"]), int(r["folded_planes"]), str(r["fold_reason"]),
-                          int(r["packets"]), int(r["events"]), {k: int(v) for k, v in r["faults"].items()})
+                          int(r["packets"]), int(r["events"]), {k: int(v) for k, v in r["faults"].items()},
+                          str(r["fidelity"]), str(r["fidelity_reason"]))

@@ -18,6 +18,7 @@ pub mod error;
 pub mod experiments;
 pub mod collective;
 pub mod fabric;
+pub mod flow;
 pub mod link;
 pub mod phy;
 pub mod presets;

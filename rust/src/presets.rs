@@ -49,6 +49,7 @@ pub fn planar(gpus: u32, planes: u32, fold_planes: bool) -> FabricSpec {
         sim_packets_per_lane: 0,
         max_sim_packet_bytes: 256 << 10,
         fold_planes,
+        fidelity: crate::fabric::Fidelity::Packet,
         faults: Vec::new(),
     }
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from flitsim import __version__
+from flitsim.cli.calibrate_cmd import calibrate_cmd
 from flitsim.cli.ber_cmd import ber_cmd
 from flitsim.cli.ledger_cmd import ledger_cmd
 from flitsim.cli.link_cmd import link_cmd
@@ -30,6 +31,7 @@ cli.add_command(switch_cmd)
 cli.add_command(nccl_cmd)
 cli.add_command(run_cmd)
 cli.add_command(sweep_cmd)
+cli.add_command(calibrate_cmd)
 cli.add_command(profile_cmd)
 cli.add_command(ber_cmd)
 

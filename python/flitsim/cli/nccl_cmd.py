@@ -1,37 +1,79 @@
-"""``flitsim nccl-tests``: nccl-tests-style sweeps of a collective on a fabric."""
+"""``flitsim nccl-tests``: nccl-tests-style sweeps of a collective on a fabric.
+
+Flags follow nccl-tests' own (``all_reduce_perf -b 8 -e 8G -f 2 -g 8``) with
+their meaning; the fabric is ``--fabric/-F``. Flags that control a real run's
+mechanics (iterations, warm-up, checking, threads) are accepted and ignored
+with a note: a simulation has one deterministic answer.
+"""
 
 from __future__ import annotations
+
+import os
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from flitsim.cli._common import echo_json, friendly_errors
-from flitsim.collectives import OPS, nccl_tests
+from flitsim.collectives import OPS, nccl_tests, parse_size
+
+_ALIASES = ["alltoall", "allreduce", "allgather", "reducescatter"]
 
 
 @click.command("nccl-tests")
-@click.argument("op", type=click.Choice(list(OPS) + ["alltoall", "allreduce", "allgather", "reducescatter"]))
-@click.option("-g", "--fabric", "fabric", default="hgx-h100", show_default=True,
-              help="Fabric preset (here -g names the fabric, not GPUs per thread).")
-@click.option("-n", "--ngpus", type=int, default=None, help="Group size (default: every GPU of the fabric).")
+@click.argument("op", type=click.Choice(list(OPS) + _ALIASES))
+@click.option("-F", "--fabric", "fabric", default="hgx-h100", show_default=True, help="Fabric preset.")
+@click.option("-g", "--ngpus", type=int, default=None, help="GPUs in the group (default: every GPU of the fabric).")
 @click.option("-b", "--minbytes", default="8", show_default=True, help="Smallest size (8, 64K, 8M, 8G).")
 @click.option("-e", "--maxbytes", default="8G", show_default=True, help="Largest size.")
 @click.option("-f", "--stepfactor", type=int, default=2, show_default=True, help="Size multiplier between points.")
-@click.option("-a", "--algorithm", default="auto", show_default=True, help="auto, ring, tree, direct, nvls.")
-@click.option("-p", "--protocol", default="auto", show_default=True, help="auto, simple, ll128, ll.")
-@click.option("-d", "--dtype", default="float", show_default=True, help="Element type.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON rows instead of the table.")
+@click.option("-d", "--datatype", "dtype", default="float", show_default=True, help="Element type.")
+@click.option("-o", "--op", "redop", default="sum", show_default=True,
+              help="Reduction operation (sum, prod, min, max, avg: the same cost in the simulator).")
+@click.option("-r", "--root", type=int, default=0, show_default=True, help="Root rank (broadcast, reduce).")
+@click.option("-n", "--iters", type=int, default=None, help="Accepted and ignored (one deterministic answer).")
+@click.option("-w", "--warmup_iters", type=int, default=None, help="Accepted and ignored.")
+@click.option("-c", "--check", type=int, default=None, help="Accepted and ignored (#wrong is printed as 0).")
+@click.option("-t", "--nthreads", type=int, default=None, help="Accepted and ignored.")
+@click.option("--algorithm", default=None, help="auto, ring, tree, direct, nvls (default: $NCCL_ALGO or auto).")
+@click.option("--protocol", default=None, help="auto, simple, ll128, ll (default: $NCCL_PROTO or auto).")
+@click.option("--params", "params", default=None, type=click.Path(dir_okay=False),
+              help="A `flitsim calibrate` parameter file.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "nccl-tests"]), default="table",
+              show_default=True, help="nccl-tests: the text layout nccl-tests prints.")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @friendly_errors
-def nccl_cmd(op: str, fabric: str, ngpus: int | None, minbytes: str, maxbytes: str, stepfactor: int,
-             algorithm: str, protocol: str, dtype: str, as_json: bool) -> None:
+def nccl_cmd(op: str, fabric: str, ngpus: int | None, minbytes: str, maxbytes: str, stepfactor: int, dtype: str,
+             redop: str, root: int, iters: int | None, warmup_iters: int | None, check: int | None,
+             nthreads: int | None, algorithm: str | None, protocol: str | None, params: str | None, fmt: str,
+             as_json: bool) -> None:
     """Sweep OP (all_reduce, all_gather, ...) over sizes like nccl-tests'
     ``OP_perf -b 8 -e 8G -f 2`` and print size, count, type, redop, time,
     algbw and busbw (nccl-tests' busbw factors)."""
-    df = nccl_tests(fabric, op, minbytes=minbytes, maxbytes=maxbytes, stepfactor=stepfactor, ngpus=ngpus,
-                    dtype=dtype, algorithm=algorithm, protocol=protocol)
     if as_json:
+        fmt = "json"
+    if redop not in ("sum", "prod", "min", "max", "avg", "all"):
+        raise click.BadParameter(f"{redop!r}: expected sum, prod, min, max, avg or all", param_hint="-o/--op")
+    ignored = [f for f, v in (("-n", iters), ("-w", warmup_iters), ("-c", check), ("-t", nthreads)) if v is not None]
+    if ignored and fmt != "json":
+        click.echo(f"# note: {' '.join(ignored)} accepted and ignored: the simulation has one deterministic answer",
+                   err=True)
+    algo = algorithm or os.environ.get("NCCL_ALGO", "auto").lower()
+    proto = protocol or os.environ.get("NCCL_PROTO", "auto").lower()
+    df = nccl_tests(fabric, op, minbytes=minbytes, maxbytes=maxbytes, stepfactor=stepfactor, ngpus=ngpus,
+                    dtype=dtype, algorithm=algo, protocol=proto, root=root, params=params)
+    if fmt == "json":
         echo_json(df.to_dict(orient="records"))
+        return
+    if fmt == "nccl-tests":
+        from flitsim.hardware.fabric import as_fabric
+        from flitsim.nccl_log import format_table
+
+        fab = as_fabric(fabric)
+        if redop != "sum" and len(df):
+            df = df.assign(redop=[redop if r != "none" else r for r in df["redop"]])
+        click.echo(format_table(df, op=op, ngpus=ngpus or fab.gpus, fabric=fab.name, minbytes=parse_size(minbytes),
+                                maxbytes=parse_size(maxbytes), stepfactor=stepfactor))
         return
     t = Table(title=f"{op} on {fabric} (simulated; nccl-tests columns, out-of-place)")
     for c in ("size", "count", "type", "redop", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo", "proto"):

@@ -22,13 +22,15 @@ def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
     for n in res.network_notes:
         c.print(f"[dim]{n}[/dim]")
     t = Table(title=f"{res.scenario.title}: runs")
-    for col in ("case", "schedule", "GPUs", "network", "makespan ms", "speedup", "stage CV", "fill/drain",
-                "bubble", "FLOP/B"):
-        t.add_column(col, justify="right" if col not in ("case", "schedule", "network") else "left")
+    for col in ("case", "schedule", "GPUs", "network", "fidelity", "makespan ms", "speedup", "stage CV", "fill/drain",
+                "bubble", "FLOP/B", "memory GB"):
+        t.add_column(col, justify="right" if col not in ("case", "schedule", "network", "fidelity") else "left")
     for r in res.summary_frame().itertuples():
-        t.add_row(r.case, r.schedule, str(r.devices), r.network, f"{r.makespan_s * 1e3:.2f}",
+        t.add_row(r.case, r.schedule, str(r.devices), r.network, r.fidelity, f"{r.makespan_s * 1e3:.2f}",
                   "" if r.speedup != r.speedup else f"{r.speedup:.2f}x", f"{r.stage_time_cv:.3f}",
-                  f"{r.fill_drain_share:.0%}", f"{r.bubble_fraction_mean:.0%}", f"{r.flop_per_comm_byte:,.0f}")
+                  f"{r.fill_drain_share:.0%}", f"{r.bubble_fraction_mean:.0%}", f"{r.flop_per_comm_byte:,.0f}",
+                  f"{r.peak_memory_bytes / 1e9:.1f}" + {"ok": "", "oom": f" OOM ({r.memory_broken_by})"}.get(
+                      r.memory_status, f" {r.memory_status}"))
     c.print(t)
     t = Table(title="critical path (share of makespan)")
     for col in ("case", "schedule", "compute", "serial.", "switch q.", "link credit", "handoff credit", "stream q.",
@@ -128,19 +130,23 @@ def write_atomically(out_dir: str, tmp: Path, write: Callable[[Path], dict[str, 
 @click.option("--force", is_flag=True, help="replace a non-empty --out folder as a whole")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
+@click.option("-j", "--jobs", default=1, show_default=True, type=int,
+              help="worker processes over the independent runs (results identical at any N)")
 @friendly_errors
-def run_cmd(scenario: str, out_dir: str, force: bool, no_progress: bool, as_json: bool) -> None:
+def run_cmd(scenario: str, out_dir: str, force: bool, no_progress: bool, as_json: bool, jobs: int) -> None:
     """Run a scenario TOML file (examples/main.toml is the main job) and write
     its report (tables, Parquet, Perfetto traces, figures, report.html) to --out.
 
     --out must be new or empty unless --force; the report is written into a
     temporary folder beside it and renamed into place when complete, so a
     failed run never leaves a half-written or mixed report."""
+    from flitsim.parallel import check_jobs
     from flitsim.scenario import run_scenario, scenario_json
 
+    check_jobs(jobs)
     tmp = check_out_dir(out_dir, force)  # fail before minutes of simulation, not after
     try:
-        res = run_scenario(scenario, progress=not no_progress and not as_json)
+        res = run_scenario(scenario, progress=not no_progress and not as_json, jobs=jobs)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -36,7 +36,8 @@ class GpuInjection(Spec):
     Fields: ``payload_bytes`` per protocol packet (256 copy engine, 128 SM
     stores: nccl-tests issue 149); ``max_outstanding_packets`` per GPU (0 =
     unlimited), ``injection_bytes_per_s`` and ``ejection_bytes_per_s`` (0 = link
-    limited / unlimited). GPU-wide limits are split evenly over the GPU's ports
+    limited / unlimited), ``injection_packet_overhead_bytes`` (per protocol
+    packet, charged at the injection rate: smaller payloads inject slower). GPU-wide limits are split evenly over the GPU's ports
     (each port's DMA queue gets its share), which keeps the planes independent.
     NVIDIA does not publish these limits (REFERENCE.md, "Not public").
     """
@@ -44,6 +45,7 @@ class GpuInjection(Spec):
     payload_bytes: int = Field(default=256, ge=1)
     max_outstanding_packets: int = Field(default=0, ge=0)
     injection_bytes_per_s: int = Field(default=0, ge=0)
+    injection_packet_overhead_bytes: int = Field(default=0, ge=0, le=1 << 16)
     ejection_bytes_per_s: int = Field(default=0, ge=0)
 
 
@@ -82,6 +84,12 @@ class Wire(Spec):
 
 Spray = Literal["round_robin", "hash", "adaptive"]
 
+Fidelity = Literal["packet", "flow", "auto"]
+"""How finely a fabric is simulated: ``packet`` (cycle-level switches, the
+reference), ``flow`` (fluid max-min sharing on the same graph, validated
+against packet level: docs/fidelity.md) or ``auto`` (flow level where that
+validation holds, packet level where the run is credit- or arbitration-bound;
+every result says which ran and why)."""
 MAX_FAULT_PS = 1 << 62
 """Latest fault time accepted, ps (the bound on transfer start times)."""
 
@@ -139,7 +147,9 @@ class FabricSpec(Spec):
     ``sim_packets_per_lane`` > 0 sizes each transfer's simulated packets so
     every port it uses carries about that many (between ``sim_packet_bytes``
     and ``max_sim_packet_bytes``), so cost grows with transfers, not bytes;
-    ``fold_planes`` simulates one of P identical planes when that is exact.
+    ``fold_planes`` simulates one of P identical planes when that is exact;
+    ``fidelity`` = ``"flow"`` or ``"auto"`` runs fluid flows instead of
+    packets (:data:`Fidelity`).
 
     Raises:
         ConfigError: a GPU or switch port wired twice, a disconnected GPU, a
@@ -161,6 +171,7 @@ class FabricSpec(Spec):
     sim_packets_per_lane: int = Field(default=0, ge=0)
     max_sim_packet_bytes: int = Field(default=256 << 10, ge=1)
     fold_planes: bool = True
+    fidelity: Fidelity = "packet"
     #: Components that die during the run (:class:`Fault`); none by default.
     faults: tuple[Fault, ...] = ()
 

@@ -128,13 +128,15 @@ def _sum(costs: list[OpCost]) -> OpCost:
     return dataclasses.replace(total, name=name)
 
 
-def param_count(model: ModelConfig | str) -> int:
-    """Total parameters of ``model`` (every entry of :func:`layer_costs`).
+def param_count(model: ModelConfig | str, layers: Any = None) -> int:
+    """Parameters of ``model``: every entry of :func:`layer_costs`, or only the
+    ``layers`` selection (block indices / entry names, as :func:`slice_cost`).
 
     Raises:
-        ConfigError: unknown model.
+        ConfigError: unknown model, bad selection.
     """
-    return sum(e.params for e in _entries(as_model(model)))
+    cfg = as_model(model)
+    return sum(e.params for e in (_entries(cfg) if layers is None else _select(cfg, layers)))
 
 
 def entry_names(model: ModelConfig | str) -> list[str]:

@@ -28,7 +28,8 @@ class RunRecord:
     ``fabric``: fabric figures (when on the fabric); ``critical``: the
     representative's CriticalPath; ``single_gpu_s``: the 1-GPU time summed
     like the makespan; ``llm_latency``: LLM latency table (decode only);
-    ``dit``: DiT latencies.
+    ``dit``: DiT latencies; ``memory``: :func:`memory_columns` (status
+    ``"ok"`` / ``"oom"``, peak bytes of the fullest device over the sequences).
     """
 
     case: str
@@ -47,6 +48,24 @@ class RunRecord:
     llm_latency: Any = None
     dit: dict[str, Any] | None = None
     token_times: Any = None
+    memory: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    #: ``packet``, ``flow`` (fabric runs) or ``analytic``, and why (auto's
+    #: choice or a flow-level warning; docs/fidelity.md).
+    fidelity: str = ""
+    fidelity_reason: str = ""
+
+
+def memory_columns(schedules: list[Any]) -> dict[str, Any]:
+    """``memory_status``, ``peak_memory_bytes``, ``memory_broken_by``,
+    ``hbm_capacity_bytes`` of the fullest of ``schedules`` (the run's sequences)."""
+    fps = [s.footprint() for s in schedules if "memory_static" in s.options]
+    if not fps:
+        return {"memory_status": "unknown", "peak_memory_bytes": float("nan"), "memory_broken_by": None,
+                "hbm_capacity_bytes": float("nan")}
+    worst = max(fps, key=lambda f: f.peak_bytes)
+    return {"memory_status": worst.status, "peak_memory_bytes": worst.peak_bytes,
+            "memory_broken_by": worst.broken_by, "hbm_capacity_bytes": worst.capacity_bytes}
 
 
 @dataclasses.dataclass
@@ -65,18 +84,20 @@ class ScenarioResult:
     def summary_frame(self) -> Any:
         """One row per (case, schedule): devices, network, makespan, speedup,
         efficiency, stage CV, fill/drain, bubble, FLOP/byte, credit waits,
-        critical-path shares."""
+        critical-path shares, memory status and peak memory per device."""
         rows = []
         for r in self.runs:
             m = r.metrics
             sp = r.single_gpu_s / m["makespan_s"] if r.single_gpu_s else float("nan")
             cp = r.critical.breakdown_share() if r.critical is not None else {}
             rows.append({"case": r.case, "schedule": r.label, "builder": r.name, "devices": r.devices,
-                         "stages": r.stages, "network": r.network, "makespan_s": m["makespan_s"],
+                         "stages": r.stages, "network": r.network, "fidelity": r.fidelity,
+                         "fidelity_reason": r.fidelity_reason, "makespan_s": m["makespan_s"],
                          "single_gpu_s": r.single_gpu_s, "speedup": sp, "efficiency": sp / r.devices,
                          "stage_time_cv": m["stage_time_cv"], "fill_drain_share": m["fill_drain_share"],
                          "bubble_fraction_mean": m["bubble_fraction_mean"], "flop_per_comm_byte": m["flop_per_comm_byte"],
                          "comm_bytes": m["comm_bytes"], "credit_wait_s": m["credit_wait_s"],
+                         **r.memory,
                          **{f"cp_{k.replace(' ', '_')}": v for k, v in cp.items()},
                          "sequences": len(r.per_sequence), "wall_s": r.wall_s})
         return pd.DataFrame(rows)

@@ -6,6 +6,7 @@ metrics, critical paths, scorecards and the conclusion gathered into a
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import sys
@@ -25,7 +26,7 @@ from flitsim.report.critical_path import critical_path
 from flitsim.report.metrics import dit_latency, fabric_metrics, llm_latency_table, schedule_metrics, token_times_s
 from flitsim.report.scorecard import scorecard
 from flitsim.scenario.cases import info_kind, load_workload
-from flitsim.scenario.result import RunRecord, ScenarioResult, conclusion
+from flitsim.scenario.result import RunRecord, ScenarioResult, conclusion, memory_columns
 from flitsim.scenario.spec import CaseSection, Scenario, ScheduleEntry, fabric_spec, load_scenario
 
 __all__ = ["run_scenario"]
@@ -49,24 +50,31 @@ def _aggregate(per_seq: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool = True) -> ScenarioResult:
+def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool = True, jobs: int = 1) -> ScenarioResult:
     """Simulate every (case, schedule) of a scenario.
 
     Args:
         scenario: a :class:`Scenario` or a TOML path.
         progress: show a tqdm progress bar on stderr.
+        jobs: worker processes; the (case, schedule) runs are independent and
+            each is deterministic, so results are bit-identical at any count
+            (``flitsim run -j N``; 1 = in this process).
 
     Returns:
         :class:`ScenarioResult` (call ``.write(out_dir)`` for the report).
 
     Raises:
-        ConfigError: invalid scenario, unknown schedule / model / option.
+        ConfigError: invalid scenario, unknown schedule / model / option,
+            ``jobs`` < 1.
         StalledError: a simulation that can never finish.
     """
     t_all = time.perf_counter()
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     fabric = fabric_spec(sc)
-    fab_net = FabricNetwork(fabric)
+    cp = sc.fabric.collective_params
+    if cp is not None and not os.path.isabs(cp):
+        cp = os.path.join(sc.base_dir, cp)
+    fab_net = FabricNetwork(fabric, collective_params=cp)
     ana_net = AnalyticNetwork.from_fabric(fabric)
     bw_GBps, alpha_ps = ana_net.bandwidth_GBps, ana_net.alpha_ps
     gpu_name = sc.hardware.gpu or fabric_gpu(fabric) or DEFAULT_GPU
@@ -106,81 +114,19 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
         pp = Path(sc.hardware.profile)
         hw["profile"] = read_profile(pp if pp.is_absolute() else Path(sc.base_dir) / pp)  # read once, errors early
     common = {**hw, "fabric_devices": fabric.gpus}
-    runs: list[RunRecord] = []
-    baseline_cache: dict[tuple[str, Any], float] = {}
+    ctx = _Context(sc, fab_net, ana_net, workloads, common, hw)
+    from flitsim.parallel import check_jobs, map_ordered
 
-    def simulate(sched: Any, mode: str | None = None) -> tuple[Any, str]:
-        mode = mode or sc.fabric.network
-        if mode == "analytic":
-            return S.simulate(sched, ana_net), "analytic"
-        return S.simulate(sched, fab_net), "fabric"
+    jobs = check_jobs(jobs)
+    steps = [(1 if (e.name == "decode" or info_kind(workloads[c.name]) == "dit") else len(workloads[c.name]["reps"]))
+             for c, e, _ in plan]
 
-    def one_gpu(case: CaseSection, wl: Any, tokens: int | None) -> float:
-        key = (case.name, tokens)
-        if key not in baseline_cache:
-            if info_kind(workloads[case.name]) == "dit":
-                b = S.build("tensor_parallel", None, wl, degree=1, **hw)
-            else:
-                b = S.build("layer_pipeline", case.model, tokens, stages=1, batch=1, **hw)
-            baseline_cache[key] = S.simulate(b, None).makespan_ps * 1e-12
-        return baseline_cache[key]
-
-    for case, e, wl in plan:
-        info = workloads[case.name]
-        label = e.label or e.name
-        opts = {**common, **e.options}
-        t0 = time.perf_counter()
-        per: list[tuple[Any, dict[str, Any]]] = []
-        scheds = []
-        nets = set()
-        if e.name == "decode":
-            sched, net = simulate(S.build("decode", case.model, info["workload"], **opts), e.network)
-            per.append((None, schedule_metrics(sched)))
-            scheds.append(sched)
-            nets.add(net)
-            base = None
-            if bar:
-                bar.update(1)
-        elif info["kind"] == "dit":
-            sched, net = simulate(S.build(e.name, None, wl, **opts), e.network)
-            per.append((None, schedule_metrics(sched)))
-            scheds.append(sched)
-            nets.add(net)
-            base = one_gpu(case, wl, None) if case.baseline else None
-            if bar:
-                bar.update(1)
-        else:
-            base = 0.0 if case.baseline else None
-            for tok in info["reps"]:
-                sched, net = simulate(S.build(e.name, case.model, tok, **opts), e.network)
-                per.append((tok, schedule_metrics(sched)))
-                scheds.append(sched)
-                nets.add(net)
-                if base is not None:
-                    base += one_gpu(case, wl, tok)
-                if bar:
-                    bar.update(1)
-            if base is not None:
-                base *= _work_multiple(e.name, opts) / len(info["reps"])
-        rep = scheds[len(scheds) // 2]
-        net_label = " + ".join(sorted(nets))
-        fab = None
-        if net_label == "fabric":
-            fab = fabric_metrics(rep.run.network["links"], rep.run.network["switch_ports"], rep.run.makespan_ps)
-        is_ana = net_label != "fabric"
-        bpp = (bw_GBps * 1e9 / 1e12)
-        cp = critical_path(rep, bytes_per_ps=bpp, alpha_ps=alpha_ps if is_ana else 0)
-        rec = RunRecord(case.name, label, e.name, len(rep.devices), rep.stages, rep, _aggregate([m for _, m in per]),
-                        per, net_label, fab, cp, base, time.perf_counter() - t0)
-        if e.name == "decode":
-            tt = token_times_s(rep)
-            rec.token_times = tt
-            rec.llm_latency = llm_latency_table(tt)
-        if info["kind"] == "dit":
-            rec.dit = dit_latency(rep)
-        runs.append(rec)
+    def done(i: int, rec: RunRecord) -> None:
         if bar:
-            bar.set_postfix_str(f"{case.name[:24]} / {label[:20]}")
+            bar.update(steps[i])
+            bar.set_postfix_str(f"{rec.case[:24]} / {rec.label[:20]}")
+
+    runs = map_ordered(_run_entry, [(ctx, c, e, wl) for c, e, wl in plan], jobs, done)
     if bar:
         bar.close()
     cards = []
@@ -194,6 +140,94 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     cards_df = pd.concat(cards, ignore_index=True) if cards else pd.DataFrame()
     concl = conclusion(runs)
     return ScenarioResult(sc, runs, workloads, cards_df, concl, time.perf_counter() - t_all, notes)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Context:
+    """What one (case, schedule) run needs (picklable: sent to worker processes)."""
+
+    sc: Scenario
+    fab_net: FabricNetwork
+    ana_net: AnalyticNetwork
+    workloads: dict[str, dict[str, Any]]
+    common: dict[str, Any]
+    hw: dict[str, Any]
+
+
+_BASELINES: dict[tuple[Any, ...], float] = {}
+"""1-GPU baseline times per (scenario title, case, tokens), per process: each
+worker computes the ones it needs (deterministic, so every process agrees)."""
+
+
+def _simulate(ctx: _Context, sched: Any, mode: str | None, fidelity: str | None) -> tuple[Any, str]:
+    mode = mode or ctx.sc.fabric.network
+    if mode == "analytic":
+        return S.simulate(sched, ctx.ana_net), "analytic"
+    net = ctx.fab_net if fidelity is None else dataclasses.replace(ctx.fab_net, fidelity=fidelity)
+    return S.simulate(sched, net), "fabric"
+
+
+def _one_gpu(ctx: _Context, case: CaseSection, wl: Any, tokens: int | None) -> float:
+    sc = ctx.sc
+    key = (sc.title, case.name, tokens)
+    if key not in _BASELINES:
+        if info_kind(ctx.workloads[case.name]) == "dit":
+            b = S.build("tensor_parallel", None, wl, degree=1, **ctx.hw)
+        else:
+            b = S.build("layer_pipeline", case.model, tokens, stages=1, batch=1, **ctx.hw)
+        _BASELINES[key] = S.simulate(b, None).makespan_ps * 1e-12
+    return _BASELINES[key]
+
+
+def _run_entry(ctx: _Context, case: CaseSection, e: ScheduleEntry, wl: Any) -> RunRecord:
+    """Simulate one (case, schedule) at its representative sequences."""
+    info = ctx.workloads[case.name]
+    label = e.label or e.name
+    opts = {**ctx.common, **e.options}
+    t0 = time.perf_counter()
+    per: list[tuple[Any, dict[str, Any]]] = []
+    scheds = []
+    nets = set()
+    if e.name == "decode":
+        todo: list[tuple[Any, Any]] = [(None, S.build("decode", case.model, info["workload"], **opts))]
+        base = None
+    elif info["kind"] == "dit":
+        todo = [(None, S.build(e.name, None, wl, **opts))]
+        base = _one_gpu(ctx, case, wl, None) if case.baseline else None
+    else:
+        todo = [(tok, S.build(e.name, case.model, tok, **opts)) for tok in info["reps"]]
+        base = 0.0 if case.baseline else None
+    for tok, built in todo:
+        sched, net = _simulate(ctx, built, e.network, e.fidelity)
+        per.append((tok, schedule_metrics(sched)))
+        scheds.append(sched)
+        nets.add(net)
+        if base is not None and info["kind"] != "dit" and e.name != "decode":
+            base += _one_gpu(ctx, case, wl, tok)
+    if base is not None and info["kind"] != "dit" and e.name != "decode":
+        base *= _work_multiple(e.name, opts) / len(info["reps"])
+    rep = scheds[len(scheds) // 2]
+    net_label = " + ".join(sorted(nets))
+    fab = None
+    if net_label == "fabric":
+        fab = fabric_metrics(rep.run.network["links"], rep.run.network["switch_ports"], rep.run.makespan_ps)
+    is_ana = net_label != "fabric"
+    bw_GBps, alpha_ps = ctx.ana_net.bandwidth_GBps, ctx.ana_net.alpha_ps
+    cp = critical_path(rep, bytes_per_ps=bw_GBps * 1e9 / 1e12, alpha_ps=alpha_ps if is_ana else 0)
+    rec = RunRecord(case.name, label, e.name, len(rep.devices), rep.stages, rep, _aggregate([m for _, m in per]),
+                    per, net_label, fab, cp, base, time.perf_counter() - t0, memory=memory_columns(scheds))
+    fids = sorted({str(s.run.network.get("fidelity", "analytic")) for s in scheds})
+    rec.fidelity = " + ".join(fids)
+    reasons = sorted({str(s.run.network.get("fidelity_reason", "")) for s in scheds} - {""})
+    rec.fidelity_reason = "; ".join(reasons) if reasons else (
+        "analytic network (one rate + one latency per GPU)" if is_ana else "")
+    if e.name == "decode":
+        tt = token_times_s(rep)
+        rec.token_times = tt
+        rec.llm_latency = llm_latency_table(tt)
+    if info["kind"] == "dit":
+        rec.dit = dit_latency(rep)
+    return rec
 
 
 def _work_multiple(name: str, opts: dict[str, Any]) -> int:

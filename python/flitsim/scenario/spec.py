@@ -39,6 +39,13 @@ parametrised from the fabric (:meth:`~flitsim.networks.AnalyticNetwork.from_fabr
 alpha = the simulated latency of one packet between two GPUs, bandwidth = the
 calibrated per-GPU injection rate). Each
 run is labelled with the network it used.
+
+Fidelity of fabric runs: the fabric's ``fidelity`` (``[fabric] overrides =
+{ fidelity = "auto" }``: packet, flow or auto; default packet), or a
+schedule's own ``fidelity = "flow"``; every run's ``fidelity`` and
+``fidelity_reason`` columns say which ran and why (docs/fidelity.md).
+``flitsim run -j N`` runs the (case, schedule) entries on N processes with
+identical results.
 """
 
 from __future__ import annotations
@@ -64,13 +71,16 @@ Option = Scalar | list[Scalar]
 class FabricSection(Spec):
     """The fabric: a ``preset`` with ``overrides`` of FabricSpec fields, a
     ``file`` (FabricSpec TOML, relative to the scenario), or ``inline``
-    (a FabricSpec table). ``network``: auto | fabric | analytic."""
+    (a FabricSpec table). ``network``: auto | fabric | analytic.
+    ``collective_params``: a ``flitsim calibrate`` parameter file (relative
+    to the scenario) for the collectives on the fabric."""
 
     preset: str | None = "gb200-nvl72"
     overrides: dict[str, Any] = Field(default_factory=dict)
     file: str | None = None
     inline: dict[str, Any] | None = None
     network: Literal["auto", "fabric", "analytic"] = "auto"
+    collective_params: str | None = None
 
 
 class HardwareSection(Spec):
@@ -109,6 +119,9 @@ class ScheduleEntry(Spec):
     label: str | None = None
     options: dict[str, Option] = Field(default_factory=dict)
     network: Literal["auto", "fabric", "analytic"] | None = None
+    #: Fidelity of this schedule's fabric runs: packet | flow | auto (default:
+    #: the fabric's own, set by ``[fabric] overrides = { fidelity = ... }``).
+    fidelity: Literal["packet", "flow", "auto"] | None = None
 
 
 class CaseSection(Spec):

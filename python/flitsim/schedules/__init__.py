@@ -15,7 +15,8 @@ One module per schedule:
 
 Entry points: :func:`build` (by name) and :func:`simulate` (run over a
 network); the result is a :class:`Schedule` with the metrics (stage-time CV,
-fill/drain share, bubble fraction, bytes, FLOPs, :meth:`Schedule.summary`).
+fill/drain share, bubble fraction, bytes, FLOPs, :meth:`Schedule.summary`) and
+the memory per device (:attr:`Schedule.memory`, ``"ok"`` / ``"oom"``: :mod:`flitsim.memory`).
 Compute times come from the kernel-level model (:mod:`flitsim.cost`) of the
 model's kernels (:mod:`flitsim.models.kernels`) on the schedule's GPU: given,
 else the one the ``fabric`` is built from, else H100 (``options["gpu_source"]``).
@@ -54,12 +55,19 @@ def build(name: str, model: Any, workload: Any, *, devices: Any = None, **option
     ``workload`` on ``devices`` (a count or device ids of the fabric).
     ``fabric=`` (a preset name or FabricSpec) sets ``fabric_devices`` and, when
     ``gpu`` is not given, the GPU the fabric is built from.
+    ``workspace_bytes=`` sets the framework workspace per device of the
+    memory model (:mod:`flitsim.memory`; :meth:`Schedule.footprint`).
 
     Raises:
         ConfigError: unknown name, or whatever the builder rejects.
     """
     if name not in SCHEDULES:
         raise config_error("schedule", name, f"one of {sorted(SCHEDULES)}")
+    workspace = options.pop("workspace_bytes", None)
+    if workspace is not None:
+        from flitsim.memory import check_workspace
+
+        workspace = check_workspace(workspace)
     fabric = options.get("fabric")
     if fabric is not None and options.get("fabric_devices") is None:
         from flitsim.hardware.fabric import as_fabric
@@ -73,7 +81,10 @@ def build(name: str, model: Any, workload: Any, *, devices: Any = None, **option
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise config_error(f"{name} option", unknown[0], f"one of {allowed}")
-    return SCHEDULES[name](model, workload, devices=devices, **options)
+    sched = SCHEDULES[name](model, workload, devices=devices, **options)
+    if workspace is not None:
+        sched.options["workspace_bytes"] = workspace
+    return sched
 
 
 def simulate(schedule: Schedule, network: Any = None) -> Schedule:

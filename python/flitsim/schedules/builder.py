@@ -166,7 +166,7 @@ class Hardware:
     def options(self) -> dict[str, Any]:
         """What the schedule records about its compute side."""
         return {"gpu": self.gpu.name, "gpu_source": self.gpu_source, "execution": self.cost.execution.name,
-                "dtype": self.dtype}
+                "dtype": self.dtype, "hbm_capacity_bytes": self.gpu.hbm_capacity_bytes}
 
 
 @dataclass

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from flitsim.errors import config_error
+from flitsim.memory import pipeline_memory
 from flitsim.models import handoff_bytes
 from flitsim.models.kernels import Kernels, decode_kernels, slice_kernels
 from flitsim.models.zoo import as_model
@@ -141,7 +142,14 @@ def build_decode(model: Any, workload: Any, *, devices: Any = None, stages: int 
                 prev = x
             tail[m] = through(costs, len(rs), m, k, prev, "decode")
             last[rs] = tail[m]
+    # K/V held at the peak: at step k every request still generating holds input + k tokens
+    ks = np.arange(int(out.max()))
+    live = (out[None, :] > ks[:, None]) | (ks[:, None] == 0)
+    kv_peak = int(((inp[None, :] + ks[:, None]) * live).sum(axis=1).max())
+    act = max(int(inp[members[m]].sum()) for m in range(M))
     opts = {"model": cfg.name, "requests": R, "micro_batches": M, "tp": TP,
+            "memory_static": pipeline_memory(cfg, groups, dtype=dtype, act_tokens=act, batch=1, kv_tokens=kv_peak,
+                                             tp=TP),
             "input_tokens": inp, "output_tokens": out, "first_token_task": first, "last_token_task": last}
     return gb.freeze("decode", ids, K, int(out.max()), opts)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from flitsim.errors import config_error
+from flitsim.memory import parallel_memory
 from flitsim.schedules._work import parallel_setup, step_ends
 from flitsim.schedules.builder import check_int
 from flitsim.schedules.schedule import Schedule
@@ -79,6 +80,8 @@ def build_distrifusion(model: Any, workload: Any, *, devices: Any = None, degree
             tail = gb.compute_on(ids, post, after=att, step=s, layer=l_, label=f"step{s}.L{l_}.post")
         ag_prev = ag_now
         tail = step_ends(gb, work, ids, N, s, tail, "post")
+    mem = parallel_memory("distrifusion", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
+                          causal=work.kind == "causal")
     return gb.freeze("distrifusion", ids, 1, work.steps,
                      {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch,
-                      "warmup_steps": W})
+                      "warmup_steps": W, "memory_static": mem})

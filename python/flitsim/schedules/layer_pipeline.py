@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from flitsim.errors import config_error
+from flitsim.memory import pipeline_memory
 from flitsim.models import handoff_bytes
 from flitsim.models.kernels import slice_kernels
 from flitsim.models.zoo import as_model
@@ -71,5 +72,6 @@ def build_layer_pipeline(model: Any, workload: Any, *, devices: Any = None, stag
         if credit is not None and m >= credit:
             for j in range(K - 1):
                 gb.edge(C[m - credit][j + 1], C[m][j], "credit")
-    opts = {"model": cfg.name, "seq_tokens": T, "batch": B, "micro_batches": M, "stage_layers": groups}
+    opts = {"model": cfg.name, "seq_tokens": T, "batch": B, "micro_batches": M, "stage_layers": groups,
+            "memory_static": pipeline_memory(cfg, groups, dtype=dtype, act_tokens=T * mb, batch=mb, kv_tokens=T * B)}
     return gb.freeze("layer_pipeline", ids, K, 1, opts)

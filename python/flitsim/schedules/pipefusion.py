@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from flitsim.errors import config_error
+from flitsim.memory import pipefusion_memory
 from flitsim.models import handoff_bytes
 from flitsim.models.kernels import patch_kernels
 from flitsim.schedules.builder import Hardware, check_int, new_builder, resolve_devices
@@ -133,5 +134,7 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
             rets.append(prev)
         ret_prev = rets
     opts = {"model": cfg.name, "image_tokens": P, "patches": M, "patch_tokens": p, "text_tokens": T,
-            "step_batch": B, "warmup_steps": W, "stage_layers": groups}
+            "step_batch": B, "warmup_steps": W, "stage_layers": groups,
+            "memory_static": pipefusion_memory(cfg, groups, dtype=dtype, seq_tokens=P + (T if joint else 0),
+                                               patch_tokens=p + (max(tq) if joint else 0), batch=B, warmup_steps=W)}
     return gb.freeze("pipefusion", ids, N, S, opts)

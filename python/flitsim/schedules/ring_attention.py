@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from flitsim.models.kernels import Kernels
+from flitsim.memory import parallel_memory
 from flitsim.schedules._work import parallel_setup, step_ends
 from flitsim.schedules.schedule import Schedule
 
@@ -89,5 +90,8 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
             tail = gb.compute_on(ids, post, after=[A[d][N - 1] for d in range(N)], step=s, layer=l_,
                                  label=f"step{s}.L{l_}.post")
         tail = step_ends(gb, work, ids, N, s, tail, "post")
+    mem = parallel_memory("ring_attention", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
+                          causal=work.kind == "causal")
     return gb.freeze("ring_attention", ids, 1, work.steps,
-                     {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch})
+                     {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch,
+                      "memory_static": mem})

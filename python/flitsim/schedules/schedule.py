@@ -27,6 +27,8 @@ from flitsim.taskgraph import COLLECTIVES, TaskGraph, TaskGraphRun, execute
 if TYPE_CHECKING:
     import pandas as pd
 
+    from flitsim.memory import Footprint
+
 __all__ = ["Schedule", "PHASES"]
 
 PHASES = ("pipeline", "warmup", "prefill", "decode", "step")
@@ -209,7 +211,11 @@ class Schedule:
     def summary(self) -> dict[str, Any]:
         """Plain dict of the headline numbers: makespan (s), stage times (s),
         stage-time CV, fill/drain share, bubble fraction (mean, max), bytes
-        sent, FLOPs, FLOP per communicated byte, credit waits, task count."""
+        sent, FLOPs, FLOP per communicated byte, credit waits, task count, and
+        memory: ``memory_status`` (``"ok"`` / ``"oom"``; ``"unknown"`` for a
+        schedule built without a memory model), ``peak_memory_bytes``
+        (the fullest device), ``memory_broken_by`` (component, or None),
+        ``hbm_capacity_bytes``."""
         sent = self.comm_bytes()
         out: dict[str, Any] = {
             "schedule": self.name, "devices": len(self.devices), "stages": self.stages, "tasks": len(self.graph),
@@ -219,12 +225,45 @@ class Schedule:
             "gpu": self.options.get("gpu"), "gpu_source": self.options.get("gpu_source"),
             "execution": self.options.get("execution"), "compute_measured_share": self.measured_compute_share(),
         }
+        if "memory_static" in self.options:
+            fp = self.footprint()
+            out.update(memory_status=fp.status, peak_memory_bytes=fp.peak_bytes, memory_broken_by=fp.broken_by,
+                       hbm_capacity_bytes=fp.capacity_bytes)
+        else:  # a graph lowered outside flitsim.schedules: no memory model
+            out.update(memory_status="unknown", peak_memory_bytes=float("nan"), memory_broken_by=None,
+                       hbm_capacity_bytes=float(self.options.get("hbm_capacity_bytes", float("nan"))))
         if self.run is not None:
             bub = self.bubble_fraction()
             out.update(makespan_s=self.makespan_ps * 1e-12, fill_drain_share=self.fill_drain_share(),
                        bubble_fraction_mean=float(bub.mean()), bubble_fraction_max=float(bub.max()),
                        credit_wait_s=self.credit_wait_ps() * 1e-12)
         return out
+
+    # ------------------------------------------------------------------ memory
+    def footprint(self, workspace_bytes: Any = None) -> "Footprint":
+        """Per-device memory (:class:`flitsim.memory.Footprint`): weights,
+        activations, K/V caches, stale K/V, communication buffers (the run's
+        timeline peak once simulated) and workspace (default the build option
+        ``workspace_bytes``, else :data:`flitsim.memory.DEFAULT_WORKSPACE_BYTES`)
+        against the GPU's HBM capacity.
+
+        Raises:
+            ConfigError: bad ``workspace_bytes``.
+        """
+        from flitsim.memory import footprint
+
+        return footprint(self, workspace_bytes)
+
+    @property
+    def memory(self) -> "pd.DataFrame":
+        """The memory table: one row per device, bytes per component plus
+        ``total_bytes``, ``capacity_bytes`` and ``fits`` (see :meth:`footprint`)."""
+        return self.footprint().table()
+
+    @property
+    def memory_status(self) -> str:
+        """``"ok"`` or ``"oom"`` (some device needs more than its HBM)."""
+        return self.footprint().status
 
     def tasks(self) -> "pd.DataFrame":
         """One row per task: the run's columns (if simulated) plus phase, item,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flitsim.memory import parallel_memory
 from flitsim.schedules._work import parallel_setup, step_ends
 from flitsim.schedules.schedule import Schedule
 
@@ -63,5 +64,8 @@ def build_tensor_parallel(model: Any, workload: Any, *, devices: Any = None, deg
                 gb.edges(comp, ar)
                 tail = [ar] * N
         tail = step_ends(gb, work, ids, N, s, tail, "post")
+    mem = parallel_memory("tensor_parallel", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
+                          causal=work.kind == "causal")
     return gb.freeze("tensor_parallel", ids, 1, work.steps,
-                     {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch})
+                     {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch,
+                      "memory_static": mem})

@@ -37,6 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from flitsim.errors import config_error
+from flitsim.memory import pipeline_memory
 from flitsim.models import handoff_bytes
 from flitsim.models.kernels import slice_kernels
 from flitsim.models.zoo import as_model
@@ -275,4 +276,6 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
             for j in range(K - 1):
                 # stage j may start slice i only once stage j+1 has taken slice i - credit
                 gb.edge(C[i - credit, j + 1], C[i, j], "credit")
+    opts["memory_static"] = pipeline_memory(cfg, groups, dtype=dtype, act_tokens=int(lens.max()) * batch, batch=batch,
+                                            kv_tokens=T * batch)
     return gb.freeze("terapipe", ids, K, 1, opts)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flitsim.memory import parallel_memory
 from flitsim.schedules._work import parallel_setup, step_ends
 from flitsim.schedules.schedule import Schedule
 
@@ -72,4 +73,7 @@ def build_ulysses(model: Any, workload: Any, *, devices: Any = None, degree: int
             gb.edges(att, out)
             tail = gb.compute_on(ids, post, after=out, step=s, layer=l_, label=f"step{s}.L{l_}.post")
         tail = step_ends(gb, work, ids, N, s, tail, "post")
-    return gb.freeze("ulysses", ids, 1, work.steps, {"model": work.cfg.name, "degree": N, "tokens": p, "batch": B})
+    mem = parallel_memory("ulysses", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
+                          causal=work.kind == "causal")
+    return gb.freeze("ulysses", ids, 1, work.steps, {"model": work.cfg.name, "degree": N, "tokens": p, "batch": B,
+                                                     "memory_static": mem})

@@ -1,4 +1,12 @@
 //! Lowering: a collective request becomes a DAG of transfers and delays.
+//!
+//! What the DAG carries is NCCL's mechanism, step by step: a launch delay
+//! (host launch + the algorithm/protocol's device base latency), per-step
+//! synchronisation latency on the edges, protocol wire expansion (LL 2x,
+//! LL128 128/120) on the transfers, and the protocol's SM-side throughput
+//! (LL per GPU, LL128 per channel) as a floor on each transfer's duration;
+//! chunks pipeline along the ring / chain. The fabric adds the rest (link
+//! serialisation, switch arbitration, credits, contention).
 
 use super::params::{Algorithm, CollectiveParams, Op, Protocol};
 use crate::error::{FlitsimError, Result};
@@ -7,8 +15,10 @@ use crate::error::{FlitsimError, Result};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum NodeKind {
     /// GPU `src` -> GPU `dst`; `loopback`: into the switches and back to `src`
-    /// (NVLS), which loads both directions of the GPU's links.
-    Transfer { src: u32, dst: u32, bytes: u64, loopback: bool },
+    /// (NVLS), which loads both directions of the GPU's links. `min_ps`: the
+    /// sender's protocol throughput floor (LL / LL128 copy loops): the node
+    /// ends no earlier than `min_ps` after it starts.
+    Transfer { src: u32, dst: u32, bytes: u64, loopback: bool, min_ps: u64 },
     /// A fixed delay (launch latency, one NVLS engine chunk).
     Delay { ps: u64 },
 }
@@ -22,6 +32,13 @@ pub struct Dag {
 }
 
 impl Dag {
+    fn with_capacity(nodes: u64, edges: u64) -> Result<Self> {
+        let mut d = Dag::default();
+        let fail = |what: &str, k: u64| FlitsimError::config("nbytes", format!("a DAG of {k} {what}"), "a collective whose transfer DAG fits in memory (raise chunk_bytes)");
+        d.nodes.try_reserve_exact(nodes as usize).map_err(|_| fail("nodes", nodes))?;
+        d.edges.try_reserve_exact(edges as usize).map_err(|_| fail("edges", edges))?;
+        Ok(d)
+    }
     fn add(&mut self, k: NodeKind) -> u32 {
         self.nodes.push(k);
         (self.nodes.len() - 1) as u32
@@ -62,20 +79,28 @@ pub struct Lowered {
     pub protocol: Protocol,
     pub channels: u32,
     pub chunk_bytes: u64,
-    /// Closed-form time estimate used for `auto`, ps.
+    /// Closed-form time estimate of the (algorithm, protocol) run, ps.
     pub estimate_ps: f64,
 }
 
 const MIB: u64 = 1 << 20;
 /// Chunks of one send/recv pair in flight (NCCL's p2p buffers hold several steps).
 const P2P_WINDOW: usize = 4;
+/// Chunks of one GPU's NVLS traffic in flight.
+const NVLS_WINDOW: usize = 4;
+/// Largest DAG one collective may lower to (nodes): beyond it the memory
+/// (about 100 B per node with its edges) is refused, not allocated.
+pub const MAX_DAG_NODES: u64 = 1 << 22;
+/// Smallest per-rank part per channel before auto adds a channel (NCCL's
+/// thread thresholds: 64 B x 512 threads, enqueue.cc), bytes.
+const CHANNEL_MIN_BYTES: u64 = 32 * 1024;
 
 /// Split `total` elements into `parts`, part `i` (the first `total % parts` get one more).
 fn split(total: u64, parts: u64, i: u64) -> u64 {
     total / parts + u64::from(i < total % parts)
 }
 
-fn algo_name(a: Algorithm) -> &'static str {
+pub(crate) fn algo_name(a: Algorithm) -> &'static str {
     match a {
         Algorithm::Auto => "auto",
         Algorithm::Ring => "ring",
@@ -89,43 +114,111 @@ fn algo_name(a: Algorithm) -> &'static str {
 fn supported(op: Op) -> &'static [Algorithm] {
     match op {
         Op::AllReduce => &[Algorithm::Ring, Algorithm::Tree, Algorithm::Nvls],
-        Op::AllGather | Op::ReduceScatter | Op::Broadcast | Op::Reduce => &[Algorithm::Ring],
+        Op::AllGather | Op::ReduceScatter => &[Algorithm::Ring, Algorithm::Nvls],
+        Op::Broadcast | Op::Reduce => &[Algorithm::Ring],
         Op::AllToAll | Op::SendRecv => &[Algorithm::Direct],
     }
 }
 
-/// Closed-form estimate (the same alpha-beta terms the DAG realises), ps.
-fn estimate(op: Op, a: Algorithm, pr: Protocol, n: u32, bytes: u64, p: &CollectiveParams, f: &FabricInfo) -> f64 {
-    let b_gpu = f.port_bytes_per_s * f.gpu_ports as f64 * p.link_efficiency;
-    let s = bytes as f64 * pr.wire_factor();
-    let step = p.step_for(pr) as f64;
+/// Per-GPU NVLS bytes each way, as a multiple of the size: all_reduce sends
+/// every contribution in and gets the reduced result back, S (n+1)/n; for
+/// all_gather the ingress (n-1)/n S of the others' shards bounds it (the
+/// multicast replicates in the switch), for reduce_scatter the egress.
+fn nvls_factor(op: Op, n: u32) -> f64 {
     let nn = n as f64;
-    let launch = p.launch_for(pr) as f64;
+    match op {
+        Op::AllReduce => (nn + 1.0) / nn,
+        _ => (nn - 1.0) / nn,
+    }
+}
+
+/// Protocol throughput of one GPU's sends (user bytes/s) for `channels`,
+/// or infinity when only the wire and the injection limit bound it.
+fn proto_rate(pr: Protocol, channels: u32, p: &CollectiveParams, f: &FabricInfo) -> f64 {
+    let gpu = f.port_bytes_per_s * f.gpu_ports as f64;
+    match pr {
+        Protocol::Ll => gpu * p.ll_efficiency,
+        Protocol::Ll128 => gpu * p.ll128_channel_efficiency * channels.max(1) as f64,
+        _ => f64::INFINITY,
+    }
+}
+
+/// Channels for a per-rank part of `part_bytes`.
+fn channels_for(part_bytes: u64, p: &CollectiveParams) -> u32 {
+    if p.channels > 0 {
+        p.channels
+    } else {
+        (part_bytes / CHANNEL_MIN_BYTES).clamp(1, p.max_channels as u64) as u32
+    }
+}
+
+/// Closed-form estimate of the DAG's time (the same alpha-beta terms the
+/// DAG realises, without contention), ps. Used by the task-graph network's
+/// `auto` and to prune the candidates `collective()` simulates.
+pub fn estimate(op: Op, a: Algorithm, pr: Protocol, n: u32, bytes: u64, p: &CollectiveParams, f: &FabricInfo) -> f64 {
+    let gpu = f.port_bytes_per_s * f.gpu_ports as f64;
+    let b_wire = gpu * p.link_efficiency / pr.wire_factor();
+    let nn = n as f64;
+    let s = bytes as f64;
+    let part = match op {
+        Op::AllReduce | Op::AllGather | Op::ReduceScatter | Op::AllToAll => bytes / n as u64,
+        _ => bytes,
+    };
+    let ch = channels_for(part, p);
+    let b = b_wire.min(proto_rate(pr, ch, p, f));
+    let step = p.step_for(a, pr) as f64 + 200_000.0;
+    let launch = p.launch_for(a, pr) as f64;
     match a {
-        Algorithm::Nvls => p.nvls_latency(n) as f64 + s * (nn + 1.0) / nn / (f.port_bytes_per_s * f.gpu_ports as f64 * p.nvls_efficiency) * 1e12,
-        // Double binary tree: a rank is inner in one tree (sends S/2 up and
-        // twice S/2 down) and a leaf in the other (S/2 up): ~2S sent.
-        Algorithm::Tree => launch + 2.0 * (nn.log2().ceil()) * step + 2.0 * s / b_gpu * 1e12,
-        Algorithm::Direct => launch + step + s * op.busbw_factor(n) / b_gpu * 1e12,
+        Algorithm::Nvls => p.nvls_latency(n) as f64 + s * nvls_factor(op, n) / (gpu * p.nvls_efficiency.min(p.link_efficiency)) * 1e12,
+        // Two pipelined chains (NCCL's intra-node tree), each moving half the
+        // data up and down n-1 hops: 2 (n-1) steps, ~2 S sent per rank.
+        Algorithm::Tree => launch + 2.0 * (nn - 1.0) * step + 2.0 * s / b * 1e12,
+        Algorithm::Direct => launch + step + s * op.busbw_factor(n) / b * 1e12,
         _ => {
             let steps = match op {
                 Op::AllReduce => 2.0 * (nn - 1.0),
                 _ => nn - 1.0,
             };
-            launch + steps * step + s * op.busbw_factor(n) / b_gpu * 1e12
+            launch + steps * step + s * op.busbw_factor(n) / b * 1e12
         }
     }
 }
 
-/// Lower a collective.
+/// Every (algorithm, protocol) pair `auto` may choose for this request, in
+/// NCCL's order (ring, tree, NVLS; Simple, LL128, LL). NVLS runs Simple only.
 ///
 /// # Errors
-/// `Config`: a repeated or out-of-range GPU, fewer than 2 members for
-/// send/recv, a size that is not a whole number of elements (or, for
-/// all_gather / reduce_scatter / all_to_all, of n x elements: NCCL's API takes
-/// a per-rank count), an algorithm the operation lacks, NVLS on a fabric
-/// without it, a root outside the group.
-pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &FabricInfo) -> Result<Lowered> {
+/// `Config`: an algorithm the operation lacks, NVLS on a fabric without it or
+/// with a protocol other than Simple.
+pub fn candidates(op: Op, n: u32, p: &CollectiveParams, f: &FabricInfo) -> Result<Vec<(Algorithm, Protocol)>> {
+    let sup = supported(op);
+    let algo = p.algorithm;
+    if algo == Algorithm::Nvls && !f.nvls {
+        return Err(FlitsimError::config("algorithm", "nvls", "a fabric whose switches support NVLS (switch.nvls = true: NVSwitch gen3+, Hopper and later); this fabric's do not"));
+    }
+    if algo == Algorithm::Nvls && !matches!(p.protocol, Protocol::Auto | Protocol::Simple) {
+        return Err(FlitsimError::config("protocol", format!("{:?}", p.protocol).to_lowercase(), "auto or simple with algorithm = nvls (NCCL runs NVLS on the Simple protocol only)"));
+    }
+    if algo != Algorithm::Auto && !sup.contains(&algo) {
+        let names: Vec<&str> = sup.iter().map(|&a| algo_name(a)).collect();
+        return Err(FlitsimError::config("algorithm", algo_name(algo), &format!("one of auto, {} for {op:?}", names.join(", "))));
+    }
+    let protos: &[Protocol] = if p.protocol == Protocol::Auto { &[Protocol::Simple, Protocol::Ll128, Protocol::Ll] } else { std::slice::from_ref(&p.protocol) };
+    let algos: Vec<Algorithm> = if algo == Algorithm::Auto { sup.iter().copied().filter(|&a| a != Algorithm::Nvls || (f.nvls && n > 1)).collect() } else { vec![algo] };
+    let mut out = Vec::new();
+    for &a in &algos {
+        for &pr in protos {
+            if a == Algorithm::Nvls && pr != Protocol::Simple {
+                continue;
+            }
+            out.push((a, pr));
+        }
+    }
+    Ok(out)
+}
+
+/// Check the request (group, size, root) against the fabric.
+fn check_request(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &FabricInfo) -> Result<()> {
     p.validate()?;
     let n = members.len() as u32;
     if n == 0 {
@@ -149,8 +242,10 @@ pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabr
         return Err(FlitsimError::config("nbytes", bytes, &format!("a whole number of {e}-byte elements (dtype_bytes = {e})")));
     }
     let per_rank = matches!(op, Op::AllGather | Op::ReduceScatter | Op::AllToAll);
-    if per_rank && bytes % (e * n as u64 * if op == Op::AllToAll { n as u64 } else { 1 }) != 0 {
-        let unit = e * n as u64 * if op == Op::AllToAll { n as u64 } else { 1 };
+    // all_to_all: `bytes` is one rank's whole send buffer, n parts of equal
+    // whole elements (one per peer, itself included), like all_gather's n shards.
+    if per_rank && bytes % (e * n as u64) != 0 {
+        let unit = e * n as u64;
         return Err(FlitsimError::config(
             "nbytes",
             bytes,
@@ -160,41 +255,86 @@ pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabr
     if matches!(op, Op::Broadcast | Op::Reduce) && p.root >= n {
         return Err(FlitsimError::config("root", p.root, &format!("a rank in 0..{n}")));
     }
-    let sup = supported(op);
-    let mut algo = p.algorithm;
-    if algo == Algorithm::Nvls && !f.nvls {
-        return Err(FlitsimError::config("algorithm", "nvls", "a fabric whose switches support NVLS (switch.nvls = true: NVSwitch gen3+, Hopper and later); this fabric's do not"));
-    }
-    if algo != Algorithm::Auto && !sup.contains(&algo) {
-        let names: Vec<&str> = sup.iter().map(|&a| algo_name(a)).collect();
-        return Err(FlitsimError::config("algorithm", algo_name(algo), &format!("one of auto, {} for {op:?}", names.join(", "))));
-    }
-    let protos: Vec<Protocol> = if p.protocol == Protocol::Auto { vec![Protocol::Simple, Protocol::Ll128, Protocol::Ll] } else { vec![p.protocol] };
-    let algos: Vec<Algorithm> = if algo == Algorithm::Auto { sup.iter().copied().filter(|&a| a != Algorithm::Nvls || (f.nvls && n > 1)).collect() } else { vec![algo] };
-    let mut best = (f64::INFINITY, algos[0], protos[0]);
-    for &a in &algos {
-        for &pr in &protos {
-            // NVLS runs the Simple protocol only (NCCL).
-            if a == Algorithm::Nvls && pr != Protocol::Simple && protos.len() > 1 {
-                continue;
-            }
-            let t = estimate(op, a, pr, n, bytes, p, f);
-            if t < best.0 {
-                best = (t, a, pr);
-            }
+    Ok(())
+}
+
+/// Lower a collective; `auto` algorithm / protocol resolved by the
+/// closed-form [`estimate`] (the batch API instead simulates the candidates).
+///
+/// # Errors
+/// `Config`: a repeated or out-of-range GPU, fewer than 2 members for
+/// send/recv, a size that is not a whole number of elements (or, for
+/// all_gather / reduce_scatter / all_to_all, of n x elements: NCCL's API takes
+/// a per-rank count), an algorithm the operation lacks, NVLS on a fabric
+/// without it, a root outside the group, a DAG above [`MAX_DAG_NODES`].
+pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &FabricInfo) -> Result<Lowered> {
+    check_request(op, members, bytes, p, f)?;
+    let n = members.len() as u32;
+    let cands = candidates(op, n, p, f)?;
+    let mut best = (f64::INFINITY, cands[0].0, cands[0].1);
+    for &(a, pr) in &cands {
+        let t = estimate(op, a, pr, n, bytes, p, f);
+        if t < best.0 {
+            best = (t, a, pr);
         }
     }
-    let (est, a, pr) = best;
-    algo = a;
+    lower_as(op, members, bytes, best.1, best.2, p, f)
+}
+
+/// Nodes the DAG of (op, algorithm) will have (an upper bound), before any
+/// allocation.
+fn dag_nodes(op: Op, a: Algorithm, n: u64, elems: u64, chunk_el: u64, channels: u64) -> u64 {
+    let group = chunk_el.saturating_mul(channels).max(1);
+    let k = |el: u64, c: u64| el.div_ceil(c).max(1);
+    match (op, a) {
+        (Op::AllToAll, _) => n.saturating_mul(n - 1).saturating_mul(k(elems / n, chunk_el)),
+        (Op::SendRecv, _) => k(elems, chunk_el),
+        (_, Algorithm::Nvls) => n.saturating_mul(2).saturating_mul(k(elems, chunk_el)),
+        (_, Algorithm::Tree) => 4u64.saturating_mul(n).saturating_mul(k(elems.div_ceil(2), chunk_el)),
+        (Op::Broadcast | Op::Reduce, _) => n.saturating_mul(k(elems, group)),
+        _ => 2u64.saturating_mul(n).saturating_mul(n).saturating_mul(k(elems.div_ceil(n), group)),
+    }
+    .saturating_add(1)
+}
+
+/// Lower with a given (algorithm, protocol) (no `auto`).
+///
+/// # Errors
+/// As [`lower`].
+pub fn lower_as(op: Op, members: &[u32], bytes: u64, algo: Algorithm, pr: Protocol, p: &CollectiveParams, f: &FabricInfo) -> Result<Lowered> {
+    check_request(op, members, bytes, p, f)?;
+    let n = members.len() as u32;
+    let est = estimate(op, algo, pr, n, bytes, p, f);
+    let e = p.dtype_bytes as u64;
     let chunk = if p.chunk_bytes > 0 { p.chunk_bytes } else { MIB };
     let chunk_el = (chunk / e).max(1);
     let elems = bytes / e;
+    let part_bytes = match op {
+        Op::AllReduce | Op::AllGather | Op::ReduceScatter | Op::AllToAll => bytes / n as u64,
+        _ => bytes,
+    };
+    let mut channels = match (op, algo) {
+        (Op::AllToAll | Op::SendRecv, _) | (_, Algorithm::Nvls) => 1,
+        _ => channels_for(part_bytes, p),
+    };
+    let est_nodes = dag_nodes(op, algo, n as u64, elems, chunk_el, channels as u64);
+    if est_nodes > MAX_DAG_NODES {
+        return Err(FlitsimError::config(
+            "nbytes",
+            bytes,
+            &format!("a collective whose transfer DAG stays under {MAX_DAG_NODES} nodes ({op:?} over {n} ranks in chunks of {chunk} bytes needs about {est_nodes}); raise chunk_bytes or split the collective"),
+        ));
+    }
     let wf = pr.wire_factor();
     // Wire bytes for a part of `el` elements under the protocol.
     let wb = |el: u64| -> u64 { ((el * e) as f64 * wf).ceil() as u64 };
-    let step = p.step_for(pr);
-    let launch = if algo == Algorithm::Nvls { p.nvls_latency(n) } else { p.launch_for(pr) };
-    let mut dag = Dag::default();
+    let rate = proto_rate(pr, channels, p, f);
+    // Protocol floor on a transfer of `el` user elements.
+    let floor = |el: u64| -> u64 { if rate.is_finite() { ((el * e) as f64 * 1e12 / rate).ceil() as u64 } else { 0 } };
+    let xfer = |src: u32, dst: u32, el: u64| NodeKind::Transfer { src, dst, bytes: wb(el), loopback: false, min_ps: floor(el) };
+    let step = p.step_for(algo, pr);
+    let launch = if algo == Algorithm::Nvls { p.nvls_latency(n) } else { p.launch_for(algo, pr) };
+    let mut dag = Dag::with_capacity(est_nodes, est_nodes.saturating_mul(3))?;
     let start = dag.add(NodeKind::Delay { ps: launch });
     let rank = |i: u32| members[(i % n) as usize];
     // Reduction compute for `el` elements received.
@@ -205,65 +345,54 @@ pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabr
             ((el * e) as f64 * 1e12 / p.reduce_bytes_per_s as f64).ceil() as u64
         }
     };
-    let auto_ch = |part_el: u64| -> u32 {
-        if p.channels > 0 {
-            p.channels
-        } else {
-            ((part_el * e) / (64 * 1024)).clamp(1, 8) as u32
-        }
-    };
-    let mut channels = 1;
     if n == 1 || elems == 0 {
-        return Ok(Lowered { dag, algorithm: algo, protocol: pr, channels, chunk_bytes: chunk, estimate_ps: est });
+        return Ok(Lowered { dag, algorithm: algo, protocol: pr, channels: 1, chunk_bytes: chunk, estimate_ps: est });
     }
     match (op, algo) {
         (Op::AllReduce | Op::AllGather | Op::ReduceScatter, Algorithm::Ring) => {
-            // Ring: per channel, the buffer is cut into n shards; at step s rank r
-            // sends shard (r - s) mod n to r + 1. all_reduce = reduce-scatter
-            // (n-1 steps, reducing) then all-gather (n-1 steps).
+            // Ring: the buffer is cut into n shards; at step s rank r sends
+            // shard (r - s) mod n to r + 1. all_reduce = reduce-scatter (n-1
+            // steps, reducing) then all-gather (n-1 steps). On a switched
+            // fabric every channel's ring runs r -> r+1 over the same links in
+            // lock step (NCCL's model: one latency per step, busbw = channels
+            // x per-channel bw), so the channels of a step are one transfer of
+            // their summed chunks: separate chains would let packet-level
+            // timing noise desynchronise them.
             let steps = if op == Op::AllReduce { 2 * (n - 1) } else { n - 1 };
             let reducing = |s: u32| match op {
                 Op::AllReduce => s < n - 1,
                 Op::ReduceScatter => true,
                 _ => false,
             };
-            channels = auto_ch(elems / n as u64);
-            let c = channels as u64;
-            for ch in 0..c {
-                let ch_el = split(elems, c, ch);
-                if ch_el == 0 {
-                    continue;
-                }
-                let max_shard = ch_el.div_ceil(n as u64);
-                let k_chunks = max_shard.div_ceil(chunk_el).max(1);
-                // ids[(k * steps + s) * n + r]
-                let base = dag.nodes.len() as u32;
-                for k in 0..k_chunks {
-                    for s in 0..steps {
-                        for r in 0..n {
-                            let shard = ((r + n - s % n) % n) as u64;
-                            let el = split(split(ch_el, n as u64, shard), k_chunks, k);
-                            dag.add(NodeKind::Transfer { src: rank(r), dst: rank(r + 1), bytes: wb(el), loopback: false });
-                        }
+            let group_chunk_el = chunk_el.saturating_mul(channels as u64);
+            let max_shard = elems.div_ceil(n as u64);
+            let k_chunks = max_shard.div_ceil(group_chunk_el).max(1);
+            let shard_el = |shard: u64, k: u64| split(split(elems, n as u64, shard), k_chunks, k);
+            // ids[(k * steps + s) * n + r]
+            let base = dag.nodes.len() as u32;
+            for k in 0..k_chunks {
+                for s in 0..steps {
+                    for r in 0..n {
+                        let shard = ((r + n - s % n) % n) as u64;
+                        dag.add(xfer(rank(r), rank(r + 1), shard_el(shard, k)));
                     }
                 }
-                let id = |k: u64, s: u32, r: u32| base + ((k as u32 * steps + s) * n + r);
-                for k in 0..k_chunks {
-                    for s in 0..steps {
-                        for r in 0..n {
-                            let me = id(k, s, r);
-                            if s == 0 {
-                                dag.edge(start, me, 0);
-                            } else {
-                                let prev = (r + n - 1) % n;
-                                let shard = ((prev + n - (s - 1) % n) % n) as u64;
-                                let el = split(split(ch_el, n as u64, shard), k_chunks, k);
-                                let d = step + if reducing(s - 1) { red(el) } else { 0 };
-                                dag.edge(id(k, s - 1, prev), me, d);
-                            }
-                            if k > 0 {
-                                dag.edge(id(k - 1, s, r), me, 0);
-                            }
+            }
+            let id = |k: u64, s: u32, r: u32| base + ((k as u32 * steps + s) * n + r);
+            for k in 0..k_chunks {
+                for s in 0..steps {
+                    for r in 0..n {
+                        let me = id(k, s, r);
+                        if s == 0 {
+                            dag.edge(start, me, 0);
+                        } else {
+                            let prev = (r + n - 1) % n;
+                            let shard = ((prev + n - (s - 1) % n) % n) as u64;
+                            let d = step + if reducing(s - 1) { red(shard_el(shard, k)) } else { 0 };
+                            dag.edge(id(k, s - 1, prev), me, d);
+                        }
+                        if k > 0 {
+                            dag.edge(id(k - 1, s, r), me, 0);
                         }
                     }
                 }
@@ -272,123 +401,107 @@ pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabr
         (Op::Broadcast | Op::Reduce, _) => {
             // Pipelined chain: broadcast root -> root+1 -> ...; reduce towards
             // the root: root+1 -> root+2 -> ... -> root (reducing at each hop).
-            channels = auto_ch(elems);
-            let c = channels as u64;
+            let group_chunk_el = chunk_el.saturating_mul(channels as u64);
             let hops = n - 1;
             let order: Vec<u32> = if op == Op::Broadcast { (0..n).map(|i| rank(p.root + i)).collect() } else { (0..n).map(|i| rank(p.root + 1 + i)).collect() };
-            for ch in 0..c {
-                let ch_el = split(elems, c, ch);
-                if ch_el == 0 {
-                    continue;
+            let k_chunks = elems.div_ceil(group_chunk_el).max(1);
+            let base = dag.nodes.len() as u32;
+            for k in 0..k_chunks {
+                let el = split(elems, k_chunks, k);
+                for h in 0..hops {
+                    dag.add(xfer(order[h as usize], order[h as usize + 1], el));
                 }
-                let k_chunks = ch_el.div_ceil(chunk_el).max(1);
-                let base = dag.nodes.len() as u32;
-                for k in 0..k_chunks {
-                    let el = split(ch_el, k_chunks, k);
-                    for h in 0..hops {
-                        dag.add(NodeKind::Transfer { src: order[h as usize], dst: order[h as usize + 1], bytes: wb(el), loopback: false });
+            }
+            for k in 0..k_chunks {
+                let el = split(elems, k_chunks, k);
+                for h in 0..hops {
+                    let me = base + k as u32 * hops + h;
+                    if h == 0 {
+                        dag.edge(start, me, 0);
+                    } else {
+                        dag.edge(me - 1, me, step + if op == Op::Reduce { red(el) } else { 0 });
                     }
-                }
-                for k in 0..k_chunks {
-                    let el = split(ch_el, k_chunks, k);
-                    for h in 0..hops {
-                        let me = base + k as u32 * hops + h;
-                        if h == 0 {
-                            dag.edge(start, me, 0);
-                        } else {
-                            dag.edge(me - 1, me, step + if op == Op::Reduce { red(el) } else { 0 });
-                        }
-                        if k > 0 {
-                            dag.edge(me - hops, me, 0);
-                        }
+                    if k > 0 {
+                        dag.edge(me - hops, me, 0);
                     }
                 }
             }
         }
         (Op::AllReduce, Algorithm::Tree) => {
-            // Double binary tree: two heap-ordered binary trees, the second on
-            // mirrored ranks (the leaves of one are inner nodes of the other),
-            // each reducing half the data up to its root and broadcasting it down.
-            channels = 2;
+            // NCCL's tree inside one NVLink domain is a chain through the
+            // ranks (tuning.cc charges 2 (n-1) hops of latency): two chains in
+            // opposite directions, each reducing half the data up to its head
+            // and broadcasting the result back down, pipelined by chunks.
+            channels = channels.max(2);
+            let group_chunk_el = chunk_el.saturating_mul((channels as u64).div_ceil(2));
             for t in 0..2u64 {
                 let half = split(elems, 2, t);
                 if half == 0 {
                     continue;
                 }
-                let pos_rank = |i: u32| if t == 0 { rank(i) } else { rank(n - 1 - i) };
-                let k_chunks = half.div_ceil(chunk_el).max(1);
-                let mut up_prev: Vec<u32> = vec![u32::MAX; n as usize];
-                let mut down_prev: Vec<u32> = vec![u32::MAX; n as usize];
+                // position 0 is the chain's head (the tree root)
+                let pos = |i: u32| if t == 0 { rank(i) } else { rank(n - 1 - i) };
+                let k_chunks = half.div_ceil(group_chunk_el).max(1);
+                let h = n - 1;
+                let base = dag.nodes.len() as u32;
+                // per chunk: up[i] = pos(i+1) -> pos(i) for i in 0..h (index h-1-j
+                // in order of sending), then down[i] = pos(i) -> pos(i+1)
                 for k in 0..k_chunks {
                     let el = split(half, k_chunks, k);
-                    // Up: position i (> 0) sends to (i - 1) / 2, after its children.
-                    let mut up = vec![u32::MAX; n as usize];
-                    for i in (1..n).rev() {
-                        let me = dag.add(NodeKind::Transfer { src: pos_rank(i), dst: pos_rank((i - 1) / 2), bytes: wb(el), loopback: false });
-                        up[i as usize] = me;
-                        let mut leaf = true;
-                        for c in [2 * i + 1, 2 * i + 2] {
-                            if c < n {
-                                leaf = false;
-                                dag.edge(up[c as usize], me, step + red(el));
-                            }
-                        }
-                        if leaf {
+                    for i in (0..h).rev() {
+                        dag.add(xfer(pos(i + 1), pos(i), el));
+                    }
+                    for i in 0..h {
+                        dag.add(xfer(pos(i), pos(i + 1), el));
+                    }
+                }
+                let up = |k: u64, i: u32| base + (k as u32) * 2 * h + (h - 1 - i);
+                let down = |k: u64, i: u32| base + (k as u32) * 2 * h + h + i;
+                for k in 0..k_chunks {
+                    let el = split(half, k_chunks, k);
+                    for i in (0..h).rev() {
+                        let me = up(k, i);
+                        if i == h - 1 {
                             dag.edge(start, me, 0);
+                        } else {
+                            dag.edge(up(k, i + 1), me, step + red(el));
                         }
-                        if up_prev[i as usize] != u32::MAX {
-                            dag.edge(up_prev[i as usize], me, 0);
-                        }
-                    }
-                    // Down: position i sends to its children once it has the result.
-                    let mut down = vec![u32::MAX; n as usize]; // transfer into position i
-                    for i in 0..n {
-                        for c in [2 * i + 1, 2 * i + 2] {
-                            if c >= n {
-                                continue;
-                            }
-                            let me = dag.add(NodeKind::Transfer { src: pos_rank(i), dst: pos_rank(c), bytes: wb(el), loopback: false });
-                            down[c as usize] = me;
-                            if i == 0 {
-                                for rc in [1u32, 2] {
-                                    if rc < n {
-                                        dag.edge(up[rc as usize], me, step + red(el));
-                                    }
-                                }
-                            } else {
-                                dag.edge(down[i as usize], me, step);
-                            }
-                            if down_prev[c as usize] != u32::MAX {
-                                dag.edge(down_prev[c as usize], me, 0);
-                            }
+                        if k > 0 {
+                            dag.edge(up(k - 1, i), me, 0);
                         }
                     }
-                    up_prev = up;
-                    down_prev = down;
+                    for i in 0..h {
+                        let me = down(k, i);
+                        if i == 0 {
+                            dag.edge(up(k, 0), me, step + red(el));
+                        } else {
+                            dag.edge(down(k, i - 1), me, step);
+                        }
+                        if k > 0 {
+                            dag.edge(down(k - 1, i), me, 0);
+                        }
+                    }
                 }
             }
         }
-        (Op::AllReduce, Algorithm::Nvls) => {
-            // NVLS: per chunk, every GPU sends its contribution into the
-            // switches and receives the multicast result, S (n+1)/n bytes each
-            // way over the whole operation (a loopback through the switch
-            // carries exactly these per-direction byte counts); the reduction
-            // engine processes each GPU's traffic at nvls_efficiency x its link
-            // rate, as a serial stage after the wire.
-            channels = 1;
-            let rate = f.port_bytes_per_s * f.gpu_ports as f64 * p.nvls_efficiency;
+        (Op::AllReduce | Op::AllGather | Op::ReduceScatter, Algorithm::Nvls) => {
+            // NVLS: per chunk, every GPU sends its contributions into the
+            // switches and receives the multicast result (a loopback through
+            // the switch carries the per-direction byte counts of
+            // `nvls_factor`); the switch's reduction / multicast engine
+            // processes each GPU's traffic at nvls_efficiency x its link rate,
+            // a serial stage after the wire.
+            let eng_rate = f.port_bytes_per_s * f.gpu_ports as f64 * p.nvls_efficiency;
             let k_chunks = elems.div_ceil(chunk_el).max(1);
-            // Up to NVLS_WINDOW chunks of one GPU in flight (NCCL's NVLS
-            // buffers hold several steps).
-            const NVLS_WINDOW: usize = 4;
+            let fac = nvls_factor(op, n);
             for r in 0..n {
                 let mut ts: Vec<u32> = Vec::with_capacity(k_chunks as usize);
                 let mut prev_e = u32::MAX;
                 for k in 0..k_chunks {
                     let el = split(elems, k_chunks, k);
-                    let b = (wb(el) as f64 * (n as f64 + 1.0) / n as f64).ceil() as u64;
-                    let t = dag.add(NodeKind::Transfer { src: rank(r), dst: rank(r), bytes: b, loopback: true });
-                    let eng = dag.add(NodeKind::Delay { ps: (b as f64 / rate * 1e12).ceil() as u64 });
+                    let b = (wb(el) as f64 * fac).ceil() as u64;
+                    let t = dag.add(NodeKind::Transfer { src: rank(r), dst: rank(r), bytes: b, loopback: true, min_ps: 0 });
+                    let eng = dag.add(NodeKind::Delay { ps: (b as f64 / eng_rate * 1e12).ceil() as u64 });
                     let k = k as usize;
                     dag.edge(if k < NVLS_WINDOW { start } else { ts[k - NVLS_WINDOW] }, t, 0);
                     dag.edge(t, eng, 0);
@@ -402,15 +515,16 @@ pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabr
         }
         (Op::AllToAll, _) => {
             // Direct, staggered: rank r sends its part for r + k at step k, all
-            // posted at once in that order (chunks of one pair chained).
-            let pair_el = elems / (n as u64 * n as u64);
+            // posted at once in that order (chunks of one pair chained). One
+            // rank's buffer holds n parts; the part for itself stays put, so
+            // (n-1)/n of the buffer leaves each rank (nccl-tests' definition).
+            let pair_el = elems / n as u64;
             let k_chunks = pair_el.div_ceil(chunk_el).max(1);
             for k in 1..n {
                 for r in 0..n {
                     let mut ids: Vec<u32> = Vec::with_capacity(k_chunks as usize);
                     for j in 0..k_chunks {
-                        let el = split(pair_el, k_chunks, j);
-                        let me = dag.add(NodeKind::Transfer { src: rank(r), dst: rank(r + k), bytes: wb(el), loopback: false });
+                        let me = dag.add(xfer(rank(r), rank(r + k), split(pair_el, k_chunks, j)));
                         let j = j as usize;
                         dag.edge(if j < P2P_WINDOW { start } else { ids[j - P2P_WINDOW] }, me, 0);
                         ids.push(me);
@@ -422,7 +536,7 @@ pub fn lower(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabr
             let k_chunks = elems.div_ceil(chunk_el).max(1);
             let mut ids: Vec<u32> = Vec::with_capacity(k_chunks as usize);
             for j in 0..k_chunks {
-                let me = dag.add(NodeKind::Transfer { src: members[0], dst: members[1], bytes: wb(split(elems, k_chunks, j)), loopback: false });
+                let me = dag.add(xfer(members[0], members[1], split(elems, k_chunks, j)));
                 let j = j as usize;
                 dag.edge(if j < P2P_WINDOW { start } else { ids[j - P2P_WINDOW] }, me, 0);
                 ids.push(me);

@@ -16,12 +16,16 @@
 //! Protocols Simple, LL128 (120 of 128 B useful) and LL (50 %) scale the bytes
 //! on the wire.
 
-mod exec;
+mod dag;
+mod flow_run;
 mod lower;
-mod network;
 mod params;
+mod run;
 
-pub use exec::{run_collective, run_collective_ideal, CollectiveResult, DagExec, CEv};
-pub use lower::{lower, Dag, FabricInfo, Lowered, NodeKind};
-pub use network::FabricNetwork;
+pub use dag::{CEv, DagExec};
+pub(crate) use dag::Backend;
+pub(crate) use run::{calibrated_spec, fabric_info};
+pub use flow_run::run_collective_at;
+pub use run::{run_collective, run_collective_ideal, CollectiveResult};
+pub use lower::{candidates, estimate, lower, lower_as, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
 pub use params::{Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};

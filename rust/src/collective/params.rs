@@ -3,7 +3,6 @@
 //! here with its calibration written next to it (docs/collectives.md).
 
 use crate::error::{ensure, FlitsimError, Result};
-use crate::taskgraph::CollectiveKind;
 use serde::{Deserialize, Serialize};
 
 /// Collective operations (NCCL names).
@@ -25,25 +24,11 @@ impl Op {
     /// all_reduce; (n-1)/n all_gather, reduce_scatter, all_to_all; 1
     /// broadcast, reduce, send/recv.
     pub fn busbw_factor(self, n: u32) -> f64 {
+        let n = n.max(1) as f64;
         match self {
-            Op::SendRecv => 1.0,
-            Op::AllReduce => CollectiveKind::AllReduce.busbw_factor(n),
-            Op::AllGather => CollectiveKind::AllGather.busbw_factor(n),
-            Op::ReduceScatter => CollectiveKind::ReduceScatter.busbw_factor(n),
-            Op::AllToAll => CollectiveKind::AllToAll.busbw_factor(n),
-            Op::Broadcast => CollectiveKind::Broadcast.busbw_factor(n),
-            Op::Reduce => CollectiveKind::Reduce.busbw_factor(n),
-        }
-    }
-
-    pub fn from_kind(k: CollectiveKind) -> Self {
-        match k {
-            CollectiveKind::AllReduce => Op::AllReduce,
-            CollectiveKind::AllGather => Op::AllGather,
-            CollectiveKind::ReduceScatter => Op::ReduceScatter,
-            CollectiveKind::AllToAll => Op::AllToAll,
-            CollectiveKind::Broadcast => Op::Broadcast,
-            CollectiveKind::Reduce => Op::Reduce,
+            Op::AllReduce => 2.0 * (n - 1.0) / n,
+            Op::AllGather | Op::ReduceScatter | Op::AllToAll => (n - 1.0) / n,
+            Op::Broadcast | Op::Reduce | Op::SendRecv => 1.0,
         }
     }
 
@@ -103,8 +88,10 @@ pub struct CollectiveRequest {
 }
 
 /// Lowering and calibration parameters. Defaults: public NCCL constants where
-/// they exist, otherwise calibrated on the H100/H200 logs of REFERENCE.md
-/// (docs/collectives.md gives each value and why).
+/// they exist (src/graph/tuning.cc, src/graph/topo.h), otherwise calibrated on
+/// the H100/H200 logs of REFERENCE.md (docs/collectives.md gives each value,
+/// its source and why). The same values serve every fabric preset: rates are
+/// fractions of the fabric's own link payload rate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CollectiveParams {
@@ -112,12 +99,17 @@ pub struct CollectiveParams {
     pub algorithm: Algorithm,
     #[serde(default = "d_proto")]
     pub protocol: Protocol,
-    /// Ring/tree channels (0 = auto: up to 8, fewer for small sizes so each
-    /// channel's per-rank part is at least 64 KiB).
+    /// Channels (0 = auto: as many as keep at least `channel_min_bytes` of
+    /// the per-rank part per channel, at most `max_channels`; NCCL lowers its
+    /// channel count for small sizes the same way, enqueue.cc).
     #[serde(default)]
     pub channels: u32,
+    /// Most channels auto picks (16: NCCL's ring/NVLS channel count on
+    /// NVSwitch systems, assumed).
+    #[serde(default = "d_max_ch")]
+    pub max_channels: u32,
     /// Pipelining chunk per channel and step, bytes (0 = 1 MiB: NCCL's Simple
-    /// all-reduce slice, 2 steps x 512 KiB = NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8).
+    /// slice, 2 steps x 512 KiB = NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8).
     #[serde(default)]
     pub chunk_bytes: u64,
     /// Root rank (index into members) for broadcast and reduce.
@@ -126,28 +118,55 @@ pub struct CollectiveParams {
     /// Element size, bytes (4 = float32, nccl-tests' default type).
     #[serde(default = "d_dtype")]
     pub dtype_bytes: u32,
-    /// GPU injection limit as a fraction of its links' payload data rate
-    /// (calibrated, assumed: 0.824 = NCCL topo.h SM90 20.6 GB/s per link / 25
-    /// GB/s; matches 8xH100 ring busbw ~370 and CE p2p 371-377 GB/s).
-    /// Applied only when the fabric's own `gpu.injection_bytes_per_s` is 0.
+    /// GPU injection rate as a fraction of its links' payload data rate,
+    /// charged per protocol packet on (payload + 8) bytes (see
+    /// `run::INJECTION_PACKET_OVERHEAD_BYTES`): 0.849 gives NCCL topo.h's SM90
+    /// 20.6 GB/s per link at 256-byte packets (8xH100 ring busbw ~370, CE p2p
+    /// 371-377 GB/s) and ~20 GB/s at 128 B (nccl-tests issue 149). Applied
+    /// only when the fabric's own `gpu.injection_bytes_per_s` is 0.
     #[serde(default = "d_link_eff")]
     pub link_efficiency: f64,
-    /// Per-collective launch/base latency, ps (0 = by protocol: NCCL
-    /// tuning.cc ring baseLat LL 3.6, LL128 10.0, Simple 8.4 us).
+    /// LL protocol user-data rate per GPU as a fraction of its links'
+    /// payload rate: LL writes 8-byte data+flag words that the receiver polls,
+    /// so the SMs, not the wire, bound it (0.313 = NCCL tuning.cc llMaxBws
+    /// Hopper single node 141 GB/s / 450 GB/s; Blackwell's 282 / 900 and
+    /// Ampere's 87.7 / 300 give the same fraction within 7 %).
+    #[serde(default = "d_ll_eff")]
+    pub ll_efficiency: f64,
+    /// LL128 user-data rate per channel as a fraction of the GPU's link
+    /// payload rate (0.0816 = NCCL tuning.cc perChMaxRingLL128Bws Hopper 36.7
+    /// GB/s / 450 GB/s; Blackwell 73.4 / 900).
+    #[serde(default = "d_ll128_ch_eff")]
+    pub ll128_channel_efficiency: f64,
+    /// Host-side cost of one collective call as nccl-tests times it (kernel
+    /// launch, enqueue, the event pair around the iteration), ps; 0 = none.
+    /// Not public: calibrated on the H100/H200 small-size points
+    /// (docs/collectives.md).
+    #[serde(default = "d_host")]
+    pub host_launch_ps: u64,
+    /// Device-side base latency of the collective, ps (0 = by algorithm and
+    /// protocol: NCCL tuning.cc baseLat, ring LL 6.6 / LL128 14.0 / Simple
+    /// 8.4 us, tree 6.8 / 14.0 / 8.4 us).
     #[serde(default)]
     pub launch_ps: u64,
     /// Per-step synchronisation latency on top of the fabric's own, ps (0 =
-    /// by protocol: NCCL tuning.cc NVLink ring hwLat LL 0.47, LL128 1.9,
-    /// Simple 3.4 us, less the ~0.2 us the fabric itself models).
+    /// by algorithm and protocol: NCCL tuning.cc NVLink hwLat, ring LL 0.6 /
+    /// LL128 1.9 / Simple 3.4 us, tree 0.6 / 1.25 / 4.0 us, less the ~0.2 us
+    /// per step the fabric itself models).
     #[serde(default)]
     pub step_latency_ps: u64,
     /// NVLS engine throughput per GPU as a fraction of its links' payload
-    /// data rate (calibrated, assumed: 0.687 from 8xH100 NVLS busbw 480 and
-    /// the n = 4..8 series of NCCL issue 1455).
+    /// data rate (not public; calibrated: 0.687 fits the 8xH100 n = 4..8
+    /// series of NCCL issue 1455 at 2 GiB, 0.657 the 8xH200 Azure 1 GB and
+    /// aiconfigurator 512 MiB points (`flitsim calibrate nccl-tests` on
+    /// tests/data/nccl); 0.672 splits the difference, docs/collectives.md).
     #[serde(default = "d_nvls_eff")]
     pub nvls_efficiency: f64,
-    /// NVLS latency = base + per_rank x n, ps (calibrated on 2xH100 128 B
-    /// 5.56 us, NCCL issue 1259, and 8xH200 1 KB, Azure; assumed).
+    /// NVLS latency = base + per_rank x n on top of the host launch, ps (not
+    /// public; calibrated: 8xH200 Azure 1 KB / 1 MB fit 24.6 us at n = 8
+    /// (`flitsim calibrate`), 2xH100 128 B 5.56 us with CUDA graphs (NCCL
+    /// issue 1259) at n = 2; the line through both has base ~0 and 3.07 us
+    /// per rank).
     #[serde(default = "d_nvls_base")]
     pub nvls_base_ps: u64,
     #[serde(default = "d_nvls_rank")]
@@ -157,9 +176,9 @@ pub struct CollectiveParams {
     /// write one), assumed.
     #[serde(default)]
     pub reduce_bytes_per_s: u64,
-    /// Simulated packet size: 0 = automatic (largest power of two, a multiple
-    /// of the payload, that gives every port at least one packet of a typical
-    /// transfer, at most 16 KiB: the switch model allocates buffer slots per flit, so bigger packets cost set-up time), used only if the fabric's is 0.
+    /// Simulated packet size request (speed lever): 0 = automatic (see
+    /// `run::choose_sim_packets`); a request that could move the answer by
+    /// more than 1 % is lowered and reported. Used only if the fabric's is 0.
     #[serde(default)]
     pub sim_packet_bytes: u64,
 }
@@ -173,18 +192,42 @@ fn d_proto() -> Protocol {
 fn d_dtype() -> u32 {
     4
 }
+fn d_max_ch() -> u32 {
+    16
+}
 fn d_link_eff() -> f64 {
-    20.6 / 25.0
+    0.849
+}
+fn d_ll_eff() -> f64 {
+    141.0 / 450.0
+}
+fn d_ll128_ch_eff() -> f64 {
+    36.7 / 450.0
+}
+fn d_host() -> u64 {
+    HOST_LAUNCH_PS
 }
 fn d_nvls_eff() -> f64 {
-    0.687
+    0.672
 }
 fn d_nvls_base() -> u64 {
-    1_500_000
+    NVLS_BASE_PS
 }
 fn d_nvls_rank() -> u64 {
-    2_000_000
+    NVLS_PER_RANK_PS
 }
+
+/// Calibrated host launch cost, ps: `flitsim calibrate nccl-tests` on the
+/// three H200 logs in tests/data/nccl (4.06 us; docs/collectives.md).
+pub const HOST_LAUNCH_PS: u64 = 4_060_000;
+/// Calibrated NVLS latency terms, ps (docs/collectives.md).
+pub const NVLS_BASE_PS: u64 = 0;
+pub const NVLS_PER_RANK_PS: u64 = 3_070_000;
+/// Per-step latency the fabric itself already models (switch hops, link
+/// flight, credit return), subtracted from NCCL's hwLat, ps.
+const FABRIC_STEP_PS: u64 = 200_000;
+/// Largest latency parameter accepted, ps (1 s: far beyond any collective).
+pub const MAX_LATENCY_PS: u64 = 1_000_000_000_000;
 
 impl Default for CollectiveParams {
     fn default() -> Self {
@@ -192,10 +235,14 @@ impl Default for CollectiveParams {
             algorithm: d_algo(),
             protocol: d_proto(),
             channels: 0,
+            max_channels: d_max_ch(),
             chunk_bytes: 0,
             root: 0,
             dtype_bytes: d_dtype(),
             link_efficiency: d_link_eff(),
+            ll_efficiency: d_ll_eff(),
+            ll128_channel_efficiency: d_ll128_ch_eff(),
+            host_launch_ps: d_host(),
             launch_ps: 0,
             step_latency_ps: 0,
             nvls_efficiency: d_nvls_eff(),
@@ -208,42 +255,61 @@ impl Default for CollectiveParams {
 }
 
 impl CollectiveParams {
-    /// Launch/base latency for a protocol, ps.
-    pub fn launch_for(&self, p: Protocol) -> u64 {
-        if self.launch_ps > 0 {
-            return self.launch_ps;
-        }
-        match p {
-            Protocol::Ll => 3_600_000,
-            Protocol::Ll128 => 10_000_000,
-            _ => 8_400_000,
-        }
+    /// Launch latency (host + device base) for an algorithm and protocol, ps.
+    pub fn launch_for(&self, a: Algorithm, p: Protocol) -> u64 {
+        let base = if self.launch_ps > 0 {
+            self.launch_ps
+        } else {
+            match (a, p) {
+                (Algorithm::Tree, Protocol::Ll) => 6_800_000,
+                (_, Protocol::Ll) => 6_600_000,
+                (_, Protocol::Ll128) => 14_000_000,
+                _ => 8_400_000,
+            }
+        };
+        self.host_launch_ps + base
     }
 
-    /// Per-step latency for a protocol, ps.
-    pub fn step_for(&self, p: Protocol) -> u64 {
+    /// Per-step latency for an algorithm and protocol, ps.
+    pub fn step_for(&self, a: Algorithm, p: Protocol) -> u64 {
         if self.step_latency_ps > 0 {
             return self.step_latency_ps;
         }
-        match p {
-            Protocol::Ll => 270_000,
-            Protocol::Ll128 => 1_700_000,
-            _ => 3_200_000,
-        }
+        let hw = match (a, p) {
+            (_, Protocol::Ll) => 600_000,
+            (Algorithm::Tree, Protocol::Ll128) => 1_250_000,
+            (_, Protocol::Ll128) => 1_900_000,
+            (Algorithm::Tree, _) => 4_000_000,
+            _ => 3_400_000,
+        };
+        hw - FABRIC_STEP_PS
     }
 
-    /// NVLS latency for `n` ranks, ps.
+    /// NVLS latency for `n` ranks (host launch included), ps.
     pub fn nvls_latency(&self, n: u32) -> u64 {
-        self.nvls_base_ps.saturating_add(self.nvls_per_rank_ps.saturating_mul(n as u64))
+        self.host_launch_ps + self.nvls_base_ps + self.nvls_per_rank_ps * n as u64
     }
 
-    /// Validate value ranges.
+    /// Validate value ranges: every parameter bounded so that no derived
+    /// time or rate can overflow or silently turn absurd.
+    ///
+    /// # Errors
+    /// `Config` naming the field, its value and the range allowed.
     pub fn validate(&self) -> Result<()> {
         ensure(self.dtype_bytes >= 1 && self.dtype_bytes <= 16, "dtype_bytes", self.dtype_bytes, "1..=16 bytes per element")?;
-        ensure(self.link_efficiency > 0.0 && self.link_efficiency <= 1.0, "link_efficiency", self.link_efficiency, "a fraction in (0, 1]")?;
-        ensure(self.nvls_efficiency > 0.0 && self.nvls_efficiency <= 4.0, "nvls_efficiency", self.nvls_efficiency, "a fraction in (0, 4]")?;
+        let frac = |name: &str, v: f64, lo: f64, hi: f64| ensure(v.is_finite() && v >= lo && v <= hi, name, v, &format!("a fraction of the link payload rate in [{lo}, {hi}]"));
+        frac("link_efficiency", self.link_efficiency, 0.01, 1.0)?;
+        frac("ll_efficiency", self.ll_efficiency, 0.001, 1.0)?;
+        frac("ll128_channel_efficiency", self.ll128_channel_efficiency, 0.0001, 1.0)?;
+        frac("nvls_efficiency", self.nvls_efficiency, 0.01, 4.0)?;
         ensure(self.channels <= 64, "channels", self.channels, "0 (auto) or 1..=64")?;
+        ensure((1..=64).contains(&self.max_channels), "max_channels", self.max_channels, "1..=64")?;
         ensure(self.chunk_bytes == 0 || self.chunk_bytes >= self.dtype_bytes as u64, "chunk_bytes", self.chunk_bytes, "0 (auto) or at least one element")?;
+        ensure(self.chunk_bytes <= 1 << 36, "chunk_bytes", self.chunk_bytes, "0 (auto) or at most 64 GiB")?;
+        for (name, v) in [("host_launch_ps", self.host_launch_ps), ("launch_ps", self.launch_ps), ("step_latency_ps", self.step_latency_ps), ("nvls_base_ps", self.nvls_base_ps), ("nvls_per_rank_ps", self.nvls_per_rank_ps)] {
+            ensure(v <= MAX_LATENCY_PS, name, v, "0..=10^12 ps (1 s)")?;
+        }
+        ensure(self.reduce_bytes_per_s == 0 || self.reduce_bytes_per_s >= 1_000_000, "reduce_bytes_per_s", self.reduce_bytes_per_s, "0 (free) or at least 10^6 bytes/s")?;
         if self.sim_packet_bytes > 1 << 20 {
             return Err(FlitsimError::config("sim_packet_bytes", self.sim_packet_bytes, "0 (auto) or up to 1 MiB"));
         }

@@ -1,12 +1,12 @@
 //! Running transfers on a fabric: the batch API (arrays in, completion times
-//! and statistics out), exact plane folding, and the task-graph network.
+//! and statistics out; plane folding decided by [`super::fold`]).
 
-use super::sim::{FEv, FabricSim, FaultStats, ReorderStats};
-use super::spec::{FabricSpec, Spray, Wire};
+use super::fold::FoldPlan;
+use super::sim::{FEv, FabricSim};
+use super::spec::FabricSpec;
 use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
 use crate::error::{ensure, FlitsimError, Result};
-use crate::link::{LinkStats, ReplayStats, VcStats};
-use crate::switch::SwitchStats;
+use super::stats::{stats_of, FabricStats};
 use serde::{Deserialize, Serialize};
 
 /// Transfers to run, columnar.
@@ -21,24 +21,8 @@ pub struct TransferBatch {
     pub after: Vec<i64>,
 }
 
-/// Per GPU port link (GPU -> switch direction) statistics.
-#[derive(Debug, Clone, Serialize)]
-pub struct PortLinkStats {
-    pub gpu: u32,
-    pub port: u32,
-    pub switch: u32,
-    pub link: LinkStats,
-    pub vcs: Vec<VcStats>,
-    /// Payload bytes delivered to the GPU through this port (switch -> GPU
-    /// direction), each byte once.
-    pub rx_payload_bytes: u64,
-    /// Payload bytes this port sent that a fault destroyed (replayed elsewhere).
-    pub lost_bytes: u64,
-    /// Link-level retry on the switch -> GPU direction.
-    pub rx_replay: ReplayStats,
-}
-
-/// Outcome of a batch.
+/// Outcome of a batch: per-transfer times, the folding decision and the
+/// fabric's statistics.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct BatchResult {
     pub start_ps: Vec<u64>,
@@ -48,16 +32,12 @@ pub struct BatchResult {
     pub folded_planes: u32,
     /// Why folding was or was not applied.
     pub fold_reason: String,
-    pub ports: Vec<PortLinkStats>,
-    pub switches: Vec<SwitchStats>,
-    pub switch_cycle_ps: f64,
-    pub reorder: Vec<ReorderStats>,
-    pub packets: u64,
-    pub events: u64,
-    /// Faults and end-to-end replays (all zero without faults).
-    pub faults: FaultStats,
-    /// Payload bytes of the transfers that crossed the fabric (src != dst or loopback).
-    pub sent_bytes: u64,
+    #[serde(flatten)]
+    pub stats: FabricStats,
+    /// Fidelity that ran (`packet` or `flow`) and why (auto's choice, or a
+    /// warning where flow level was asked for outside its validation).
+    pub fidelity: String,
+    pub fidelity_reason: String,
 }
 
 struct BatchModel {
@@ -82,7 +62,7 @@ impl Model for BatchModel {
     }
 }
 
-fn validate_batch(b: &TransferBatch, gpus: u32) -> Result<()> {
+pub(crate) fn validate_batch(b: &TransferBatch, gpus: u32) -> Result<()> {
     let n = b.src.len();
     for (name, len) in [("dst", b.dst.len()), ("bytes", b.bytes.len()), ("start_ps", b.start_ps.len()), ("after", b.after.len())] {
         ensure(len == n, name, format!("length {len}"), &format!("one entry per transfer ({n})"))?;
@@ -117,60 +97,6 @@ fn validate_batch(b: &TransferBatch, gpus: u32) -> Result<()> {
     Ok(())
 }
 
-/// Decide plane folding: returns the folded spec and the plane count, or why not.
-fn fold(spec: &FabricSpec, b: &TransferBatch) -> std::result::Result<(FabricSpec, u32), String> {
-    let (f, planes, unit) = fold_spec(spec)?;
-    if let Some(i) = (0..b.bytes.len()).find(|&i| b.bytes[i] % unit != 0 && b.src[i] != b.dst[i]) {
-        return Err(format!("transfer {i} ({} bytes) is not a multiple of planes x links x packet = {unit} bytes", b.bytes[i]));
-    }
-    Ok((f, planes))
-}
-
-/// The one-plane spec of a plane-symmetric fabric, the plane count, and the
-/// unit (planes x links x simulated packet bytes) every transfer must be a
-/// multiple of for folding to be exact; or why the fabric cannot fold.
-pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u32, u64), String> {
-    if !spec.fold_planes {
-        return Err("folding disabled (fold_planes = false)".into());
-    }
-    if !spec.faults.is_empty() {
-        return Err("faults break the symmetry between planes".into());
-    }
-    if spec.links.iter().any(|l| l.replay.is_some_and(|r| r.ber > 0.0)) {
-        return Err("bit errors are sampled per link, so planes are not identical".into());
-    }
-    if spec.spray != Spray::RoundRobin {
-        return Err(format!("spray {:?} does not spread packets evenly over planes", spec.spray));
-    }
-    if spec.sim_packets_per_lane > 0 {
-        return Err("adaptive coalescing (sim_packets_per_lane) sizes packets from each transfer's bytes, which folding divides".into());
-    }
-    let topo = super::topology::Topology::new(spec);
-    let Some((planes, l)) = topo.plane_symmetry(spec) else {
-        return Err("switches are not identical planes (unequal links per GPU, mixed link specs or unwired ports)".into());
-    };
-    let s = if spec.sim_packet_bytes == 0 { spec.gpu.payload_bytes as u64 } else { spec.sim_packet_bytes };
-    let unit = planes as u64 * l as u64 * s;
-    // One plane: switch 0 and the L ports of every GPU wired to it.
-    let mut wires: Vec<Wire> = spec.wires.iter().filter(|w| w.switch == 0).copied().collect();
-    wires.sort_by_key(|w| (w.gpu, w.gpu_port));
-    let mut k = 0;
-    let mut last = u32::MAX;
-    for w in &mut wires {
-        if w.gpu != last {
-            k = 0;
-            last = w.gpu;
-        }
-        w.gpu_port = k;
-        k += 1;
-    }
-    let mut f = spec.clone();
-    f.switches = 1;
-    f.gpu_ports = l;
-    f.wires = wires;
-    Ok((f, planes, unit))
-}
-
 /// Run a batch of transfers.
 ///
 /// # Errors
@@ -179,10 +105,8 @@ pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u
 pub fn run_batch(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn Interrupt) -> Result<BatchResult> {
     spec.validate()?;
     validate_batch(batch, spec.gpus)?;
-    let (run_spec, planes, reason) = match fold(spec, batch) {
-        Ok((f, p)) => (f, p, format!("folded {p} identical planes into one (round-robin spray, every transfer a multiple of planes x links x packet)")),
-        Err(why) => (spec.clone(), 1, why),
-    };
+    let plan = FoldPlan::new(spec, (0..batch.bytes.len()).map(|i| (batch.src[i], batch.dst[i], batch.bytes[i])));
+    let (run_spec, planes, reason) = (plan.spec, plan.planes, plan.reason);
     let mut sim = FabricSim::new(&run_spec, spec.gpu_ports)?;
     let n = batch.src.len();
     for i in 0..n {
@@ -218,45 +142,13 @@ pub fn run_batch(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn I
         return Err(FlitsimError::Stalled { time_ps: summary.end_ps, detail: d });
     }
     sim.finish(summary.end_ps);
-    let mut r = stats_of(sim, run_spec.gpu_ports, summary.events);
+    let mut r = BatchResult { stats: stats_of(sim, run_spec.gpu_ports, summary.events), ..Default::default() };
     r.start_ps = sim.xfers.iter().map(|x| x.start_ps).collect();
     r.end_ps = sim.xfers.iter().map(|x| x.end_ps).collect();
     r.makespan_ps = r.end_ps.iter().copied().max().unwrap_or(0);
     r.folded_planes = planes;
     r.fold_reason = reason;
+    r.fidelity = "packet".into();
     Ok(r)
 }
 
-/// Fabric statistics of a finished simulation (transfer arrays left empty).
-pub fn stats_of(sim: &FabricSim, gpu_ports: u32, events: u64) -> BatchResult {
-    let ports = sim
-        .ports_iter()
-        .zip(sim.port_fault_stats())
-        .enumerate()
-        .map(|(i, ((sw, l), (rx_payload_bytes, lost_bytes, rx_replay)))| PortLinkStats {
-            gpu: i as u32 / gpu_ports,
-            port: i as u32 % gpu_ports,
-            switch: sw,
-            link: *l.stats(),
-            vcs: l.vc_stats().to_vec(),
-            rx_payload_bytes,
-            lost_bytes,
-            rx_replay,
-        })
-        .collect();
-    BatchResult {
-        start_ps: Vec::new(),
-        end_ps: Vec::new(),
-        makespan_ps: 0,
-        folded_planes: 1,
-        fold_reason: String::new(),
-        ports,
-        switches: sim.switches().map(|s| s.stats().clone()).collect(),
-        switch_cycle_ps: sim.cycle_ps(),
-        reorder: sim.reorder.clone(),
-        packets: sim.packets_sent,
-        events,
-        faults: sim.fault_stats(),
-        sent_bytes: sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum(),
-    }
-}

@@ -131,6 +131,8 @@ struct Port {
     max_outstanding: u32,
     next_inject_ps: TimePs,
     inj_ps_per_byte: f64,
+    /// Injection overhead per protocol packet, bytes.
+    inj_overhead_bytes: u64,
     rx_free_ps: TimePs,
     rx_ps_per_byte: f64,
     /// Retry on the switch -> GPU direction (None without bit errors): its
@@ -193,6 +195,9 @@ pub struct FabricSim {
     /// Completed transfers not yet collected by the owner: (transfer, time).
     pub(crate) completed: Vec<(u32, TimePs)>,
     pub(crate) packets_sent: u64,
+    /// Payload bytes delivered to each GPU (drained at its ports), for
+    /// conservation checks against what the links carried.
+    pub(crate) delivered_bytes: Vec<u64>,
     faults: FaultState,
 }
 
@@ -251,6 +256,7 @@ impl FabricSim {
                 max_outstanding: if g.max_outstanding_packets == 0 { 0 } else { ((g.max_outstanding_packets as f64 / div).ceil() as u32).max(1) },
                 next_inject_ps: 0,
                 inj_ps_per_byte: if g.injection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.injection_bytes_per_s as f64 },
+                inj_overhead_bytes: g.injection_packet_overhead_bytes as u64,
                 rx_free_ps: 0,
                 rx_ps_per_byte: if g.ejection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.ejection_bytes_per_s as f64 },
             });
@@ -282,6 +288,7 @@ impl FabricSim {
             sw.set_record_upstream_credits(true);
             sws.push(Sw { sw, cycle_ps: 1000.0 / clock_ghz, wake_at: None, stepped: None });
         }
+        let topo_gpus = topo.gpus as usize;
         let faults = FaultState::new(spec, &topo)?;
         Ok(FabricSim {
             largest_packet_bytes: largest.max(1),
@@ -309,6 +316,7 @@ impl FabricSim {
             scratch: Vec::new(),
             completed: Vec::new(),
             packets_sent: 0,
+            delivered_bytes: vec![0; topo_gpus],
         })
     }
 
@@ -565,6 +573,45 @@ impl FabricSim {
         let rem = (bytes % s) as u32;
         let mk = |full: u64, last: u32| Share { xfer: x, full_left: full, last_bytes: last, pkt_bytes: s, seq: NO_SEQ };
         match self.spray {
+            Spray::RoundRobin if !self.equal_rates(&elig) => {
+                // Ports of unequal rates: packet counts in proportion to each
+                // port's rate (largest remainder), so every port finishes
+                // together instead of the slowest bounding the transfer; the
+                // partial last packet rides the fastest port.
+                let total: f64 = elig.iter().map(|&p| self.ports[p as usize].link.timing().rate_bps as f64).sum();
+                let mut counts: Vec<u64> = Vec::with_capacity(elig.len());
+                let mut rema: Vec<(f64, usize)> = Vec::with_capacity(elig.len());
+                for (i, &p) in elig.iter().enumerate() {
+                    let want = n as f64 * self.ports[p as usize].link.timing().rate_bps as f64 / total;
+                    counts.push(want.floor() as u64);
+                    rema.push((want - want.floor(), i));
+                }
+                let mut left = n - counts.iter().sum::<u64>();
+                rema.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                for &(_, i) in &rema {
+                    if left == 0 {
+                        break;
+                    }
+                    counts[i] += 1;
+                    left -= 1;
+                }
+                let fastest = (0..elig.len()).filter(|&i| counts[i] > 0).max_by_key(|&i| (self.ports[elig[i] as usize].link.timing().rate_bps, std::cmp::Reverse(i))).unwrap_or(0);
+                for (i, &p) in elig.iter().enumerate() {
+                    let mut cnt = counts[i];
+                    let mut last = 0;
+                    if rem > 0 && i == fastest {
+                        cnt -= 1;
+                        last = rem;
+                    }
+                    if cnt == 0 && last == 0 {
+                        continue;
+                    }
+                    let sid = self.shares.len() as u32;
+                    self.shares.push(mk(cnt, last));
+                    self.ports[p as usize].queue.push_back(sid);
+                    self.schedule_try(p as usize, now, q);
+                }
+            }
             Spray::RoundRobin => {
                 for (i, &p) in elig.iter().enumerate() {
                     let i = i as u64;
@@ -606,6 +653,13 @@ impl FabricSim {
         };
         self.scratch = elig;
         Ok(())
+    }
+
+    /// Whether every port in `ports` has the same link rate.
+    fn equal_rates(&self, ports: &[u32]) -> bool {
+        let mut it = ports.iter().map(|&p| self.ports[p as usize].link.timing().rate_bps);
+        let first = it.next();
+        it.all(|r| Some(r) == first)
     }
 
     fn port_try(&mut self, now: TimePs, p: usize, q: &mut dyn Scheduler<FEv>) -> Result<()> {
@@ -657,7 +711,8 @@ impl FabricSim {
             let tx = port.link.send_packets(now, vc as usize, flits, bytes as u32, bytes.div_ceil(self.payload) as u32);
             port.outstanding += 1;
             if port.inj_ps_per_byte > 0.0 {
-                port.next_inject_ps = tx.start_ps.saturating_add(crate::engine::ps_ceil(bytes as f64 * port.inj_ps_per_byte));
+                let cost = bytes + port.inj_overhead_bytes * bytes.div_ceil(self.payload);
+                port.next_inject_ps = tx.start_ps.saturating_add(crate::engine::ps_ceil(cost as f64 * port.inj_ps_per_byte));
             }
             let (sw, input) = (port.sw, port.sw_port);
             let dst = self.xfers[x as usize].dst;
@@ -770,6 +825,7 @@ impl FabricSim {
         rs.max_packets = rs.max_packets.max(self.in_flight[dst]);
         rs.held_sum += self.in_flight[dst];
         xf.left -= info.bytes as u64;
+        self.delivered_bytes[dst] += info.bytes as u64;
         if xf.left == 0 {
             let xid = x as u32;
             self.complete(xid, now);

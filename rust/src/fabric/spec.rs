@@ -28,6 +28,31 @@ pub enum Spray {
     Adaptive,
 }
 
+/// How finely a fabric is simulated (speed lever; DESIGN.md "Fidelity").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fidelity {
+    /// Packet by packet through cycle-level switches (the reference).
+    #[default]
+    Packet,
+    /// Fluid max-min flows on the same graph (`crate::flow`), validated
+    /// against packet level where bandwidth-bound.
+    Flow,
+    /// Flow level where its validation holds, packet level where the run is
+    /// credit- or arbitration-bound; the result says which ran and why.
+    Auto,
+}
+
+impl Fidelity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fidelity::Packet => "packet",
+            Fidelity::Flow => "flow",
+            Fidelity::Auto => "auto",
+        }
+    }
+}
+
 /// The GPU side: how packets are made and injected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,6 +69,11 @@ pub struct GpuInjection {
     /// ports; 0 = limited by the links only.
     #[serde(default)]
     pub injection_bytes_per_s: u64,
+    /// Injection cost of each protocol packet beyond its payload, in bytes at
+    /// `injection_bytes_per_s` (a per-request issue cost: smaller payloads
+    /// inject slower, SM 128 B below copy-engine 256 B); 0 = none.
+    #[serde(default)]
+    pub injection_packet_overhead_bytes: u32,
     /// Receive drain rate per GPU, bytes/s, split evenly over its ports;
     /// 0 = unlimited (buffers free on arrival).
     #[serde(default)]
@@ -56,7 +86,7 @@ fn d_payload() -> u32 {
 
 impl Default for GpuInjection {
     fn default() -> Self {
-        GpuInjection { payload_bytes: 256, max_outstanding_packets: 0, injection_bytes_per_s: 0, ejection_bytes_per_s: 0 }
+        GpuInjection { payload_bytes: 256, max_outstanding_packets: 0, injection_bytes_per_s: 0, injection_packet_overhead_bytes: 0, ejection_bytes_per_s: 0 }
     }
 }
 
@@ -200,6 +230,9 @@ pub struct FabricSpec {
     /// Allow exact plane folding when the engine can prove the symmetry.
     #[serde(default = "d_true")]
     pub fold_planes: bool,
+    /// `packet` (default), `flow` or `auto` (see [`Fidelity`]).
+    #[serde(default)]
+    pub fidelity: Fidelity,
     /// Components that die during the run (none by default).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<Fault>,

@@ -115,12 +115,14 @@ pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResul
     d.set_item("makespan_ps", r.makespan_ps)?;
     d.set_item("folded_planes", r.folded_planes)?;
     d.set_item("fold_reason", r.fold_reason)?;
-    d.set_item("switch_cycle_ps", r.switch_cycle_ps)?;
-    d.set_item("packets", r.packets)?;
-    d.set_item("events", r.events)?;
+    d.set_item("switch_cycle_ps", r.stats.switch_cycle_ps)?;
+    d.set_item("packets", r.stats.packets)?;
+    d.set_item("events", r.stats.events)?;
+    d.set_item("fidelity", &r.fidelity)?;
+    d.set_item("fidelity_reason", &r.fidelity_reason)?;
     // GPU -> switch links, one row per GPU port.
     let l = PyDict::new(py);
-    let p = &r.ports;
+    let p = &r.stats.ports;
     let u = |f: &dyn Fn(&crate::fabric::PortLinkStats) -> u64| p.iter().map(f).collect::<Vec<u64>>();
     l.set_item("gpu", u(&|x| x.gpu as u64).into_pyarray(py))?;
     l.set_item("port", u(&|x| x.port as u64).into_pyarray(py))?;
@@ -142,14 +144,14 @@ pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResul
     l.set_item("rx_replayed_wire_bytes", u(&|x| x.rx_replay.replayed_wire_bytes).into_pyarray(py))?;
     l.set_item("rx_replay_ps", u(&|x| x.rx_replay.replay_ps).into_pyarray(py))?;
     d.set_item("links", l)?;
-    let f = to_py(py, &r.faults)?;
-    f.set_item("sent_bytes", r.sent_bytes)?;
+    let f = to_py(py, &r.stats.faults)?;
+    f.set_item("sent_bytes", r.stats.sent_bytes)?;
     d.set_item("faults", f)?;
     // Switch ports, one row per (switch, port).
     let s = PyDict::new(py);
     let (mut sw, mut port, mut inc, mut outc, mut qsum, mut granted, mut flits_out, mut ex_ep, mut ex_cyc, mut occ_max) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-    for (k, st) in r.switches.iter().enumerate() {
+    for (k, st) in r.stats.switches.iter().enumerate() {
         let n = st.ports.len();
         let v = if n == 0 { 1 } else { st.inputs.len() / n };
         for i in 0..n {
@@ -179,9 +181,9 @@ pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResul
     s.set_item("output_credit_exhaustion_cycles", ex_cyc.into_pyarray(py))?;
     d.set_item("switch_ports", s)?;
     let ro = PyDict::new(py);
-    ro.set_item("max_packets", r.reorder.iter().map(|x| x.max_packets).collect::<Vec<u64>>().into_pyarray(py))?;
-    ro.set_item("mean_packets", r.reorder.iter().map(|x| if x.deliveries == 0 { 0.0 } else { x.held_sum as f64 / x.deliveries as f64 }).collect::<Vec<f64>>().into_pyarray(py))?;
-    ro.set_item("window_overflows", r.reorder.iter().map(|x| x.window_overflows).collect::<Vec<u64>>().into_pyarray(py))?;
+    ro.set_item("max_packets", r.stats.reorder.iter().map(|x| x.max_packets).collect::<Vec<u64>>().into_pyarray(py))?;
+    ro.set_item("mean_packets", r.stats.reorder.iter().map(|x| if x.deliveries == 0 { 0.0 } else { x.held_sum as f64 / x.deliveries as f64 }).collect::<Vec<f64>>().into_pyarray(py))?;
+    ro.set_item("window_overflows", r.stats.reorder.iter().map(|x| x.window_overflows).collect::<Vec<u64>>().into_pyarray(py))?;
     d.set_item("reorder", ro)?;
     Ok(d)
 }

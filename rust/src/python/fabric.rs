@@ -2,7 +2,7 @@
 
 use super::convert::{batch_result_dict, col, from_py};
 use super::{signal_check, ConfigError};
-use crate::fabric::{run_batch, FabricSpec, TransferBatch};
+use crate::fabric::{FabricSpec, TransferBatch};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -21,7 +21,7 @@ pub fn fabric_transfers<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, batch: &
     if b.src.is_empty() {
         return Err(ConfigError::new_err("transfers: at least one transfer"));
     }
-    let r = py.detach(|| run_batch(&spec, &b, &mut signal_check))?;
+    let r = py.detach(|| crate::flow::run_batch_at(&spec, &b, &mut signal_check))?;
     batch_result_dict(py, r)
 }
 
@@ -30,7 +30,7 @@ pub fn fabric_transfers<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, batch: &
 pub fn collective_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, request: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let spec: FabricSpec = from_py(spec, "fabric")?;
     let req: crate::collective::CollectiveRequest = from_py(request, "collective")?;
-    let r = py.detach(|| crate::collective::run_collective(&spec, &req, &mut signal_check))?;
+    let r = py.detach(|| crate::collective::run_collective_at(&spec, &req, &mut signal_check))?;
     let d = PyDict::new(py);
     d.set_item("time_ps", r.time_ps)?;
     d.set_item("algorithm", super::convert::to_py(py, &r.algorithm)?)?;
@@ -40,19 +40,25 @@ pub fn collective_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, request: &
     d.set_item("transfers", r.transfers)?;
     d.set_item("bytes_sent", r.bytes_sent.into_pyarray(py))?;
     d.set_item("bytes_received", r.bytes_received.into_pyarray(py))?;
+    d.set_item("link_bytes_sent", r.link_bytes_sent.into_pyarray(py))?;
+    d.set_item("link_bytes_received", r.link_bytes_received.into_pyarray(py))?;
     d.set_item("sim_packet_bytes", r.sim_packet_bytes)?;
     d.set_item("folded_planes", r.folded_planes)?;
     d.set_item("fold_reason", r.fold_reason)?;
+    d.set_item("sim_packet_note", r.sim_packet_note)?;
     d.set_item("packets", r.packets)?;
     d.set_item("events", r.events)?;
     d.set_item("max_link_utilization", r.max_link_utilization)?;
     d.set_item("credit_exhaustion_episodes", r.credit_exhaustion_episodes)?;
     d.set_item("arbitration_conflicts", r.arbitration_conflicts)?;
     d.set_item("estimate_ps", r.estimate_ps)?;
+    d.set_item("auto_candidates", r.auto_candidates)?;
     let f = super::convert::to_py(py, &r.faults)?;
     f.set_item("sent_bytes", r.sent_bytes_on_fabric)?;
     d.set_item("faults", f)?;
     d.set_item("rx_payload_bytes", r.rx_payload_bytes.into_pyarray(py))?;
+    d.set_item("fidelity", r.fidelity)?;
+    d.set_item("fidelity_reason", r.fidelity_reason)?;
     Ok(d)
 }
 

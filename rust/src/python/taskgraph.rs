@@ -1,7 +1,7 @@
 //! Bindings for the task-graph executor: numpy columns in, numpy columns out.
 
 use super::convert::{batch_result_dict, col, from_py, scalar};
-use super::{signal_check, ConfigError};
+use super::signal_check;
 use crate::taskgraph::{execute, IdealNetwork, TaskGraph};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
@@ -27,6 +27,10 @@ enum NetworkSpec {
         /// efficiency) when the fabric sets none; default true.
         #[serde(default = "yes")]
         calibrated: bool,
+        /// Collective parameters (a `flitsim calibrate` file's); default: the
+        /// calibrated defaults.
+        #[serde(default)]
+        collective_params: Option<crate::collective::CollectiveParams>,
     },
 }
 
@@ -68,22 +72,14 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             d.set_item("bytes_moved", net.bytes_moved)?;
             (r, d)
         }
-        NetworkSpec::Fabric { fabric, calibrated } => {
-            // Work estimate before lowering: a collective on the fabric becomes a
-            // DAG with one node per chunk, so its size is capped like
-            // `flitsim.collective`'s (64 GiB) instead of lowering for hours.
-            const MAX_COLLECTIVE_BYTES: u64 = 1 << 36;
-            if let Some(t) = (0..g.kind.len()).find(|&t| g.kind[t] == 2 && g.bytes[t] > MAX_COLLECTIVE_BYTES) {
-                return Err(ConfigError::new_err(format!(
-                    "graph.bytes[{t}] = {}: a collective on a fabric moves at most {MAX_COLLECTIVE_BYTES} bytes (64 GiB; \
-                     its lowering holds one DAG node per chunk)",
-                    g.bytes[t]
-                )));
-            }
-            let mut net = crate::fabric::FabricNetwork::with_params(&fabric, crate::collective::CollectiveParams::default(), calibrated)?;
-            let r = py.detach(|| execute(&g, &mut net, &mut signal_check))?;
+        NetworkSpec::Fabric { fabric, calibrated, collective_params } => {
+            let params = collective_params.unwrap_or_default();
+            let run = py.detach(|| crate::taskgraph::execute_on_fabric(&g, &fabric, params, calibrated, &mut signal_check))?;
+            let (r, net) = (run.result, run.network);
             let d = PyDict::new(py);
             d.set_item("kind", "fabric")?;
+            d.set_item("fidelity", run.fidelity)?;
+            d.set_item("fidelity_reason", run.reason)?;
             d.set_item("packets", net.packets_sent())?;
             d.set_item("fabric", batch_result_dict(py, net.stats(r.makespan_ps, r.events))?)?;
             d.set_item("task_credit_wait_ps", net.task_credit_wait_ps(g.len()).into_pyarray(py))?;

@@ -16,9 +16,13 @@
 //! first (issue order, as a CUDA stream would run them).
 
 mod exec;
+mod fabric_network;
+mod fidelity;
 mod graph;
 mod network;
 
 pub use exec::{execute, TaskGraphResult};
+pub use fabric_network::FabricNetwork;
+pub use fidelity::{execute_on_fabric, FabricRun};
 pub use graph::{CollectiveKind, EdgeKind, TaskGraph, TaskKind};
 pub use network::{IdealNetwork, Network, NetworkDone};

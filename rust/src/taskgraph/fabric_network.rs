@@ -1,15 +1,28 @@
 //! The fabric as a task-graph [`Network`]: transfer tasks run packet by
-//! packet; collective tasks are lowered (see [`super::lower`]) and their DAGs
-//! run on the same fabric, concurrently with everything else (no folding:
-//! work arrives over time).
+//! packet; collective tasks are lowered (see [`crate::collective::lower`])
+//! and their DAGs run on the same fabric, concurrently with everything else
+//! (no folding: work arrives over time). `auto` picks by the closed-form
+//! estimate here: candidates cannot be tried on a fabric shared with other
+//! work.
 
-use super::exec::{calibrated_spec, fabric_info, Backend, CEv, DagExec};
-use super::lower::{lower, FabricInfo};
-use super::params::{CollectiveParams, Op};
+use super::graph::CollectiveKind;
+use super::network::{Network, NetworkDone};
+use crate::collective::{calibrated_spec, fabric_info, lower, Backend, CEv, CollectiveParams, DagExec, FabricInfo, Op};
 use crate::engine::{Scheduler, TimePs};
 use crate::error::Result;
 use crate::fabric::{FabricSim, FabricSpec};
-use crate::taskgraph::{CollectiveKind, Network, NetworkDone};
+
+/// The collective operation of a task-graph collective kind.
+fn op_of(k: CollectiveKind) -> Op {
+    match k {
+        CollectiveKind::AllReduce => Op::AllReduce,
+        CollectiveKind::AllGather => Op::AllGather,
+        CollectiveKind::ReduceScatter => Op::ReduceScatter,
+        CollectiveKind::AllToAll => Op::AllToAll,
+        CollectiveKind::Broadcast => Op::Broadcast,
+        CollectiveKind::Reduce => Op::Reduce,
+    }
+}
 
 pub struct FabricNetwork {
     pub exec: DagExec,
@@ -31,16 +44,27 @@ impl FabricNetwork {
     pub fn with_params(spec: &FabricSpec, params: CollectiveParams, calibrate: bool) -> Result<Self> {
         params.validate()?;
         let s = if calibrate { calibrated_spec(spec, params.link_efficiency)? } else { spec.clone() };
-        Ok(FabricNetwork { exec: DagExec::new(Backend::Fabric(FabricSim::new(&s, s.gpu_ports)?)), info: fabric_info(spec)?, params, devices: spec.gpus, gpu_ports: spec.gpu_ports })
+        // `flow` runs transfers at flow level; `auto` is decided by the caller
+        // (crate::taskgraph::execute_on_fabric), which builds this at one of the two.
+        let backend = match s.fidelity {
+            crate::fabric::Fidelity::Flow => Backend::Flow(crate::flow::FlowSim::new(&s)?),
+            _ => Backend::Fabric(FabricSim::new(&s, s.gpu_ports)?),
+        };
+        Ok(FabricNetwork { exec: DagExec::new(backend), info: fabric_info(spec)?, params, devices: spec.gpus, gpu_ports: spec.gpu_ports })
     }
 
     /// Fabric statistics after the task graph ran (links, switch ports,
     /// reorder buffers; transfer arrays empty), over `makespan_ps`.
     pub fn stats(&self, makespan_ps: u64, events: u64) -> crate::fabric::BatchResult {
-        let mut r = match self.exec.fabric() {
-            Some(sim) => crate::fabric::stats_of(sim, self.gpu_ports, events),
-            None => crate::fabric::BatchResult::default(),
-        };
+        let mut r = crate::fabric::BatchResult::default();
+        if let Some(sim) = self.exec.fabric() {
+            r.stats = crate::fabric::stats_of(sim, self.gpu_ports, events);
+            r.fidelity = "packet".into();
+        }
+        if let Some(sim) = self.exec.flow() {
+            r.stats = crate::flow::flow_stats(sim, events);
+            r.fidelity = "flow".into();
+        }
         r.makespan_ps = makespan_ps;
         r.folded_planes = 1;
         r.fold_reason = "not folded: task-graph work arrives over time".into();
@@ -66,9 +90,19 @@ impl FabricNetwork {
         out.iter().zip(&sources).map(|(w, s)| (w / s.len().max(1) as f64).round() as u64).collect()
     }
 
-    /// Protocol packets sent so far.
+    /// Protocol packets sent so far (flow level: payload / packet payload).
     pub fn packets_sent(&self) -> u64 {
-        self.exec.fabric().map_or(0, |s| s.packets_sent)
+        match (self.exec.fabric(), self.exec.flow()) {
+            (Some(s), _) => s.packets_sent,
+            (None, Some(s)) => crate::flow::flow_stats(s, 0).packets,
+            _ => 0,
+        }
+    }
+
+    /// Why a flow-level run is outside the flow level's validation (None when
+    /// inside it, or at packet level).
+    pub fn flow_outside_validation(&self) -> Option<String> {
+        self.exec.flow().and_then(crate::flow::outside_validation)
     }
 
     fn drain(&mut self, done: &mut NetworkDone) {
@@ -91,7 +125,7 @@ impl Network for FabricNetwork {
     }
 
     fn start_collective(&mut self, now: TimePs, tag: u32, members: &[u32], kind: CollectiveKind, bytes: u64, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
-        let low = lower(Op::from_kind(kind), members, bytes, &self.params, &self.info)?;
+        let low = lower(op_of(kind), members, bytes, &self.params, &self.info)?;
         self.exec.start(now, tag, &low.dag, sched)?;
         self.drain(done);
         Ok(())

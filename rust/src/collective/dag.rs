@@ -1,0 +1,310 @@
+//! Executing lowered DAGs on a backend: the cycle-level fabric (batch API
+//! and the task-graph network share [`DagExec`]) or an ideal alpha-beta port
+//! model (the closed-form reference). A node starts at max over its
+//! predecessors of (end + edge delay).
+
+use super::lower::{Dag, NodeKind};
+use crate::engine::{Scheduler, TimePs};
+use crate::error::Result;
+use crate::fabric::{FEv, FabricSim};
+
+const NONE: u32 = u32::MAX;
+
+/// Events of a fabric running DAGs (and plain transfers).
+#[derive(Debug, Clone, Copy)]
+pub enum CEv {
+    Fab(FEv),
+    /// Node ready to start.
+    Ready(u32),
+    /// Delay node (or ideal transfer) finished.
+    Done(u32),
+    /// Flow-level fabric event.
+    Flow(crate::flow::FlowEv),
+}
+
+/// Forwards fabric events into a `CEv` scheduler.
+struct Wrap<'a>(&'a mut dyn Scheduler<CEv>);
+
+impl Scheduler<FEv> for Wrap<'_> {
+    #[inline]
+    fn schedule(&mut self, t: TimePs, e: FEv) {
+        self.0.schedule(t, CEv::Fab(e))
+    }
+}
+
+/// Forwards flow events into a `CEv` scheduler.
+struct WrapFlow<'a>(&'a mut dyn Scheduler<CEv>);
+
+impl Scheduler<crate::flow::FlowEv> for WrapFlow<'_> {
+    #[inline]
+    fn schedule(&mut self, t: TimePs, e: crate::flow::FlowEv) {
+        self.0.schedule(t, CEv::Flow(e))
+    }
+}
+
+/// Where transfers run.
+pub(crate) enum Backend {
+    Fabric(FabricSim),
+    /// Flow level on the same fabric (`crate::flow`).
+    Flow(crate::flow::FlowSim),
+    /// One port per GPU of `bytes_per_s`; a transfer occupies its source's
+    /// port for bytes / B and lands `alpha_ps` after it leaves.
+    Ideal { alpha_ps: u64, bytes_per_s: f64, port_free: Vec<TimePs> },
+}
+
+struct Inst {
+    tag: u32,
+    remaining: u32,
+}
+
+/// DAG state for any number of concurrent collectives.
+pub struct DagExec {
+    pub(crate) backend: Backend,
+    kind: Vec<NodeKind>,
+    succ_off: Vec<u32>,
+    succ: Vec<(u32, u64)>,
+    pending: Vec<u32>,
+    ready_ps: Vec<TimePs>,
+    inst_of: Vec<u32>,
+    insts: Vec<Inst>,
+    /// Fabric transfer id -> DAG node (NONE for plain transfers).
+    xfer_node: Vec<u32>,
+    /// Finished collectives: (tag, time).
+    pub done: Vec<(u32, TimePs)>,
+    /// Finished plain transfers: (tag, time).
+    pub plain_done: Vec<(u32, TimePs)>,
+}
+
+impl DagExec {
+    pub(crate) fn new(backend: Backend) -> Self {
+        DagExec {
+            backend,
+            kind: Vec::new(),
+            succ_off: Vec::new(),
+            succ: Vec::new(),
+            pending: Vec::new(),
+            ready_ps: Vec::new(),
+            inst_of: Vec::new(),
+            insts: Vec::new(),
+            xfer_node: Vec::new(),
+            done: Vec::new(),
+            plain_done: Vec::new(),
+        }
+    }
+
+    pub fn fabric(&self) -> Option<&FabricSim> {
+        match &self.backend {
+            Backend::Fabric(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The flow-level simulator, when transfers run at flow level.
+    pub fn flow(&self) -> Option<&crate::flow::FlowSim> {
+        match &self.backend {
+            Backend::Flow(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Add a DAG and start its source nodes at `now`; `tag` is reported in `done`.
+    pub fn start(&mut self, now: TimePs, tag: u32, dag: &Dag, q: &mut dyn Scheduler<CEv>) -> Result<()> {
+        let base = self.kind.len() as u32;
+        let m = dag.nodes.len();
+        if m == 0 {
+            self.done.push((tag, now));
+            return Ok(());
+        }
+        let inst = self.insts.len() as u32;
+        self.insts.push(Inst { tag, remaining: m as u32 });
+        // CSR of successors, appended.
+        let mut cnt = vec![0u32; m + 1];
+        let mut indeg = vec![0u32; m];
+        for &(a, b, _) in &dag.edges {
+            cnt[a as usize + 1] += 1;
+            indeg[b as usize] += 1;
+        }
+        for i in 0..m {
+            cnt[i + 1] += cnt[i];
+        }
+        let sbase = self.succ.len() as u32;
+        self.succ.resize(self.succ.len() + dag.edges.len(), (0, 0));
+        let mut fill = cnt.clone();
+        for &(a, b, d) in &dag.edges {
+            self.succ[(sbase + fill[a as usize]) as usize] = (base + b, d);
+            fill[a as usize] += 1;
+        }
+        if self.succ_off.is_empty() {
+            self.succ_off.push(0);
+        }
+        // succ_off is global: node i's successors are succ[succ_off[i]..succ_off[i+1]].
+        self.succ_off.pop();
+        for i in 0..=m {
+            self.succ_off.push(sbase + cnt[i]);
+        }
+        self.kind.extend_from_slice(&dag.nodes);
+        self.pending.extend_from_slice(&indeg);
+        self.ready_ps.extend(std::iter::repeat_n(now, m));
+        self.inst_of.extend(std::iter::repeat_n(inst, m));
+        for (i, &d) in indeg.iter().enumerate() {
+            if d == 0 {
+                q.schedule(now, CEv::Ready(base + i as u32));
+            }
+        }
+        Ok(())
+    }
+
+    /// Start a plain transfer (task-graph transfer task).
+    pub fn start_plain(&mut self, now: TimePs, tag: u32, src: u32, dst: u32, bytes: u64, q: &mut dyn Scheduler<CEv>) -> Result<()> {
+        match &mut self.backend {
+            Backend::Fabric(sim) => {
+                let x = sim.add_transfer(src, dst, bytes, tag)?;
+                sim.handle(now, FEv::StartTransfer(x), &mut Wrap(q))?;
+                self.collect(q);
+                Ok(())
+            }
+            Backend::Flow(sim) => {
+                let x = sim.add_transfer(src, dst, bytes, tag)?;
+                sim.handle(now, crate::flow::FlowEv::Start(x), &mut WrapFlow(q))?;
+                self.collect(q);
+                Ok(())
+            }
+            Backend::Ideal { alpha_ps, bytes_per_s, port_free } => {
+                let s = now.max(port_free[src as usize]);
+                let e = s + (bytes as f64 * 1e12 / *bytes_per_s).ceil() as u64;
+                port_free[src as usize] = e;
+                self.plain_done.push((tag, e + *alpha_ps));
+                Ok(())
+            }
+        }
+    }
+
+    /// The task tag a fabric transfer belongs to: its own tag for a plain
+    /// transfer, its collective's tag for a DAG transfer.
+    pub fn task_of_transfer(&self, x: u32, own_tag: u32) -> u32 {
+        match self.xfer_node.get(x as usize).copied().unwrap_or(NONE) {
+            NONE => own_tag,
+            node => self.insts[self.inst_of[node as usize] as usize].tag,
+        }
+    }
+
+    fn set_xfer_node(&mut self, x: u32, node: u32) {
+        let x = x as usize;
+        if self.xfer_node.len() <= x {
+            self.xfer_node.resize(x + 1, NONE);
+        }
+        self.xfer_node[x] = node;
+    }
+
+    fn node_done(&mut self, i: u32, t: TimePs, q: &mut dyn Scheduler<CEv>) {
+        let (a, b) = (self.succ_off[i as usize], self.succ_off[i as usize + 1]);
+        for k in a..b {
+            let (s, d) = self.succ[k as usize];
+            let r = &mut self.ready_ps[s as usize];
+            *r = (*r).max(t + d);
+            self.pending[s as usize] -= 1;
+            if self.pending[s as usize] == 0 {
+                q.schedule(*r, CEv::Ready(s));
+            }
+        }
+        let inst = &mut self.insts[self.inst_of[i as usize] as usize];
+        inst.remaining -= 1;
+        if inst.remaining == 0 {
+            self.done.push((inst.tag, t));
+        }
+    }
+
+    /// A DAG transfer's last byte arrived at `t`: the node ends then, or at
+    /// its protocol floor (start + min_ps) if that is later.
+    fn transfer_done(&mut self, i: u32, t: TimePs, q: &mut dyn Scheduler<CEv>) {
+        if let NodeKind::Transfer { min_ps, .. } = self.kind[i as usize] {
+            let floor = self.ready_ps[i as usize].saturating_add(min_ps);
+            if floor > t {
+                q.schedule(floor, CEv::Done(i));
+                return;
+            }
+        }
+        self.node_done(i, t, q);
+    }
+
+    fn collect(&mut self, q: &mut dyn Scheduler<CEv>) {
+        let completed = match &mut self.backend {
+            Backend::Fabric(sim) => &mut sim.completed,
+            Backend::Flow(sim) => &mut sim.completed,
+            Backend::Ideal { .. } => return,
+        };
+        if completed.is_empty() {
+            return;
+        }
+        let c = std::mem::take(completed);
+        for &(x, t) in &c {
+            let node = self.xfer_node.get(x as usize).copied().unwrap_or(NONE);
+            if node == NONE {
+                let tag = match &self.backend {
+                    Backend::Fabric(sim) => sim.xfers[x as usize].tag,
+                    Backend::Flow(sim) => sim.xfers[x as usize].tag,
+                    Backend::Ideal { .. } => 0,
+                };
+                self.plain_done.push((tag, t));
+            } else {
+                self.transfer_done(node, t, q);
+            }
+        }
+        let mut c = c;
+        c.clear();
+        match &mut self.backend {
+            Backend::Fabric(sim) => sim.completed = c,
+            Backend::Flow(sim) => sim.completed = c,
+            Backend::Ideal { .. } => {}
+        }
+    }
+
+    /// Handle one event.
+    pub fn handle(&mut self, now: TimePs, ev: CEv, q: &mut dyn Scheduler<CEv>) -> Result<()> {
+        match ev {
+            CEv::Fab(e) => {
+                if let Backend::Fabric(sim) = &mut self.backend {
+                    sim.handle(now, e, &mut Wrap(q))?;
+                }
+                self.collect(q);
+            }
+            CEv::Flow(e) => {
+                if let Backend::Flow(sim) = &mut self.backend {
+                    sim.handle(now, e, &mut WrapFlow(q))?;
+                }
+                self.collect(q);
+            }
+            CEv::Done(i) => self.node_done(i, now, q),
+            CEv::Ready(i) => match self.kind[i as usize] {
+                NodeKind::Delay { ps } => q.schedule(now + ps, CEv::Done(i)),
+                NodeKind::Transfer { src, dst, bytes, loopback, min_ps } => match &mut self.backend {
+                    Backend::Fabric(sim) => {
+                        let x = if loopback { sim.add_loopback_transfer(src, bytes, i)? } else { sim.add_transfer(src, dst, bytes, i)? };
+                        sim.xfers[x as usize].spray_offset = i;
+                        self.set_xfer_node(x, i);
+                        if let Backend::Fabric(sim) = &mut self.backend {
+                            sim.handle(now, FEv::StartTransfer(x), &mut Wrap(q))?;
+                        }
+                        self.collect(q);
+                    }
+                    Backend::Flow(sim) => {
+                        let x = if loopback { sim.add_loopback_transfer(src, bytes, i)? } else { sim.add_transfer(src, dst, bytes, i)? };
+                        sim.xfers[x as usize].spray_offset = i;
+                        self.set_xfer_node(x, i);
+                        if let Backend::Flow(sim) = &mut self.backend {
+                            sim.handle(now, crate::flow::FlowEv::Start(x), &mut WrapFlow(q))?;
+                        }
+                        self.collect(q);
+                    }
+                    Backend::Ideal { alpha_ps, bytes_per_s, port_free } => {
+                        let s = now.max(port_free[src as usize]);
+                        let e = s + (bytes as f64 * 1e12 / *bytes_per_s).ceil() as u64;
+                        port_free[src as usize] = e;
+                        q.schedule((e + *alpha_ps).max(now.saturating_add(min_ps)), CEv::Done(i));
+                    }
+                },
+            },
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,335 @@
+//! The fabric seen by the flow model: which resources (GPU port links, switch
+//! output links) a transfer loads and by how much, their payload capacities,
+//! per-lane credit caps and the fixed per-transfer latency, all derived from
+//! the same [`FabricSpec`] the packet level runs.
+//!
+//! Capacities are payload rates: a full simulated packet of `s` payload bytes
+//! occupies a GPU port for max(serialization of its flits, header flits
+//! included; its injection pacing) and a switch output for max(its flits x the
+//! switch cycle; the receiver's drain time), exactly as the packet level paces
+//! them. Round-robin spraying puts 1/k of a transfer on each of the k ports it
+//! uses, and a switch spreads its share evenly over its ports to the
+//! destination, so a transfer is one flow with fixed coefficients.
+//!
+//! When every GPU is wired to every switch with the same number of links (and
+//! one link spec), every port of a GPU carries the same load under round-robin
+//! or adaptive spraying; the model then keeps one uplink and one downlink
+//! resource per GPU (capacity = ports x one port): same rates, far fewer terms.
+
+use crate::error::{FlitsimError, Result};
+use crate::fabric::{FabricSpec, Spray, Topology};
+
+/// A resource of the flow model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    /// GPU port link, GPU -> switch (index gpu * gpu_ports + port).
+    Up(u32),
+    /// Switch output link, switch -> GPU (index switch * switch_ports + port).
+    Down(u32),
+    /// All ports of a GPU, GPU -> switches (collapsed model).
+    UpGpu(u32),
+    /// All links into a GPU, switches -> GPU (collapsed model).
+    DownGpu(u32),
+}
+
+/// The flow model's static view of a fabric.
+#[derive(Debug, Clone)]
+pub struct FlowFabric {
+    pub(crate) topo: Topology,
+    spray: Spray,
+    pub collapsed: bool,
+    /// Capacity per resource, payload bytes per ps.
+    pub capacity: Vec<f64>,
+    pub kinds: Vec<Resource>,
+    /// Payload capacity of one GPU port (uplink) / switch port (downlink), bytes per ps.
+    up_port: Vec<f64>,
+    /// Largest rate one lane may carry: its VC's credit window over the round
+    /// trip, payload bytes per ps.
+    pub lane_cap: f64,
+    /// Fixed part of a transfer's time on an idle path, ps: head flit
+    /// serialization + link latencies + switch pipeline (see [`FlowFabric::new`]).
+    pub latency_ps: u64,
+    /// Payload per protocol packet, simulated packet bytes, adaptive
+    /// coalescing target and cap (as the packet level uses them).
+    pub payload: u64,
+    sim_bytes: u64,
+    per_lane: u64,
+    largest: u64,
+    /// Flits per protocol packet of `payload` bytes; flit bytes; link payload rate, bytes/ps.
+    pub flits_per_packet: u64,
+    pub flit_bytes: u64,
+    pub link_bytes_per_ps: f64,
+    /// Why the packet level should decide this fabric (credit- or
+    /// arbitration-bound), if it should; None = flow level validated.
+    pub packet_bound: Option<String>,
+    scratch: Vec<u32>,
+}
+
+fn ser_ps(bits: f64, rate_bps: u64) -> f64 {
+    (bits * 1e12 / rate_bps as f64).ceil()
+}
+
+impl FlowFabric {
+    /// Derive from a spec (validated here).
+    ///
+    /// Latency of a transfer on an idle path: its first packet's head flit
+    /// serializes (one flit time) and crosses the GPU link (latency), is
+    /// registered at the next switch clock edge, waits
+    /// `pipeline_latency_cycles`, and the tail reaches the GPU one downlink
+    /// latency after leaving the switch; the bytes themselves are the fluid
+    /// part (work / rate). For one 256 B packet this is exactly the packet
+    /// level's time (tests/fabric.rs `single_packet_latency_is_sum_of_parts`).
+    ///
+    /// # Errors
+    /// `Config` for an invalid spec.
+    pub fn new(spec: &FabricSpec) -> Result<Self> {
+        spec.validate()?;
+        let topo = Topology::new(spec);
+        let payload = spec.gpu.payload_bytes as u64;
+        let sim_bytes = if spec.sim_packet_bytes == 0 { payload } else { spec.sim_packet_bytes };
+        let largest = if spec.sim_packets_per_lane > 0 { spec.max_sim_packet_bytes.max(sim_bytes) } else { sim_bytes };
+        let fmt = spec.links[0].packet;
+        let fpp = fmt.flits_per_packet(payload);
+        let flit_bytes = fmt.flit_bytes as u64;
+        let (_, t0) = spec.links[0].derive()?;
+        let rate = t0.rate_bps;
+        let clock_ghz = if spec.switch.clock_ghz > 0.0 { spec.switch.clock_ghz } else { rate as f64 / (flit_bytes as f64 * 8.0) / 1e9 };
+        let cycle_ps = 1000.0 / clock_ghz;
+        // Packets of `sim_bytes` (whole protocol packets) and their flits.
+        let s = sim_bytes;
+        let f_s = (s / payload) * fpp + if s % payload > 0 { fmt.flits_per_packet(s % payload) } else { 0 };
+        let max_f = (largest / payload) * fpp;
+        let div = spec.gpu_ports.max(1) as f64;
+        let g = &spec.gpu;
+        let inj_ps = if g.injection_bytes_per_s == 0 { 0.0 } else { (s as f64 * 1e12 * div / g.injection_bytes_per_s as f64).ceil() };
+        let ej_ps = if g.ejection_bytes_per_s == 0 { 0.0 } else { (s as f64 * 1e12 * div / g.ejection_bytes_per_s as f64).ceil() };
+        let np = topo.gpu_port_to.len();
+        let mut up_port = vec![0.0; np];
+        let mut lat_max = 0u64;
+        let mut lane_cap = f64::INFINITY;
+        let mut why: Option<String> = None;
+        let buf = |c: u32| (if spec.switch.buffer_per_vc_flits > 0 { spec.switch.buffer_per_vc_flits } else { c }).max(2 * max_f as u32) as u64;
+        for p in 0..np {
+            let Some((_, _, li)) = topo.gpu_port_to[p] else { continue };
+            let (_, t) = spec.links[li as usize].derive()?;
+            let ser = ser_ps((f_s * flit_bytes * 8) as f64, t.rate_bps);
+            up_port[p] = s as f64 / ser.max(inj_ps);
+            // Head registered at the switch clock edge after it arrives (as the packet level does).
+            let head = (((t.flit_ps + t.latency_ps) as f64 / cycle_ps - 1e-9).ceil() + spec.switch.pipeline_latency_cycles as f64) * cycle_ps;
+            // Injection pacing holds back each packet after the first: the
+            // fluid charges it for the first one too, so take that back.
+            let paced = (inj_ps - ser).max(0.0) as u64;
+            lat_max = lat_max.max((head.ceil() as u64 + t.latency_ps).saturating_sub(paced));
+            // Credit windows: the switch input buffer (GPU -> switch) and the GPU's
+            // receive buffer (switch -> GPU), each over its round trip.
+            let pk = |c: u64| (c / f_s) as f64 * s as f64;
+            let rtt_up = ser + t.latency_ps as f64 + (spec.switch.pipeline_latency_cycles as f64 + 1.0) * cycle_ps + t.credit_return_ps as f64;
+            let rtt_dn = f_s as f64 * cycle_ps + t.latency_ps as f64 + ej_ps + t.credit_return_ps as f64 + cycle_ps;
+            let up_c = pk(buf(t.credits_per_vc_flits)) / rtt_up;
+            let dn_c = pk((t.credits_per_vc_flits as u64).max(2 * max_f)) / rtt_dn;
+            lane_cap = lane_cap.min(up_c).min(dn_c);
+            let link = up_port[p];
+            if up_c.min(dn_c) < link && why.is_none() {
+                let (c, rtt, side) = if up_c <= dn_c { (buf(t.credits_per_vc_flits), rtt_up, "switch input") } else { ((t.credits_per_vc_flits as u64).max(2 * max_f), rtt_dn, "GPU receive") };
+                why = Some(format!(
+                    "credit-bound: one VC's {side} credit window ({c} flits per {:.1} ns round trip) carries {:.1} GB/s, below the port's {:.1} GB/s",
+                    rtt / 1e3,
+                    up_c.min(dn_c) * 1e3,
+                    link * 1e3
+                ));
+            }
+            if g.max_outstanding_packets > 0 {
+                let per_port = ((g.max_outstanding_packets as f64 / div).ceil()).max(1.0);
+                let rtt = ser + 2.0 * t.latency_ps as f64 + (f_s as f64 + 1.0) * cycle_ps + ej_ps;
+                let cap = per_port * s as f64 / rtt;
+                if cap < up_port[p] {
+                    why.get_or_insert_with(|| format!("outstanding-bound: {per_port} packets in flight per port over a {:.1} ns round trip carry {:.1} GB/s, below the port's {:.1} GB/s", rtt / 1e3, cap * 1e3, up_port[p] * 1e3));
+                    up_port[p] = cap;
+                }
+            }
+        }
+        let ns = topo.switch_port_to.len();
+        let mut down_port = vec![0.0; ns];
+        for q in 0..ns {
+            if topo.switch_port_to[q].is_some() {
+                down_port[q] = s as f64 / (f_s as f64 * cycle_ps).ceil().max(ej_ps);
+            }
+        }
+        if !spec.faults.is_empty() {
+            why = Some(format!("faults: {} dead link(s) or plane(s) are simulated at packet level only (rerouting and end-to-end replay)", spec.faults.len()));
+        } else if spec.links.iter().any(|l| l.replay.is_some()) {
+            why = Some("link-level replay (bit errors, FEC, go-back-N) is simulated at packet level only".into());
+        }
+        if spec.switch.queueing == "fifo" {
+            why = Some("arbitration-bound: FIFO input queues block at the head of line (58.6 % saturation under uniform traffic, Karol et al. 1987), which fluid sharing does not represent".into());
+        }
+        if spec.switch.speedup == 1 && spec.switch.clock_ghz > 0.0 && spec.switch.clock_ghz < rate as f64 / (flit_bytes as f64 * 8.0) / 1e9 {
+            why.get_or_insert_with(|| "arbitration-bound: the switch clock is slower than one flit per link flit time".into());
+        }
+        // Collapse when every GPU has every port wired, the same number of links
+        // to each switch, one link spec, and spraying spreads over all ports.
+        let gp = spec.gpu_ports;
+        let mut uniform = spec.spray != Spray::Hash && topo.gpu_port_to.iter().all(|x| x.is_some());
+        uniform &= spec.wires.iter().all(|w| w.link == spec.wires[0].link && w.switch_link.is_none_or(|l| l == w.link));
+        if uniform {
+            for sw in 0..spec.switches {
+                let l0 = topo.routes(sw, 0).len();
+                if (0..spec.gpus).any(|d| topo.routes(sw, d).len() != l0) {
+                    uniform = false;
+                    break;
+                }
+            }
+        }
+        let (capacity, kinds) = if uniform {
+            let mut c = Vec::with_capacity(2 * spec.gpus as usize);
+            let mut k = Vec::with_capacity(2 * spec.gpus as usize);
+            for gg in 0..spec.gpus {
+                let ports = &up_port[(gg * gp) as usize..((gg + 1) * gp) as usize];
+                c.push(ports.iter().cloned().fold(f64::INFINITY, f64::min) * gp as f64);
+                k.push(Resource::UpGpu(gg));
+            }
+            let dmin = down_port.iter().zip(&topo.switch_port_to).filter(|(_, w)| w.is_some()).map(|(c, _)| *c).fold(f64::INFINITY, f64::min);
+            for gg in 0..spec.gpus {
+                c.push(dmin * gp as f64);
+                k.push(Resource::DownGpu(gg));
+            }
+            (c, k)
+        } else {
+            let mut c = up_port.clone();
+            let mut k: Vec<Resource> = (0..np as u32).map(Resource::Up).collect();
+            c.extend_from_slice(&down_port);
+            k.extend((0..ns as u32).map(Resource::Down));
+            (c, k)
+        };
+        Ok(FlowFabric {
+            topo,
+            spray: spec.spray,
+            collapsed: uniform,
+            capacity,
+            kinds,
+            up_port,
+            lane_cap,
+            latency_ps: lat_max,
+            payload,
+            sim_bytes,
+            per_lane: spec.sim_packets_per_lane as u64,
+            largest,
+            flits_per_packet: fpp,
+            flit_bytes,
+            link_bytes_per_ps: rate as f64 / 8e12,
+            packet_bound: why,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// GPUs of the fabric.
+    pub fn gpus(&self) -> u32 {
+        self.topo.gpus
+    }
+
+    /// Append the path of a transfer (resource, coefficient) to `out`; returns
+    /// (lanes, work bytes, cap, packet time): the work is the transfer's bytes, `cap` its
+    /// largest rate, payload bytes/ps: (bytes / busiest lane's bytes) x one
+    /// lane's rate (packet quantization: alone, it ends when its fullest lane
+    /// does); the packet time is one simulated packet on one lane, ps.
+    ///
+    /// # Errors
+    /// `Config` if no port of `src` reaches `dst`.
+    pub fn path(&mut self, src: u32, dst: u32, bytes: u64, x: u32, spray_offset: u32, out: &mut Vec<(u32, f64)>) -> Result<(u32, f64, f64, f64)> {
+        let mut elig = std::mem::take(&mut self.scratch);
+        self.topo.eligible_ports(src, dst, &mut elig);
+        if elig.is_empty() {
+            self.scratch = elig;
+            return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), "a destination reachable through a switch from the source"));
+        }
+        if spray_offset > 0 {
+            let k = spray_offset as usize % elig.len();
+            elig.rotate_left(k);
+        }
+        let e = elig.len() as u64;
+        let lanes_all = if self.spray == Spray::Hash { 1 } else { e };
+        let s = if self.per_lane > 0 {
+            let k = self.per_lane.max(bytes.div_ceil(lanes_all * self.largest));
+            (bytes.div_ceil(lanes_all * k).div_ceil(self.payload) * self.payload).clamp(self.sim_bytes, self.largest)
+        } else {
+            self.sim_bytes
+        };
+        let n = bytes.div_ceil(s);
+        let rem = bytes % s;
+        let (lanes, lane_bytes) = if lanes_all == 1 {
+            (1, bytes)
+        } else {
+            let per = n.div_ceil(e);
+            // Lane 0 carries ceil(n/e) packets; the short last packet sits on lane (n-1) % e.
+            let short = rem > 0 && (n - 1) % e == 0;
+            (n.min(e), per * s - if short { s - rem } else { 0 })
+        };
+        let used: &[u32] = if self.spray == Spray::Hash {
+            let mut z = ((src as u64) << 42) ^ ((dst as u64) << 21) ^ x as u64;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            let i = ((z ^ (z >> 31)) % e) as usize;
+            &elig[i..i + 1]
+        } else {
+            &elig[..lanes as usize]
+        };
+        let k = used.len() as f64;
+        if self.collapsed {
+            out.push((src, 1.0));
+            out.push((self.topo.gpus + dst, 1.0));
+        } else {
+            let np = self.up_port.len() as u32;
+            let sp = self.topo.switch_ports;
+            for &p in used {
+                out.push((p, 1.0 / k));
+                let (sw, _, _) = self.topo.gpu_port_to[p as usize].expect("eligible ports are wired");
+                let r = self.topo.routes(sw, dst);
+                for &o in r {
+                    out.push((np + sw * sp + o, 1.0 / (k * r.len() as f64)));
+                }
+            }
+        }
+        let port_cap = used.iter().map(|&p| self.up_port[p as usize]).fold(f64::INFINITY, f64::min);
+        // Effective lanes: bytes / busiest lane's bytes (<= k), so an idle path
+        // takes exactly the busiest lane's time, while under sharing the flow
+        // asks only for its true bytes (the ports its short lanes leave idle
+        // serve other transfers, as spray rotation makes them at packet level).
+        let eff = (bytes as f64 / lane_bytes.max(1) as f64).min(k);
+        let cap = eff * self.lane_cap.min(port_cap);
+        self.scratch = elig;
+        Ok((lanes as u32, bytes as f64, cap, s.min(lane_bytes.max(1)) as f64 / port_cap))
+    }
+
+    /// Ports a resource stands for: (kind, ports) with kind 0 = GPU ports, 1 = switch ports.
+    pub(crate) fn ports_of(&self, r: usize, out: &mut Vec<u32>) -> u8 {
+        out.clear();
+        match self.kinds[r] {
+            Resource::Up(p) => {
+                out.push(p);
+                0
+            }
+            Resource::Down(q) => {
+                out.push(q);
+                1
+            }
+            Resource::UpGpu(g) => {
+                let gp = self.topo.gpu_ports;
+                out.extend(g * gp..(g + 1) * gp);
+                0
+            }
+            Resource::DownGpu(g) => {
+                for (q, w) in self.topo.switch_port_to.iter().enumerate() {
+                    if w.is_some_and(|gp| gp / self.topo.gpu_ports == g) {
+                        out.push(q as u32);
+                    }
+                }
+                1
+            }
+        }
+    }
+
+    /// Is resource `r` a switch output (downlink) resource?
+    pub fn is_down(&self, r: usize) -> bool {
+        matches!(self.kinds[r], Resource::Down(_) | Resource::DownGpu(_))
+    }
+}

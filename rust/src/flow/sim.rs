@@ -1,0 +1,438 @@
+//! The flow simulator: transfers as fluid flows on a [`FlowFabric`], rates
+//! max-min fair, recomputed when flows start or drain (event-driven, integer
+//! picoseconds, on the caller's event queue like the packet level).
+//!
+//! A transfer started at t becomes a flow at once; its work (bytes of its
+//! busiest lane x lanes) drains at its max-min rate; it completes the fixed
+//! path latency after draining. Starts at one picosecond are solved together
+//! (the solve event re-queues itself once at the same time, so every start
+//! already due at that picosecond joins it).
+
+use super::paths::FlowFabric;
+use super::share::{Filler, Flows};
+use crate::engine::{Scheduler, TimePs};
+use crate::error::{FlitsimError, Result};
+use crate::fabric::FabricSpec;
+
+/// Flow events.
+#[derive(Debug, Clone, Copy)]
+pub enum FlowEv {
+    Start(u32),
+    Solve { deferred: bool },
+    Drain { gen: u64 },
+    Done(u32),
+}
+
+/// One transfer of the flow model.
+#[derive(Debug, Clone)]
+pub struct FlowXfer {
+    pub src: u32,
+    pub dst: u32,
+    pub bytes: u64,
+    pub tag: u32,
+    pub loopback: bool,
+    /// Round-robin spray starts at eligible port `spray_offset mod count`.
+    pub spray_offset: u32,
+    pub start_ps: TimePs,
+    pub end_ps: TimePs,
+    pub done: bool,
+    pub lanes: u32,
+    work: f64,
+    scale: f64,
+    cap: f64,
+    /// One simulated packet's time on one of its lanes, ps.
+    pkt_ps: f64,
+    path: (u32, u32),
+}
+
+/// Where flow level may differ from packet level, found while running.
+#[derive(Debug, Clone, Default)]
+pub struct FlowDiagnosis {
+    /// The first pattern seen that the flow level does not represent
+    /// (synchronized round-robin, parallel transfers on one GPU pair), described.
+    pub outside: Option<String>,
+    /// Solves (max-min recomputations) run.
+    pub solves: u64,
+}
+
+/// The simulator state.
+pub struct FlowSim {
+    pub fab: FlowFabric,
+    pub xfers: Vec<FlowXfer>,
+    /// Paths of started transfers, CSR by `FlowXfer::path`; a finished
+    /// transfer's slice is reclaimed when no running one follows it.
+    path_buf: Vec<(u32, f64)>,
+    active: Vec<u32>,
+    rate: Vec<f64>,
+    off: Vec<u32>,
+    flat: Vec<(u32, f64)>,
+    caps: Vec<f64>,
+    filler: Filler,
+    last_ps: TimePs,
+    gen: u64,
+    solve_at: Option<TimePs>,
+    /// Payload bytes carried per resource.
+    pub res_bytes: Vec<f64>,
+    pub diagnosis: FlowDiagnosis,
+    /// Completed transfers not yet collected by the owner: (transfer, time).
+    pub completed: Vec<(u32, TimePs)>,
+    /// Running flows per source GPU (a new flow's place in its ports' round-robin).
+    active_from: Vec<u32>,
+    /// Flows started since the last solve: (round-robin place, dst, src).
+    fresh: Vec<(u32, u32, u32)>,
+    pairs: Vec<(u32, u32)>,
+    finished: Vec<(u32, TimePs, u32, f64)>,
+    /// Path entries of running flows (compaction trigger).
+    live_path: usize,
+}
+
+impl FlowSim {
+    /// Build from a spec (validated).
+    ///
+    /// # Errors
+    /// `Config` for an invalid spec.
+    pub fn new(spec: &FabricSpec) -> Result<Self> {
+        let fab = FlowFabric::new(spec)?;
+        let nr = fab.capacity.len();
+        let g = fab.gpus() as usize;
+        Ok(FlowSim {
+            fab,
+            xfers: Vec::new(),
+            path_buf: Vec::new(),
+            active: Vec::new(),
+            rate: Vec::new(),
+            off: Vec::new(),
+            flat: Vec::new(),
+            caps: Vec::new(),
+            filler: Filler::default(),
+            last_ps: 0,
+            gen: 0,
+            solve_at: None,
+            res_bytes: vec![0.0; nr],
+            diagnosis: FlowDiagnosis::default(),
+            completed: Vec::new(),
+            active_from: vec![0; g],
+            fresh: Vec::new(),
+            pairs: Vec::new(),
+            finished: Vec::new(),
+            live_path: 0,
+        })
+    }
+
+    /// Register a transfer; start it with `FlowEv::Start(id)`.
+    ///
+    /// # Errors
+    /// `Config` for GPU ids outside the fabric.
+    pub fn add_transfer(&mut self, src: u32, dst: u32, bytes: u64, tag: u32) -> Result<u32> {
+        let g = self.fab.gpus();
+        if src >= g || dst >= g {
+            return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &format!("GPU ids in 0..{g} (the fabric has {g} GPUs)")));
+        }
+        let id = self.xfers.len() as u32;
+        self.xfers.push(FlowXfer { src, dst, bytes, tag, loopback: false, spray_offset: 0, start_ps: 0, end_ps: 0, done: false, lanes: 0, work: 0.0, scale: 0.0, cap: 0.0, pkt_ps: 0.0, path: (0, 0) });
+        Ok(id)
+    }
+
+    /// A transfer from `gpu` through the switches back to `gpu` (NVLS).
+    ///
+    /// # Errors
+    /// `Config` for a GPU id outside the fabric.
+    pub fn add_loopback_transfer(&mut self, gpu: u32, bytes: u64, tag: u32) -> Result<u32> {
+        let id = self.add_transfer(gpu, gpu, bytes, tag)?;
+        self.xfers[id as usize].loopback = true;
+        Ok(id)
+    }
+
+    /// Handle one event.
+    ///
+    /// # Errors
+    /// `Config` for a transfer with no path.
+    pub fn handle(&mut self, now: TimePs, ev: FlowEv, q: &mut dyn Scheduler<FlowEv>) -> Result<()> {
+        match ev {
+            FlowEv::Start(x) => self.start(now, x, q),
+            FlowEv::Solve { deferred } => {
+                if self.solve_at != Some(now) {
+                    return Ok(());
+                }
+                if !deferred {
+                    q.schedule(now, FlowEv::Solve { deferred: true });
+                    return Ok(());
+                }
+                self.solve_at = None;
+                self.solve(now, q);
+                Ok(())
+            }
+            FlowEv::Drain { gen } => {
+                if gen != self.gen {
+                    return Ok(());
+                }
+                self.advance(now);
+                let lat = self.fab.latency_ps;
+                let mut k = 0;
+                self.finished.clear();
+                while k < self.active.len() {
+                    let x = self.active[k] as usize;
+                    let r = self.rate[k];
+                    if self.xfers[x].work <= r.max(1e-12) * 0.5 {
+                        self.xfers[x].work = 0.0;
+                        self.active_from[self.xfers[x].src as usize] -= 1;
+                        self.active.swap_remove(k);
+                        self.rate.swap_remove(k);
+                        let t = &self.xfers[x];
+                        self.live_path -= (t.path.1 - t.path.0) as usize;
+                        let first = self.path_buf[t.path.0 as usize].0;
+                        self.finished.push((first, t.start_ps, x as u32, t.pkt_ps));
+                    } else {
+                        k += 1;
+                    }
+                }
+                // Flows that drain together from one port set: round-robin
+                // serves their last packets one per round, in start order, so
+                // at packet level the earlier ones finish whole packet times
+                // before the last (which ends when the fluid does). Without
+                // this the fluid ties them exactly and loses the lead that
+                // chained steps (ring channels) build on.
+                self.finished.sort_unstable_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+                let mut i = 0;
+                while i < self.finished.len() {
+                    let mut j = i;
+                    while j < self.finished.len() && self.finished[j].0 == self.finished[i].0 {
+                        j += 1;
+                    }
+                    let n = j - i;
+                    for (rank, f) in self.finished[i..j].iter().enumerate() {
+                        let early = ((n - 1 - rank) as f64 * f.3) as u64;
+                        q.schedule(now + lat.saturating_sub(early), FlowEv::Done(f.2));
+                    }
+                    i = j;
+                }
+                // Keep the active list in start order (determinism of the solve order).
+                self.sort_active();
+                self.solve(now, q);
+                Ok(())
+            }
+            FlowEv::Done(x) => {
+                let t = &mut self.xfers[x as usize];
+                t.done = true;
+                t.end_ps = now;
+                self.completed.push((x, now));
+                Ok(())
+            }
+        }
+    }
+
+    fn sort_active(&mut self) {
+        // Rates are recomputed right after, so only the ids need ordering.
+        self.active.sort_unstable();
+        self.rate.clear();
+    }
+
+    fn start(&mut self, now: TimePs, x: u32, q: &mut dyn Scheduler<FlowEv>) -> Result<()> {
+        let (src, dst, bytes, loopback, off) = {
+            let t = &mut self.xfers[x as usize];
+            t.start_ps = now;
+            (t.src, t.dst, t.bytes, t.loopback, t.spray_offset)
+        };
+        if bytes == 0 || (src == dst && !loopback) {
+            let t = &mut self.xfers[x as usize];
+            t.done = true;
+            t.end_ps = now;
+            self.completed.push((x, now));
+            return Ok(());
+        }
+        if self.active.is_empty() {
+            self.path_buf.clear();
+        } else if self.path_buf.len() > 4096 && self.path_buf.len() > 4 * self.live_path {
+            self.compact_paths();
+        }
+        let a = self.path_buf.len() as u32;
+        let (lanes, work, cap, pkt_ps) = self.fab.path(src, dst, bytes, x, off, &mut self.path_buf)?;
+        let t = &mut self.xfers[x as usize];
+        t.path = (a, self.path_buf.len() as u32);
+        self.live_path += (t.path.1 - t.path.0) as usize;
+        t.lanes = lanes;
+        t.work = work;
+        t.scale = bytes as f64 / work;
+        t.cap = cap;
+        t.pkt_ps = pkt_ps;
+        // Bring running flows up to now at their old rates before the set changes.
+        self.advance(now);
+        self.active.push(x);
+        self.rate.push(0.0);
+        self.fresh.push((self.active_from[src as usize], dst, src));
+        self.active_from[src as usize] += 1;
+        if self.solve_at != Some(now) {
+            self.solve_at = Some(now);
+            q.schedule(now, FlowEv::Solve { deferred: false });
+        }
+        // No drain may fire at the old rates before the solve.
+        self.gen += 1;
+        Ok(())
+    }
+
+    /// Keep only the paths of running flows (memory bounded by the flows in
+    /// flight, not by the transfers ever started).
+    fn compact_paths(&mut self) {
+        let mut buf = Vec::with_capacity(self.flat.len() + 64);
+        for &x in &self.active {
+            let t = &mut self.xfers[x as usize];
+            let a = buf.len() as u32;
+            buf.extend_from_slice(&self.path_buf[t.path.0 as usize..t.path.1 as usize]);
+            t.path = (a, buf.len() as u32);
+        }
+        self.path_buf = buf;
+    }
+
+    /// Drain work at the current rates from `last_ps` to `now`, counting bytes per resource.
+    fn advance(&mut self, now: TimePs) {
+        let dt = now.saturating_sub(self.last_ps) as f64;
+        self.last_ps = now;
+        if dt == 0.0 {
+            return;
+        }
+        for (k, &x) in self.active.iter().enumerate() {
+            let r = self.rate.get(k).copied().unwrap_or(0.0);
+            if r <= 0.0 {
+                continue;
+            }
+            let t = &mut self.xfers[x as usize];
+            let moved = (r * dt).min(t.work);
+            t.work -= moved;
+            let (a, b) = t.path;
+            let bytes = moved * t.scale;
+            for &(res, c) in &self.path_buf[a as usize..b as usize] {
+                self.res_bytes[res as usize] += bytes * c;
+            }
+        }
+    }
+
+    fn solve(&mut self, now: TimePs, q: &mut dyn Scheduler<FlowEv>) {
+        self.gen += 1;
+        if self.active.is_empty() {
+            self.rate.clear();
+            return;
+        }
+        self.diagnosis.solves += 1;
+        self.off.clear();
+        self.flat.clear();
+        self.caps.clear();
+        self.off.push(0);
+        for &x in &self.active {
+            let t = &self.xfers[x as usize];
+            self.flat.extend_from_slice(&self.path_buf[t.path.0 as usize..t.path.1 as usize]);
+            self.off.push(self.flat.len() as u32);
+            self.caps.push(t.cap);
+        }
+        self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.rate);
+        if self.diagnosis.outside.is_none() {
+            self.check_synchronized(now);
+        }
+        self.fresh.clear();
+        let mut next = f64::INFINITY;
+        for (k, &x) in self.active.iter().enumerate() {
+            let r = self.rate[k];
+            if r > 0.0 {
+                next = next.min(self.xfers[x as usize].work / r);
+            }
+        }
+        if next.is_finite() {
+            let dt = (next.ceil() as u64).max(1);
+            q.schedule(now + dt, FlowEv::Drain { gen: self.gen });
+        }
+    }
+
+    /// Is some uplink resource of GPU `src` full in the last solve?
+    fn port_full(&self, src: u32) -> bool {
+        let fl = &self.filler;
+        (0..self.fab.capacity.len()).any(|r| {
+            fl.full[r]
+                && match self.fab.kinds[r] {
+                    super::paths::Resource::UpGpu(g) => g == src,
+                    super::paths::Resource::Up(p) => p / self.fab.topo.gpu_ports == src,
+                    _ => false,
+                }
+        })
+    }
+
+    /// Parallel transfers between one pair of GPUs (ring channels): at
+    /// packet level the port's round-robin finishes them a few packets
+    /// apart, the first to finish starts its next step early on idle ports,
+    /// and over chained steps that lead compounds (multi-channel rings run
+    /// 6-15 % faster than fluid sharing, docs/fidelity.md).
+    fn check_parallel_pairs(&mut self, now: TimePs) {
+        self.pairs.clear();
+        for &x in &self.active {
+            let t = &self.xfers[x as usize];
+            // NVLS loopback shares are validated (within 1 %, docs/fidelity.md).
+            if !t.loopback {
+                self.pairs.push((t.src, t.dst));
+            }
+        }
+        self.pairs.sort_unstable();
+        for i in 1..self.pairs.len() {
+            if self.pairs[i] == self.pairs[i - 1] {
+                let (s, d) = self.pairs[i];
+                let n = self.pairs.iter().filter(|p| **p == (s, d)).count();
+                self.diagnosis.outside = Some(format!(
+                    "pipeline-bound: {n} concurrent transfers GPU {s} -> {d} at t = {:.3} us (e.g. ring channels); at packet level they finish a few packets apart and the next steps overlap, which fluid sharing does not represent",
+                    now as f64 / 1e6
+                ));
+                return;
+            }
+        }
+    }
+
+    /// Synchronized round-robin: flows started together from two or more
+    /// sources to one destination at the same place in their sources'
+    /// round-robin order (e.g. every source listing destinations 0, 1, 2, ...).
+    /// At packet level their packets reach that switch output in the same
+    /// rounds, every round: a rolling incast that the output arbitrates and
+    /// credits throttle, so the fluid rates (which see only averages) are too
+    /// optimistic (11 % at 16 GPUs, tests/flow.rs).
+    fn check_synchronized(&mut self, now: TimePs) {
+        if self.fresh.len() < 2 {
+            return;
+        }
+        self.check_parallel_pairs(now);
+        if self.diagnosis.outside.is_some() {
+            return;
+        }
+        self.fresh.sort_unstable();
+        for i in 1..self.fresh.len() {
+            let (w0, w1) = (self.fresh[i - 1], self.fresh[i]);
+            if w0.0 == w1.0 && w0.1 == w1.1 && w0.2 != w1.2 {
+                let (place, dst) = (w0.0, w0.1);
+                // It costs bandwidth only where the colliding sources cycle over
+                // several destinations and their own ports are the bottleneck
+                // (a balanced pattern that needs every output busy all the time);
+                // one flow per source, or sources with room to spare, are not
+                // slowed (tests/flow.rs incast_alone_is_exact, incast_with_other_traffic).
+                let group: Vec<u32> = self.fresh.iter().filter(|f| f.0 == place && f.1 == dst).map(|f| f.2).collect();
+                let busy = group.iter().filter(|&&src| self.active_from[src as usize] >= 2 && self.port_full(src)).count();
+                if busy < 2 {
+                    continue;
+                }
+                let n = group.len();
+                self.diagnosis.outside = Some(format!(
+                    "arbitration-bound: {n} sources start flows to GPU {dst} at the same place ({place}) of their round-robin order at t = {:.3} us (synchronized order, a rolling incast at packet level); stagger destinations (source s sends to s+1, s+2, ...) or run packet level",
+                    now as f64 / 1e6
+                ));
+                return;
+            }
+        }
+    }
+
+    /// Transfers not finished: a description, or None.
+    pub fn describe_incomplete(&self) -> Option<String> {
+        let open: Vec<usize> = (0..self.xfers.len()).filter(|&x| !self.xfers[x].done && self.xfers[x].lanes > 0).collect();
+        if open.is_empty() {
+            return None;
+        }
+        let mut s = format!("{} flows unfinished, e.g. ", open.len());
+        for &x in open.iter().take(4) {
+            let t = &self.xfers[x];
+            s += &format!("#{x} GPU {} -> {} ({:.0} of {} bytes left); ", t.src, t.dst, t.work * t.scale, t.bytes);
+        }
+        Some(s)
+    }
+}
