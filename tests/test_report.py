@@ -221,9 +221,19 @@ def test_sweep_same_with_1_and_2_workers_and_resumes(tmp_path):
     import pandas as pd
 
     assert pd.read_parquet(tmp_path / "b.parquet").equals(b)
-    # resume: every point is in the file, so a target that would fail is never called
-    c = flitsim.sweep("flitsim.sweeps:no_such_function", _points(), workers=1, progress=False,
-                      out=tmp_path / "a.parquet")
+    # resume: every point is in the file, so the (same-named) target is never called again
+    import flitsim.sweeps as sw
+
+    def boom(**kw):
+        raise AssertionError("recomputed a finished point")
+
+    orig = sw.schedule_point
+    sw.schedule_point = boom
+    try:
+        c = flitsim.sweep("flitsim.sweeps:schedule_point", _points(), workers=1, progress=False,
+                          out=tmp_path / "a.parquet")
+    finally:
+        sw.schedule_point = orig
     assert c.equals(a)
     # a submit-executor and a map-like callable give the same rows
     with ThreadPoolExecutor(2) as ex:

@@ -19,7 +19,8 @@ PKG = ROOT / "python" / "flitsim"
 # Keys are module names or package prefixes; the longest matching key wins.
 # Private helpers (``flitsim._name``) are the base layer unless listed.
 LAYERS: list[tuple[str, ...]] = [
-    ("flitsim._core", "flitsim.errors", "flitsim._spec", "flitsim._toml", "flitsim.parallel"),
+    ("flitsim._core", "flitsim._core_types", "flitsim.errors", "flitsim.limits", "flitsim.sizes", "flitsim.interrupt",
+     "flitsim._spec", "flitsim._toml", "flitsim.parallel"),
     ("flitsim.hardware",),
     # One component or one kind of work at a time: links, switches, fabrics,
     # collectives on a fabric; models, compute costs, workloads.

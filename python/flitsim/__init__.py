@@ -30,13 +30,16 @@ from flitsim.hardware.fabric import Fault
 from flitsim.networks import AnalyticNetwork, FabricNetwork, IdealNetwork
 from flitsim.sweeps import sweep
 from flitsim import report
+from flitsim.interrupt import cancel_all, install_sigint_handler
+
+install_sigint_handler()  # Ctrl-C also stops simulations on worker threads
 
 __all__ = [
     "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
     "link_transfer", "switchlab", "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "TransferResult", "transfers",
     "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario", "Fault",
-    "fec_error_model", "goodput_vs_ber",
+    "fec_error_model", "goodput_vs_ber", "cancel_all",
 ]
 
 

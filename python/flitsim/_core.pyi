@@ -9,10 +9,17 @@ import numpy.typing as npt
 
 __version__: str
 __all__ = [
-    "ConfigError", "StalledError", "__version__", "collective_defaults", "collective_ideal", "collective_run",
+    "ConfigError", "StalledError", "__version__", "cancel_all", "collective_defaults", "collective_ideal", "collective_run",
     "execute_taskgraph", "fabric_check", "fabric_transfers", "fec_error_model", "hold_model_events_per_s", "link_timing",
     "link_transfer", "serdes_rates", "switch_lab",
 ]
+
+from flitsim._core_types import (
+    BatchResult, CollectiveParams, CollectiveResult, LinkTimingResult, LinkTransferResult, SerdesRates,
+    SwitchLabResult, TaskGraphResult,
+)
+
+# ---------------------------------------------------------------- functions and errors
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names the field, the value and what is allowed."""
@@ -20,30 +27,33 @@ class ConfigError(ValueError):
 class StalledError(RuntimeError):
     """The simulation stopped making progress with work pending; the message says what is blocked."""
 
-def serdes_rates(spec: Any) -> dict[str, Any]:
+def cancel_all() -> None:
+    """Cancel every simulation running in this process, on any thread."""
+
+def serdes_rates(spec: Any) -> SerdesRates:
     """Rate chain of a SerDes spec dict: line/post-FEC/payload rates (Gb/s), bit time and FEC accumulation (ps)."""
 
-def link_timing(spec: Any) -> dict[str, Any]:
+def link_timing(spec: Any) -> LinkTimingResult:
     """Validate a link spec dict; returns ``{"rates": ..., "timing": ...}`` (integer ps timing)."""
 
-def link_transfer(spec: Any) -> dict[str, Any]:
+def link_transfer(spec: Any) -> LinkTransferResult:
     """Run the two-endpoint link experiment; arrays ``start_ps``/``arrival_ps`` are uint64."""
 
-def switch_lab(spec: Any) -> dict[str, Any]:
+def switch_lab(spec: Any) -> SwitchLabResult:
     """Run one switch-lab experiment (spec dict mirrors ``SwitchLabSpec``); per
     (port, VC) arrays in ``inputs``/``outputs`` are flat uint64, index ``port * vcs + vc``."""
 
 def hold_model_events_per_s(pending: int, operations: int, seed: int) -> float:
     """Events per wall-second of the hold model with ``pending`` events queued."""
 
-def execute_taskgraph(graph: dict[str, Any], network: Any) -> dict[str, Any]:
+def execute_taskgraph(graph: dict[str, Any], network: Any) -> TaskGraphResult:
     """Execute a columnar task graph (numpy arrays) over a network spec dict; per-task uint64 arrays out
     (on a fabric, ``network["fidelity"]`` and ``network["fidelity_reason"]`` say which fidelity ran and why)."""
 
 def fabric_check(spec: Any) -> None:
     """Validate a fabric spec dict; raises ConfigError naming the wire or GPU at fault."""
 
-def fabric_transfers(spec: Any, batch: dict[str, Any]) -> dict[str, Any]:
+def fabric_transfers(spec: Any, batch: dict[str, Any]) -> BatchResult:
     """Run a batch of transfers (numpy columns src, dst, bytes, start_ps, after) on a fabric spec dict;
     ``links`` holds per-GPU-port uint64 columns (including link-level retry ``replays``, ``replay_ps``,
     ``rx_replays``, ``rx_payload_bytes``, ``lost_bytes``), ``faults`` the fault accounting
@@ -57,7 +67,7 @@ def fec_error_model(serdes: Any, ber: float) -> dict[str, Any]:
     ``codeword_corrected_prob``, ``codeword_uncorrectable_prob``, ``codeword_flit_bits``,
     ``hazard_per_flit_bit``; ConfigError if ``ber`` is outside [0, 1)."""
 
-def collective_run(spec: Any, request: Any) -> dict[str, Any]:
+def collective_run(spec: Any, request: Any) -> CollectiveResult:
     """Run one collective (request dict mirrors ``CollectiveRequest``: op, members, bytes, params) on a fabric spec dict;
     ``bytes_sent``/``bytes_received`` (the lowering's count), ``link_bytes_sent``/``link_bytes_received``
     (what the fabric's links carried and delivered) and ``rx_payload_bytes`` are uint64 arrays per GPU,
@@ -67,5 +77,5 @@ def collective_run(spec: Any, request: Any) -> dict[str, Any]:
 def collective_ideal(gpus: int, alpha_ps: int, bandwidth_bytes_per_s: float, nvls: bool, request: Any) -> int:
     """Completion time (ps) of a collective's DAG on the ideal alpha-beta port model."""
 
-def collective_defaults() -> dict[str, Any]:
+def collective_defaults() -> CollectiveParams:
     """The default, calibrated collective parameters (link_efficiency, nvls_efficiency, latencies ...)."""

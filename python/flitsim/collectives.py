@@ -275,17 +275,11 @@ def collective_ideal(kind: str, nbytes: int, n: int, *, alpha_ps: int, bandwidth
 
 
 def parse_size(s: str | int) -> int:
-    """nccl-tests size syntax: ``8``, ``64K``, ``8M``, ``8G`` (powers of 1024)."""
-    if isinstance(s, (int, np.integer)):
-        return int(s)
-    t = str(s).strip().upper().rstrip("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    try:
-        if t and t[-1] in mult:
-            return int(float(t[:-1]) * mult[t[-1]])
-        return int(t)
-    except ValueError:
-        raise ConfigError(f"size = {s!r}: expected bytes like 8, 64K, 8M, 8G") from None
+    """nccl-tests size syntax: ``8``, ``64K``, ``8M``, ``8G`` (powers of 1024;
+    the one parser, :func:`flitsim.sizes.parse_bytes`)."""
+    from flitsim.sizes import parse_bytes
+
+    return parse_bytes(s)
 
 
 def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: int | str = 8,

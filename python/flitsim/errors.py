@@ -1,7 +1,9 @@
-"""Exceptions raised by flitsim.
+"""Exceptions raised by flitsim, and the one integer check that raises them.
 
-Both are declared once, in the Rust extension, and raised from Rust and Python
-alike, so ``except ValueError`` / ``except RuntimeError`` also catch them.
+Both exceptions are declared once, in the Rust extension (as
+``flitsim._core.ConfigError`` / ``flitsim._core.StalledError``, so they pickle
+and cross process boundaries: ProcessPool, Dask, Ray), and raised from Rust and
+Python alike, so ``except ValueError`` / ``except RuntimeError`` also catch them.
 
 - :class:`ConfigError` (a ``ValueError``): a configuration value is invalid; the
   message names the field, the value and what is allowed.
@@ -11,18 +13,43 @@ alike, so ``except ValueError`` / ``except RuntimeError`` also catch them.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 from pydantic import ValidationError
 
 from flitsim._core import ConfigError, StalledError
 
-__all__ = ["ConfigError", "StalledError", "config_error", "from_validation_error"]
+__all__ = ["ConfigError", "StalledError", "config_error", "from_validation_error", "check_int", "U64_MAX"]
+
+U64_MAX = 2**64 - 1
+"""Largest value of the engine's unsigned 64-bit fields (bytes, ps)."""
 
 
 def config_error(field: str, value: Any, allowed: str) -> ConfigError:
     """Build a :class:`ConfigError` in the house format ``field = value: allowed``."""
     return ConfigError(f"{field} = {value!r}: {allowed}")
+
+
+def check_int(field: str, value: Any, minimum: int = 0, maximum: int | None = None, what: str = "an integer") -> int:
+    """``value`` as a Python int if it is an integer in ``[minimum, maximum]``.
+
+    The one integer check of the package (specs, builders, CLI options): a
+    ``bool`` is not an integer (``True`` is not one port), nor is a string
+    (``"8"``) or a float (``1.5`` bytes, ``8.0``); Python and numpy integers
+    are accepted. ``maximum=None`` means no upper bound; ``what`` names the
+    kind of value in the message ("a device id").
+
+    Raises:
+        ConfigError: naming ``field``, the value and the allowed range.
+    """
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if ok and value >= minimum and (maximum is None or value <= maximum):
+        return int(value)
+    allowed = f"{what} in {minimum}..={maximum}" if maximum is not None else f"{what} >= {minimum}"
+    if not ok:
+        allowed += f" (got {type(value).__name__})"
+    raise config_error(field, value, allowed)
 
 
 def from_validation_error(err: ValidationError, owner: str) -> ConfigError:

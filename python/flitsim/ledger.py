@@ -65,12 +65,15 @@ class Ledger:
         """The row with this scope and stage.
 
         Raises:
-            KeyError: if there is none.
+            ConfigError: if there is none (the message lists the rows there are).
         """
         for r in self.rows:
             if r.scope == scope and r.stage == stage:
                 return r
-        raise KeyError(f"no ledger row ({scope!r}, {stage!r})")
+        from flitsim.errors import config_error
+
+        have = [(r.scope, r.stage) for r in self.rows]
+        raise config_error("ledger row", (scope, stage), f"one of {have}")
 
 
 def _row(scope: str, stage: str, gbps: float, how: str) -> LedgerRow:

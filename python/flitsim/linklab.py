@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flitsim import _core
-from flitsim.errors import ConfigError
+from flitsim.errors import ConfigError, check_int
 from flitsim.hardware.link_spec import LinkSpec
 from flitsim.hardware.links import link_preset
 
@@ -84,9 +84,7 @@ class LinkTransferResult:
 
 
 def _int(name: str, v: Any, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise ConfigError(f"{name} = {v!r}: expected an integer >= {lo}")
-    return int(v)
+    return check_int(name, v, lo)
 
 
 def link_transfer(link: LinkSpec | str, total_bytes: int, payload_bytes: int = 256,

@@ -1,8 +1,9 @@
 """Sweeps: many simulations over a grid, on any executor, streamed to Parquet.
 
-``flitsim.sweep(target, grid, executor=None, out=...)`` evaluates
-``target(**point)`` for every point of ``grid`` and returns a DataFrame (one
-row per point: the point's parameters, then the target's result fields).
+``flitsim.sweep(target, grid, executor=None, out=..., fixed=...)`` evaluates
+``target(**fixed, **point)`` for every point of ``grid`` and returns a
+DataFrame (one row per point: ``point_id``, the point's parameters, the
+target's result fields, and ``error``).
 
 Executors: ``None`` -> a local :class:`concurrent.futures.ProcessPoolExecutor`
 (``workers`` processes; 1 = in this process); any object with
@@ -11,11 +12,24 @@ Dask ``distributed.Client`` or its ``get_executor()``); or a map-like callable
 ``executor(fn, iterable)`` returning results in order (e.g. a Ray
 ``ray.util.multiprocessing.Pool().map`` or ``multiprocessing.Pool().map``).
 
-Results are written to ``out`` (Parquet) as they arrive (the file is rewritten
-atomically after each result, so it is always complete) and a rerun with the
-same ``out`` resumes: points already in the file (same ``point_id``, a hash of
-the parameters) are not recomputed. Rows are ordered by grid position, so the
-result does not depend on the number of workers or on completion order.
+Nothing is lost:
+
+- A point whose target raises is recorded with the exception in the
+  ``error`` column (type and message; empty for points that succeeded) and
+  the sweep goes on; a rerun retries only the failed points.
+- Results are written to ``out`` (Parquet) as they arrive, atomically (a
+  temporary file in the same folder, then a rename), so the file is always
+  complete, also after Ctrl-C or a crash.
+- A point is keyed (``point_id``) by the target, the parameters (fixed ones
+  included) and the flitsim version, so a rerun resumes only what was
+  computed by the same target and version; rows of other grids or targets in
+  the same file are kept, not deleted.
+- ``out`` is checked before the first point: its folder must exist, and an
+  existing file must be a flitsim sweep file (Parquet metadata key
+  ``flitsim.sweep``); anything else is refused, never overwritten.
+
+Rows are ordered by grid position, so the result does not depend on the
+number of workers or on completion order.
 """
 
 from __future__ import annotations
@@ -30,9 +44,12 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from flitsim.errors import config_error
+from flitsim.errors import ConfigError, check_int, config_error
 
 __all__ = ["sweep", "grid_points", "point_id", "schedule_point", "SweepSpec", "load_sweep"]
+
+_META_KEY = b"flitsim.sweep"
+"""Parquet schema-metadata key that marks a file as a flitsim sweep's."""
 
 
 def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -40,23 +57,42 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]])
     key order then value order) or an explicit list of dicts.
 
     Raises:
-        ConfigError: a value list that is empty or not a list.
+        ConfigError: a value list that is empty or not a list; a list of
+            points that is empty or holds something other than mappings.
     """
     if isinstance(grid, Mapping):
         keys = list(grid)
         for k in keys:
+            if not isinstance(k, str):
+                raise config_error("grid key", k, "a parameter name (str)")
             if isinstance(grid[k], (str, bytes)) or not isinstance(grid[k], Sequence) or len(grid[k]) == 0:
                 raise config_error(f"grid.{k}", grid[k], "a non-empty list of values")
         return [dict(zip(keys, vals)) for vals in itertools.product(*(grid[k] for k in keys))]
-    pts = [dict(p) for p in grid]
+    if isinstance(grid, (str, bytes)) or not isinstance(grid, Sequence):
+        raise config_error("grid", grid, "a mapping name -> list of values, or a list of point dicts")
+    pts = []
+    for i, p in enumerate(grid):
+        if not isinstance(p, Mapping):
+            raise config_error(f"grid[{i}]", p, "a dict of parameters")
+        pts.append(dict(p))
     if not pts:
         raise config_error("grid", grid, "at least one point")
     return pts
 
 
-def point_id(point: Mapping[str, Any]) -> str:
-    """Stable 16-hex-digit id of a point (SHA-256 of its sorted JSON)."""
-    return hashlib.sha256(json.dumps(point, sort_keys=True, default=str).encode()).hexdigest()[:16]
+def _target_name(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', type(target).__name__)}"
+
+
+def point_id(point: Mapping[str, Any], target: Any = "", version: str | None = None) -> str:
+    """Stable 16-hex-digit id of a point: SHA-256 of the target's name, the
+    sorted parameters (JSON) and the flitsim version (default: this one)."""
+    from flitsim._core import __version__
+
+    key = {"target": _target_name(target), "params": dict(point), "flitsim": version or __version__}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=repr).encode()).hexdigest()[:16]
 
 
 def _resolve(target: Callable[..., Any] | str) -> Callable[..., Any]:
@@ -64,26 +100,61 @@ def _resolve(target: Callable[..., Any] | str) -> Callable[..., Any]:
         return target
     mod, _, name = str(target).partition(":")
     try:
-        return getattr(importlib.import_module(mod), name)
-    except (ImportError, AttributeError):
+        fn = getattr(importlib.import_module(mod), name)
+    except (ImportError, AttributeError, ValueError):
         raise config_error("target", target, "a callable or 'module:function'") from None
+    if not callable(fn):
+        raise config_error("target", target, "a callable or 'module:function'")
+    return fn
 
 
 def _call(target: Any, point: dict[str, Any]) -> dict[str, Any]:
-    fn = _resolve(target)
-    res = fn(**point)
+    """Run one point; any exception becomes the row's ``error`` (Ctrl-C and
+    exits propagate)."""
+    try:
+        res = _resolve(target)(**point)
+    except Exception as e:  # noqa: BLE001 - recorded, not swallowed: the row says what failed
+        return {"error": f"{type(e).__name__}: {e}"}
     if not isinstance(res, Mapping):
         res = {"result": res}
-    return dict(res)
+    return {**dict(res), "error": ""}
 
 
 def _call_tuple(args: tuple[Any, dict[str, Any]]) -> dict[str, Any]:
     return _call(*args)
 
 
+def _read_existing(out: Path) -> dict[str, dict[str, Any]]:
+    """Rows of an existing sweep file by point_id; refuses foreign files."""
+    if not out.exists():
+        return {}
+    if out.is_dir():
+        raise config_error("out", str(out), "a Parquet file path (this is a folder)")
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(out).metadata or {}
+    except Exception:
+        meta = {}
+    if _META_KEY not in meta:
+        raise config_error("out", str(out), "a new path or a flitsim sweep file; this file exists and is not one "
+                           "(refusing to overwrite it: move it away or choose another out)")
+    df = pq.read_table(out).to_pandas()
+    return {str(r["point_id"]): r for r in df.to_dict(orient="records")}
+
+
+def _check_writable(out: Path) -> None:
+    d = out.parent if str(out.parent) else Path(".")
+    if not d.is_dir():
+        raise config_error("out", str(out), f"a path in an existing folder ({str(d)!r} does not exist)")
+    if not os.access(d, os.W_OK):
+        raise config_error("out", str(out), f"a path in a writable folder ({str(d)!r} is not writable)")
+
+
 def sweep(target: Callable[..., Mapping[str, Any]] | str, grid: Any, executor: Any = None, *,
-          out: str | os.PathLike[str] | None = None, workers: int | None = None, progress: bool = True) -> Any:
-    """Evaluate ``target(**point)`` over ``grid`` (see the module docstring).
+          out: str | os.PathLike[str] | None = None, workers: int | None = None, progress: bool = True,
+          fixed: Mapping[str, Any] | None = None) -> Any:
+    """Evaluate ``target(**fixed, **point)`` over ``grid`` (see the module docstring).
 
     Args:
         target: a picklable top-level callable returning a mapping of scalars,
@@ -95,35 +166,51 @@ def sweep(target: Callable[..., Mapping[str, Any]] | str, grid: Any, executor: A
         workers: processes of the default pool (default: CPU count; 1 runs
             in this process).
         progress: tqdm progress bar on stderr.
+        fixed: keyword arguments passed to every point (like a sweep file's
+            ``[fixed]`` table); a grid parameter of the same name wins.
 
     Returns:
-        pandas DataFrame: ``point_id``, the grid parameters, the result fields;
-        ordered by grid position.
+        pandas DataFrame: ``point_id``, the parameters, the result fields and
+        ``error`` (empty string when the point succeeded); ordered by grid position.
 
     Raises:
-        ConfigError: bad grid or target; whatever the target raises propagates.
+        ConfigError: bad grid, target, workers, fixed or out (checked before
+            the first point). Exceptions raised by the target are recorded in
+            ``error``, not raised.
     """
-    import pandas as pd
-
-    pts = grid_points(grid)
-    ids = [point_id(p) for p in pts]
+    if workers is not None:
+        workers = check_int("workers", workers, 1, 4096)
+    if fixed is None:
+        fixed = {}
+    if not isinstance(fixed, Mapping) or not all(isinstance(k, str) for k in fixed):
+        raise config_error("fixed", fixed, "a mapping of parameter name -> value")
+    pts = [{**fixed, **p} for p in grid_points(grid)]
+    if not callable(target):
+        _resolve(target)  # a typo fails now, not once per point
+    tname = _target_name(target)
+    ids = [point_id(p, tname) for p in pts]
+    out_path = Path(out) if out is not None else None
     done: dict[str, dict[str, Any]] = {}
-    if out is not None and Path(out).exists():
-        prev = pd.read_parquet(out)
-        for rec in prev.to_dict(orient="records"):
-            done[str(rec["point_id"])] = rec
-    todo = [i for i, pid in enumerate(ids) if pid not in done]
+    if out_path is not None:
+        _check_writable(out_path)
+        done = _read_existing(out_path)
+    todo = [i for i, pid in enumerate(ids) if pid not in done or done[pid].get("error")]
+    todo = list(dict.fromkeys(todo))
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(pts), initial=len(pts) - len(todo), desc="sweep", unit="pt", file=sys.stderr)
     tgt: Any = target if callable(target) else str(target)
+    meta = json.dumps({"target": tname}).encode()
 
     def record(i: int, res: dict[str, Any]) -> None:
         done[ids[i]] = {"point_id": ids[i], **pts[i], **res}
-        if out is not None:
-            _write(done, ids, out)
+        if out_path is not None:
+            # This grid's rows in grid order, then earlier rows of other grids.
+            mine = list(dict.fromkeys(ids))
+            rest = [k for k in done if k not in set(mine)]
+            _write([done[k] for k in mine + rest if k in done], out_path, meta)
         if bar:
             bar.update(1)
 
@@ -137,7 +224,11 @@ def sweep(target: Callable[..., Mapping[str, Any]] | str, grid: Any, executor: A
                 own = executor = cf.ProcessPoolExecutor(max_workers=workers)
             futs = {executor.submit(_call, tgt, pts[i]): i for i in todo}
             for f in cf.as_completed(futs) if isinstance(next(iter(futs), None), cf.Future) else futs:
-                record(futs[f], f.result())
+                try:
+                    res = f.result()
+                except Exception as e:  # noqa: BLE001 - the worker died or the result did not come back
+                    res = {"error": f"{type(e).__name__}: {e}"}
+                record(futs[f], res)
         elif callable(executor):
             for i, res in zip(todo, executor(_call_tuple, [(tgt, pts[i]) for i in todo])):
                 record(i, res)
@@ -145,24 +236,45 @@ def sweep(target: Callable[..., Mapping[str, Any]] | str, grid: Any, executor: A
             raise config_error("executor", type(executor).__name__, "None, an object with submit(), or a map-like callable")
     finally:
         if own is not None:
-            own.shutdown()
+            own.shutdown(cancel_futures=True)
         if bar:
             bar.close()
-    return _frame(done, ids)
+    return _frame([done[i] for i in ids if i in done])  # one row per grid position, repeats included
 
 
-def _frame(done: dict[str, dict[str, Any]], ids: list[str]) -> Any:
+def _frame(rows: list[dict[str, Any]]) -> Any:
     import pandas as pd
 
-    rows = [done[i] for i in ids if i in done]
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    if "error" in df.columns:
+        df["error"] = df["error"].fillna("").astype(str)
+        df = df[[c for c in df.columns if c != "error"] + ["error"]]
+    return df
 
 
-def _write(done: dict[str, dict[str, Any]], ids: list[str], out: str | os.PathLike[str]) -> None:
-    df = _frame(done, ids)
-    tmp = f"{out}.tmp"
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, out)
+def _write(rows: list[dict[str, Any]], out: Path, meta: bytes) -> None:
+    """Every row of the file (this grid's and earlier ones'), written to a
+    temporary file beside ``out`` and renamed over it (atomic on POSIX)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    df = _frame(rows)
+    try:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # A column holding mixed types across points (e.g. 4 and "auto"): keep it as text.
+        for c in df.columns:
+            if df[c].dtype == object:
+                df[c] = df[c].map(lambda v: v if v is None or isinstance(v, str) else repr(v))
+        table = pa.Table.from_pandas(df, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), _META_KEY: meta})
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, out)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"out = {str(out)!r}: cannot write ({e.strerror or e})") from None
 
 
 # ---------------------------------------------------------------------- a ready-made target

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from flitsim import _core
 from flitsim._spec import Spec
-from flitsim.errors import ConfigError
+from flitsim.errors import ConfigError, check_int
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,7 +88,7 @@ class SwitchSpec(Spec):
     downstream_credits_per_vc_flits: NonNegInt | None = None
     allocator: str = "islip"
     iterations: NonNegInt = 1
-    clock_ghz: float = 1.0
+    clock_ghz: float = Field(default=1.0, ge=0.001, le=1000.0)  # the engine's bounds (switch/spec.rs)
     seed: NonNegInt = 0
     stall_timeout_cycles: NonNegInt = 0
 
@@ -254,9 +254,7 @@ class SwitchRunResult:
 
 
 def _nonneg_int(name: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-        raise ConfigError(f"{name} = {v!r}: expected an integer >= 0")
-    return int(v)
+    return check_int(name, v, 0)
 
 
 def run(switch: SwitchSpec | None = None, traffic: TrafficSpec | None = None, *,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 import numpy as np
 
 from flitsim import _core
-from flitsim.errors import ConfigError
+from flitsim.errors import ConfigError, check_int
 from flitsim.networks import AnalyticNetwork, FabricNetwork, IdealNetwork, resolve_network
 from flitsim.transfers import fabric_frames, warn_fidelity
 
@@ -36,6 +36,8 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broa
 """Collective kinds, in engine code order."""
 
 KINDS = ("compute", "transfer", "collective")
+
+from flitsim.limits import MAX_DEVICES, MAX_TASKS  # noqa: E402
 
 __all__ = ["COLLECTIVES", "KINDS", "TaskGraphBuilder", "TaskGraph", "TaskGraphRun", "execute",
            # networks live in flitsim.networks; re-exported under their old import path
@@ -75,16 +77,20 @@ class TaskGraphBuilder:
     _mem: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        for name in ("devices", "compute_streams", "comm_streams"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ConfigError(f"{name} = {v!r}: expected an integer >= 1")
+        # Same bounds as the engine (MAX_ENDPOINTS GPUs; streams per device).
+        check_int("devices", self.devices, 1, MAX_DEVICES)
+        check_int("compute_streams", self.compute_streams, 1, 1024)
+        check_int("comm_streams", self.comm_streams, 1, 1024)
 
     def __len__(self) -> int:
         return len(self._kind)
 
     def _add(self, kind: int, device: int, peer: int, dur: int, nbytes: int, coll: int, group: int,
              label: str, stage: int, flops: float, mem: float, release_ps: int = 0) -> int:
+        if len(self._kind) >= MAX_TASKS:
+            # Work estimate as the graph grows: refuse before hours of building and simulating.
+            raise ConfigError(f"tasks = {len(self._kind) + 1}: at most {MAX_TASKS} tasks in one task graph "
+                              "(fewer steps, layers, slices or a smaller parallel degree)")
         self._kind.append(kind)
         self._release.append(release_ps)
         self._device.append(device)
@@ -100,16 +106,12 @@ class TaskGraphBuilder:
         return len(self._kind) - 1
 
     def _check_device(self, name: str, d: int) -> int:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d < self.devices:
-            raise ConfigError(f"{name} = {d!r}: expected a device id in 0..{self.devices - 1}")
-        return int(d)
+        return check_int(name, d, 0, self.devices - 1, what="a device id")
 
     @staticmethod
     def _nonneg(name: str, v: Any) -> int:
         # Below 2^62 so sums of times and sizes stay exact in u64/int64.
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < 2**62:
-            raise ConfigError(f"{name} = {v!r}: expected an integer in [0, 2^62)")
-        return int(v)
+        return check_int(name, v, 0, 2**62 - 1)
 
     def add_compute(self, device: int, duration_ps: int, *, label: str = "", stage: int = -1,
                     flops: float = 0.0, mem_bytes: float = 0.0, release_ps: int = 0) -> int:
@@ -266,6 +268,7 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
          "comm_streams": graph.comm_streams, **graph.columns}
     r = _core.execute_taskgraph(g, network.to_core(graph.devices))
     c = graph.columns
+    # int64 is exact: the engine keeps every time <= 2^63-1 ps (engine::MAX_TIME_PS)
     start = r["start_ps"].astype(np.int64)
     end = r["end_ps"].astype(np.int64)
     dready = r["data_ready_ps"].astype(np.int64)
@@ -278,7 +281,7 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
         "credit_wait_ps": np.maximum(0, cready - dready),
         "stream_wait_ps": start - np.maximum(dready, cready),
     })
-    net = dict(r["network"])
+    net: dict[str, Any] = dict(r["network"])
     if net.get("kind") == "fabric":
         fab = net.pop("fabric")
         net["links"], net["switch_ports"], net["reorder"] = fabric_frames(fab, network.fabric)

@@ -10,7 +10,7 @@ stream: memory is bounded by the fabric, not by the number of packets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -124,6 +124,11 @@ def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None, hi: 
         a = np.full(n, a)
     if a.shape != (n,):
         raise ConfigError(f"{name}: shape {a.shape}, expected ({n},) (one entry per transfer)")
+    if a.dtype.kind == "O" and a.size and all(isinstance(x, int) and not isinstance(x, bool) for x in a):
+        # Python ints beyond int64/uint64 make an object array: name the value, not the dtype.
+        i = int(np.argmax([abs(x) for x in a]))
+        raise ConfigError(f"{name}[{i}] = {a[i]}: expected integers in {-1 if name == 'after' else 0}.."
+                          f"{(hi if hi is not None else _LIMITS.get(name, 2**64)) - 1}")
     if a.dtype.kind not in "iu":
         raise ConfigError(f"{name}: dtype {a.dtype}, expected integers")
     lo = -1 if name == "after" else 0
@@ -175,7 +180,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
     return _result(r, batch, fabric)
 
 
-def fabric_frames(r: dict[str, Any], fabric: FabricSpec) -> tuple["pd.DataFrame", "pd.DataFrame", "pd.DataFrame"]:
+def fabric_frames(r: Mapping[str, Any], fabric: FabricSpec) -> tuple["pd.DataFrame", "pd.DataFrame", "pd.DataFrame"]:
     """Fabric statistics of a run as DataFrames: (links, switch_ports, reorder),
     with the columns described in :class:`TransferResult`."""
     import pandas as pd
@@ -202,7 +207,7 @@ def fabric_frames(r: dict[str, Any], fabric: FabricSpec) -> tuple["pd.DataFrame"
     return links, ports, ro
 
 
-def _result(r: dict[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec) -> TransferResult:
+def _result(r: Mapping[str, Any], batch: dict[str, np.ndarray], fabric: FabricSpec) -> TransferResult:
     import pandas as pd
 
     start = r["start_ps"].astype(np.int64)

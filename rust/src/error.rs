@@ -35,6 +35,18 @@ impl FlitsimError {
     }
 }
 
+/// A vector of `n` copies of `value`, or a `Config` error naming `what` when
+/// the memory cannot be had: allocation failure aborts the process (no unwind,
+/// nothing for Python to catch), so inputs that size tables go through here.
+pub fn try_vec<T: Clone>(n: usize, value: T, what: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        FlitsimError::config(what, format!("{n} entries of {} bytes", std::mem::size_of::<T>()), "a size this machine can allocate")
+    })?;
+    v.resize(n, value);
+    Ok(v)
+}
+
 /// Return a config error unless `cond` holds.
 pub(crate) fn ensure(cond: bool, field: &str, value: impl ToString, allowed: &str) -> Result<()> {
     if cond {

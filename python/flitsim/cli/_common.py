@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from typing import Any, Callable, TypeVar
 
 import click
@@ -14,22 +13,16 @@ from flitsim.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6, "mib": 1 << 20,
-          "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40, "tb": 10**12, "tib": 1 << 40}
-
-
 def parse_bytes(text: str) -> int:
-    """Parse a size: ``4096``, ``64K``/``64KiB`` (1024), ``64KB`` (1000), ``8G``.
-
-    Bare K/M/G/T are powers of 1024 as in nccl-tests' ``-b``/``-e``.
+    """Parse a size with :func:`flitsim.sizes.parse_bytes` (K = KB = KiB = 1024,
+    as in nccl-tests).
 
     Raises:
-        ConfigError: if the text is not a size.
+        ConfigError: if the text is not a whole number of bytes.
     """
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ConfigError(f"size = {text!r}: expected a byte count like 4096, 64K, 64KiB, 64KB, 8G")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    from flitsim.sizes import parse_bytes as parse
+
+    return parse(text)
 
 
 class ByteSize(click.ParamType):
@@ -38,8 +31,6 @@ class ByteSize(click.ParamType):
     name = "size"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> int:
-        if isinstance(value, int):
-            return value
         try:
             return parse_bytes(value)
         except ConfigError as e:

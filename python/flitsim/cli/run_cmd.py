@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
 import click
 
 from flitsim.cli._common import echo_json, friendly_errors
@@ -66,25 +71,86 @@ def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
         c.print(f"- {line}")
 
 
+def check_out_dir(out_dir: str, force: bool) -> Path:
+    """Check the report folder before anything is simulated and create the
+    temporary folder the report is written into (beside it, so the final
+    rename stays on one file system). Returns the temporary folder.
+
+    Raises:
+        ConfigError: an empty path, a file, a non-empty folder without
+            ``force`` (its files are the user's), a parent that cannot be
+            written.
+    """
+    from flitsim.errors import config_error
+
+    if not str(out_dir).strip():
+        raise config_error("--out", out_dir, "a folder path (not empty)")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise config_error("--out", out_dir, "a folder (this path is a file)")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise config_error("--out", out_dir, "a new or empty folder; this one has files (pass --force to replace "
+                           "the whole folder with the new report)")
+    parent = out.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = parent / f".{out.name}.flitsim-tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    except OSError as e:
+        raise config_error("--out", out_dir, f"a folder that can be created and written ({e.strerror or e})") from None
+    return tmp
+
+
+def write_atomically(out_dir: str, tmp: Path, write: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+    """Run ``write(tmp)`` and move the finished report to ``out_dir`` (an old
+    folder there is replaced as a whole: no stale tables, traces or figures
+    beside the new ones). On failure ``tmp`` is removed and ``out_dir`` is
+    left as it was. Returns ``write``'s paths, rewritten to ``out_dir``."""
+    out = Path(out_dir)
+    try:
+        paths = write(tmp)
+        old = None
+        if out.exists():
+            old = tmp.with_name(tmp.name.replace("-tmp-", "-old-"))
+            os.replace(out, old)
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    t, o = str(tmp), str(out)
+    return {k: (o + v[len(t):] if isinstance(v, str) and v.startswith(t) else v) for k, v in paths.items()}
+
+
 @click.command("run")
 @click.argument("scenario", type=click.Path(exists=True, dir_okay=False))
-@click.option("--out", "out_dir", default="flitsim-report", show_default=True, help="report folder")
+@click.option("--out", "out_dir", default="flitsim-report", show_default=True, help="report folder (new or empty)")
+@click.option("--force", is_flag=True, help="replace a non-empty --out folder as a whole")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
 @click.option("-j", "--jobs", default=1, show_default=True, type=int,
               help="worker processes over the independent runs (results identical at any N)")
 @friendly_errors
-def run_cmd(scenario: str, out_dir: str, no_progress: bool, as_json: bool, jobs: int) -> None:
+def run_cmd(scenario: str, out_dir: str, force: bool, no_progress: bool, as_json: bool, jobs: int) -> None:
     """Run a scenario TOML file (examples/main.toml is the main job) and write
-    its report (tables, Parquet, Perfetto traces, figures, report.html) to --out."""
-    from flitsim.scenario import prepare_out_dir, run_scenario, scenario_json
+    its report (tables, Parquet, Perfetto traces, figures, report.html) to --out.
 
+    --out must be new or empty unless --force; the report is written into a
+    temporary folder beside it and renamed into place when complete, so a
+    failed run never leaves a half-written or mixed report."""
     from flitsim.parallel import check_jobs
+    from flitsim.scenario import run_scenario, scenario_json
 
     check_jobs(jobs)
-    prepare_out_dir(out_dir)  # fail before minutes of simulation, not after
-    res = run_scenario(scenario, progress=not no_progress and not as_json, jobs=jobs)
-    paths = res.write(out_dir)
+    tmp = check_out_dir(out_dir, force)  # fail before minutes of simulation, not after
+    try:
+        res = run_scenario(scenario, progress=not no_progress and not as_json, jobs=jobs)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    paths = write_atomically(out_dir, tmp, res.write)
     if as_json:
         echo_json({**scenario_json(res), "files": paths})
         return

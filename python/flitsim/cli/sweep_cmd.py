@@ -22,12 +22,13 @@ def sweep_cmd(spec: str, workers: int, out: str | None, as_json: bool) -> None:
     from flitsim.sweeps import load_sweep, sweep
 
     s = load_sweep(spec)
-    df = sweep(s.target, s.points(), None, out=out or s.out, workers=workers, progress=not as_json)
+    df = sweep(s.target, s.grid, None, out=out or s.out, workers=workers, progress=not as_json, fixed=s.fixed)
     if as_json:
         echo_json(df.to_dict(orient="records"))
         return
-    t = Table(title=f"sweep: {len(df)} points -> {out or s.out}")
-    keys = list(s.grid) + ["makespan_s", "stage_time_cv", "fill_drain_share", "bubble_fraction_mean"]
+    failed = int((df["error"] != "").sum()) if "error" in df.columns else 0
+    t = Table(title=f"sweep: {len(df)} points ({failed} failed) -> {out or s.out}")
+    keys = list(s.grid) + ["makespan_s", "stage_time_cv", "fill_drain_share", "bubble_fraction_mean", "error"]
     cols = [c for c in keys if c in df.columns] or [c for c in df.columns if c != "point_id"][:10]
     for c in cols:
         t.add_column(c)

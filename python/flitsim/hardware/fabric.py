@@ -333,6 +333,11 @@ def fabric_preset(name: str, **options: Any) -> FabricSpec:
     key = str(name).lower().replace("_", "-")
     if key not in FABRIC_PRESETS:
         raise ConfigError(f"fabric preset = {name!r}: expected one of {sorted(FABRIC_PRESETS)}")
+    fixed = {"gpus", "name", "switch_ports", "wires", "switches", "gpu_ports"} & set(options)
+    if fixed:
+        # The preset's wiring depends on these; overriding one would not rewire it.
+        raise ConfigError(f"fabric preset {key!r} option = {sorted(fixed)[0]!r}: fixed by the preset "
+                          "(build a FabricSpec with uniform_fabric(...) for another size)")
     return FABRIC_PRESETS[key](**options)
 
 

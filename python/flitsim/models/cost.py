@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from flitsim.errors import config_error
+from flitsim.errors import check_int, config_error
 from flitsim.models.config import ModelConfig, dtype_bytes
 from flitsim.models.entries import _Entry, _entries
 from flitsim.models.zoo import as_model
@@ -175,9 +175,7 @@ def _select(cfg: ModelConfig, layers: Any) -> list[_Entry]:
 
 def _int(field: str, v: Any, minimum: int = 0) -> int:
     # numpy integers are accepted (a schedule's DP hands them over); floats, str and bool are not
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
-        raise config_error(field, v, f"an integer >= {minimum}")
-    return int(v)
+    return check_int(field, v, minimum)
 
 
 @dataclass(frozen=True)

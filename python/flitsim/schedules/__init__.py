@@ -74,6 +74,13 @@ def build(name: str, model: Any, workload: Any, *, devices: Any = None, **option
 
         options["fabric"] = fabric = as_fabric(fabric)
         options["fabric_devices"] = fabric.gpus
+    import inspect
+
+    params = inspect.signature(SCHEDULES[name]).parameters
+    allowed = sorted(k for k, p in params.items() if p.kind is p.KEYWORD_ONLY and k != "devices")
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise config_error(f"{name} option", unknown[0], f"one of {allowed}")
     sched = SCHEDULES[name](model, workload, devices=devices, **options)
     if workspace is not None:
         sched.options["workspace_bytes"] = workspace

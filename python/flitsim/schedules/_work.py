@@ -147,7 +147,13 @@ def parallel_setup(model: Any, workload: Any, *, devices: Any, degree: int, step
     Raises:
         ConfigError: bad degree / devices, mismatched model and workload.
     """
+    from flitsim.limits import MAX_PARALLEL_DEGREE
+
     N = check_int("degree", degree)
+    if N > MAX_PARALLEL_DEGREE:
+        from flitsim.errors import config_error
+
+        raise config_error("degree", N, f"1..={MAX_PARALLEL_DEGREE}")
     work = layer_work(model, workload, steps=None if steps is None else check_int("steps", steps),
                       batch=check_int("batch", batch), dtype=dtype, include_embed_head=include_embed_head)
     ids, size = resolve_devices(N if devices is None else devices, N, fabric_devices)

@@ -34,10 +34,11 @@ DEFAULT_GPU = "h100"
 
 
 def check_int(name: str, v: Any, minimum: int = 1) -> int:
-    """An integer >= ``minimum`` (numpy integers accepted), else ConfigError."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
-        raise config_error(name, v, f"an integer >= {minimum}")
-    return int(v)
+    """An integer >= ``minimum`` (numpy integers accepted), else ConfigError
+    (see :func:`flitsim.errors.check_int`, the one integer rule)."""
+    from flitsim.errors import check_int as _check_int
+
+    return _check_int(name, v, minimum)
 
 
 def resolve_devices(devices: Any, needed: int, fabric_devices: int | None) -> tuple[list[int], int]:

@@ -75,8 +75,16 @@ def build_decode(model: Any, workload: Any, *, devices: Any = None, stages: int 
     df = workload.requests if requests is None else workload.requests.iloc[:check_int("requests", requests)]
     if len(df) == 0:
         raise config_error("requests", requests, "at least one request")
-    inp = df.input_tokens.to_numpy(np.int64).clip(1)
-    out = df.output_tokens.to_numpy(np.int64).clip(1)
+    inp = df.input_tokens.to_numpy(np.int64)
+    out = df.output_tokens.to_numpy(np.int64)
+    for name, col in (("input_tokens", inp), ("output_tokens", out)):
+        # No silent coercion: a request that generates 0 tokens has no decode
+        # to simulate (and no TTFT); simulating it as 1 token would be a made-up request.
+        if (col < 1).any():
+            i = int(np.argmax(col < 1))
+            raise config_error(f"workload.requests.{name}[{i}]", int(col[i]),
+                               f"at least 1 token per request for decode ({int((col < 1).sum())} requests have 0; "
+                               f"drop them, e.g. requests[requests.{name} > 0])")
     R = len(df)
     M = min(R, K if micro_batches is None else check_int("micro_batches", micro_batches))
     groups = stage_layers(cfg, K, True)

@@ -54,8 +54,10 @@ def causal_seq_tokens(workload: Any) -> int:
     Raises:
         ConfigError: anything else.
     """
-    if isinstance(workload, bool) or not isinstance(workload, (int, np.integer)) or workload < 1:
-        raise config_error("workload", workload, "the prefill length in tokens (an integer >= 1)")
+    from flitsim.limits import MAX_SEQ_TOKENS
+
+    if isinstance(workload, bool) or not isinstance(workload, (int, np.integer)) or not 1 <= workload <= MAX_SEQ_TOKENS:
+        raise config_error("workload (prefill tokens)", workload, f"the prefill length in tokens, 1..={MAX_SEQ_TOKENS}")
     return int(workload)
 
 
@@ -229,6 +231,11 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
     hw = Hardware(gpu, efficiency, dtype, execution, profile, interference, fabric)
     opts: dict[str, Any] = {"model": cfg.name, "seq_tokens": T, "slicing": slicing, "batch": batch,
                             "stage_layers": [[x for x in g_] for g_ in groups]}
+    if slice_tokens is not None and slicing != "given":
+        raise config_error("slice_tokens", slice_tokens, f"only with slicing='given' (lengths summing to {T})")
+    if slices is not None and not isinstance(slices, (int, np.integer)):
+        raise config_error("slices", slices, f"a slice count; for explicit lengths pass slicing='given', "
+                           f"slice_tokens=[...] summing to the {T} tokens")
     if slicing == "uniform":
         lens = uniform_slices(T, K if slices is None else slices)
     elif slicing == "dp":

@@ -126,7 +126,7 @@ def tokenizer_ratio(corpus: Iterable[str], from_tokenizer: Any, to_tokenizer: An
 
 def convert_workload(workload: LlmWorkload, ratio: TokenizerRatio) -> LlmWorkload:
     """Restate ``workload`` (counted by ``ratio.from_name``) in ``ratio.to_name``
-    tokens: each length becomes ``max(1, round(tokens x from_cpt / to_cpt))``.
+    tokens: each nonzero length becomes ``max(1, round(tokens x from_cpt / to_cpt))``; 0 stays 0.
 
     Raises:
         ConfigError: if the workload's tokenizer label is not ``ratio.from_name``.
@@ -134,8 +134,9 @@ def convert_workload(workload: LlmWorkload, ratio: TokenizerRatio) -> LlmWorkloa
     if workload.tokenizer != ratio.from_name:
         raise config_error("workload.tokenizer", workload.tokenizer, f"{ratio.from_name!r} (the ratio's source)")
     f = ratio.tokens_factor
-    conv = [np.maximum(1, np.rint(workload.requests[c].to_numpy() * f)).astype(np.int64)
-            for c in ("input_tokens", "output_tokens")]
+    # A nonzero length stays >= 1 token; 0 stays 0 (not made up into 1).
+    conv = [np.where(x == 0, 0, np.maximum(1, np.rint(x * f))).astype(np.int64)
+            for x in (workload.requests[c].to_numpy() for c in ("input_tokens", "output_tokens"))]
     return workload.with_tokens(conv[0], conv[1], ratio.to_name)
 
 

@@ -6,9 +6,11 @@
 //! generic over the event payload, owns no global state and is `Send` whenever
 //! the payload is, so a simulation can run on a thread that released the GIL.
 
+mod cancel;
 mod queue;
 mod rng;
 
+pub use cancel::{cancel_all, CancelToken};
 pub use queue::{EventQueue, Scheduled};
 pub use rng::SimRng;
 
@@ -44,6 +46,34 @@ impl<E, F, W: Fn(E) -> F> Scheduler<E> for Mapped<'_, F, W> {
 
 /// Picoseconds, the engine's unit of time.
 pub type TimePs = u64;
+
+/// Latest simulated time an event may have: 2^63 - 1 ps (about 106 days).
+/// Chosen so that every time fits an `i64` (numpy `int64`, Parquet, pandas)
+/// without going negative, and so that adding any one duration below 2^63 to
+/// a valid time cannot wrap a `u64`. The queue refuses later events and
+/// [`run`] turns that into [`time_range_error`].
+pub const MAX_TIME_PS: TimePs = i64::MAX as u64;
+
+/// Picoseconds from a float computation (sizes over rates, cycles times a
+/// clock period): rounded up, with NaN and anything beyond `u64` mapped to
+/// `u64::MAX`, which the queue then refuses (never a silent 0 or a wrap).
+#[inline]
+pub fn ps_ceil(x: f64) -> TimePs {
+    if x.is_nan() {
+        u64::MAX
+    } else {
+        x.ceil() as u64 // `as` saturates: negative -> 0, huge -> u64::MAX
+    }
+}
+
+/// The error for simulated time beyond [`MAX_TIME_PS`].
+pub fn time_range_error(time_ps: TimePs) -> FlitsimError {
+    FlitsimError::config(
+        "simulated time",
+        format!("{time_ps} ps"),
+        "at most 2^63-1 ps (about 106 days): an input duration, size, rate or clock period puts an event beyond it",
+    )
+}
 
 /// How often (in events) a long run calls its interrupt check.
 pub const CHECK_EVERY_EVENTS: u64 = 1 << 16;
@@ -93,28 +123,39 @@ pub struct RunSummary {
 
 /// Run `model` until the queue is empty or `until_ps` is passed.
 ///
-/// Events strictly after `until_ps` stay in the queue. The interrupt hook is
-/// called every [`CHECK_EVERY_EVENTS`] events.
+/// Events strictly after `until_ps` stay in the queue. Every
+/// [`CHECK_EVERY_EVENTS`] events the run polls the process-wide cancel flag
+/// ([`cancel_all`], set on Ctrl-C from any thread) and calls the interrupt hook.
 ///
 /// # Errors
-/// Whatever the model or the interrupt hook returns.
+/// `Config` ([`time_range_error`]) when the model schedules an event beyond
+/// [`MAX_TIME_PS`]; `Interrupted` after [`cancel_all`]; whatever the model or
+/// the interrupt hook returns.
 pub fn run<M: Model>(
     model: &mut M,
     queue: &mut EventQueue<M::Event>,
     until_ps: TimePs,
     interrupt: &mut dyn Interrupt,
 ) -> Result<RunSummary> {
+    let cancel = CancelToken::new();
     let mut events = 0u64;
     let mut end_ps = queue.now_ps();
+    if let Some(t) = queue.beyond_range_ps() {
+        return Err(time_range_error(t));
+    }
     while let Some(t) = queue.peek_time() {
         if t > until_ps {
             break;
         }
         let Scheduled { time_ps, event } = queue.pop().expect("peeked");
         model.handle(time_ps, event, queue)?;
+        if let Some(t) = queue.beyond_range_ps() {
+            return Err(time_range_error(t));
+        }
         end_ps = time_ps;
         events += 1;
         if events % CHECK_EVERY_EVENTS == 0 {
+            cancel.check(time_ps)?;
             interrupt.check(time_ps)?;
         }
     }

@@ -29,6 +29,9 @@ pub struct EventQueue<E> {
     free: Vec<u32>,
     seq: u64,
     now_ps: TimePs,
+    /// First event time asked for beyond [`super::MAX_TIME_PS`] (0 = none);
+    /// such an event is not queued and [`super::run`] reports it.
+    beyond_ps: TimePs,
 }
 
 impl<E> Default for EventQueue<E> {
@@ -45,7 +48,7 @@ impl<E> EventQueue<E> {
 
     /// An empty queue with room for `n` pending events.
     pub fn with_capacity(n: usize) -> Self {
-        Self { keys: Vec::with_capacity(n), slots: Vec::with_capacity(n), slab: Vec::with_capacity(n), free: Vec::new(), seq: 0, now_ps: 0 }
+        Self { keys: Vec::with_capacity(n), slots: Vec::with_capacity(n), slab: Vec::with_capacity(n), free: Vec::new(), seq: 0, now_ps: 0, beyond_ps: 0 }
     }
 
     /// Time of the last popped event (0 before the first pop).
@@ -69,10 +72,19 @@ impl<E> EventQueue<E> {
     /// Schedule `event` at absolute time `time_ps`.
     ///
     /// Times before `now_ps` are clamped to `now_ps`: the past cannot be
-    /// changed, and clamping keeps the queue monotone.
+    /// changed, and clamping keeps the queue monotone. A time beyond
+    /// [`super::MAX_TIME_PS`] is not queued but remembered, and [`super::run`]
+    /// stops with a `Config` error naming it (see [`Self::beyond_range_ps`]):
+    /// simulated time never wraps or saturates silently.
     #[inline]
     pub fn schedule(&mut self, time_ps: TimePs, event: E) {
         let t = time_ps.max(self.now_ps);
+        if t > super::MAX_TIME_PS {
+            if self.beyond_ps == 0 {
+                self.beyond_ps = t;
+            }
+            return;
+        }
         let key = ((t as u128) << 64) | self.seq as u128;
         self.seq += 1;
         let slot = match self.free.pop() {
@@ -94,6 +106,12 @@ impl<E> EventQueue<E> {
     #[inline]
     pub fn schedule_in(&mut self, delay_ps: TimePs, event: E) {
         self.schedule(self.now_ps.saturating_add(delay_ps), event);
+    }
+
+    /// The first event time requested beyond [`super::MAX_TIME_PS`], if any.
+    #[inline]
+    pub fn beyond_range_ps(&self) -> Option<TimePs> {
+        (self.beyond_ps != 0).then_some(self.beyond_ps)
     }
 
     /// Time of the earliest pending event.
@@ -217,6 +235,17 @@ mod tests {
         reference.sort_by_key(|&(t, _)| t);
         let got: Vec<(u64, u32)> = std::iter::from_fn(|| q.pop().map(|s| (s.time_ps, s.event))).collect();
         assert_eq!(got, reference);
+    }
+
+    #[test]
+    fn times_beyond_the_range_are_refused_not_wrapped() {
+        let mut q = EventQueue::new();
+        q.schedule(super::super::MAX_TIME_PS, 1);
+        assert_eq!(q.beyond_range_ps(), None);
+        q.schedule(u64::MAX, 2);
+        q.schedule(super::super::MAX_TIME_PS + 1, 3);
+        assert_eq!(q.beyond_range_ps(), Some(u64::MAX));
+        assert_eq!(q.len(), 1);
     }
 
     #[test]

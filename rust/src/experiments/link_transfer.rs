@@ -173,6 +173,15 @@ pub fn run(spec: &LinkTransferSpec, interrupt: &mut dyn Interrupt) -> Result<Lin
     let flits_full = pf.flits_per_packet(spec.payload_bytes) as u32;
     // Exhausted = the VC cannot start one of this experiment's packets.
     timing.exhaustion_below_flits = flits_full;
+    // Work estimate before any event (two events per packet): the same budget
+    // as a fabric run, so 1 PiB in 256 B packets is refused, not run for days.
+    let packets = pf.transfer(spec.total_bytes, spec.payload_bytes).packets;
+    ensure(
+        packets <= crate::fabric::MAX_SIM_PACKETS,
+        "total_bytes",
+        format!("{} ({packets} packets of {} B)", spec.total_bytes, spec.payload_bytes),
+        &format!("at most {} packets per run (fewer bytes or larger packets)", crate::fabric::MAX_SIM_PACKETS),
+    )?;
     let rec = spec.max_recorded_packets.min(pf.transfer(spec.total_bytes, spec.payload_bytes).packets) as usize;
     let mut sim = Sim {
         link: LinkDirection::new(timing),

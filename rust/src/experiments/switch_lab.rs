@@ -342,6 +342,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
     let mut dropped = 0u64;
     let mut reset_done = spec.warmup_cycles == 0;
     let mut cycles_processed = 0u64;
+    let cancel = crate::engine::CancelToken::new();
     let mut c: u64 = 0;
     let mut first = true;
 
@@ -461,7 +462,9 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         if cycles_processed % 1024 == 0 {
             sw.check_stall(c, cycle_ps)?;
             if cycles_processed % 16384 == 0 {
-                interrupt.check((c as f64 * cycle_ps) as u64)?;
+                let now = crate::engine::ps_ceil(c as f64 * cycle_ps);
+                cancel.check(now)?;
+                interrupt.check(now)?;
             }
         }
     }

@@ -13,6 +13,6 @@ pub use fold::FoldPlan;
 pub(crate) use run::validate_batch;
 pub use run::{run_batch, BatchResult, TransferBatch};
 pub use stats::{stats_of, FabricStats, PortLinkStats};
-pub use sim::{FEv, FabricSim, FaultStats, ReorderStats};
-pub use spec::{FabricSpec, Fault, Fidelity, GpuInjection, Spray, SwitchParams, Wire, MAX_FAULT_PS};
+pub use sim::{FEv, FabricSim, FaultStats, ReorderStats, MAX_SIM_PACKETS};
+pub use spec::{FabricSpec, Fault, Fidelity, GpuInjection, Spray, SwitchParams, Wire, MAX_ENDPOINTS, MAX_FAULT_PS, MAX_PORTS};
 pub use topology::Topology;

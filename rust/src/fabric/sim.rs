@@ -168,6 +168,10 @@ pub struct ReorderStats {
 /// The simulator state.
 pub struct FabricSim {
     pub(crate) topo: Topology,
+    /// Largest simulated packet, bytes, and the packets registered so far at
+    /// that size: the work estimate checked against [`MAX_SIM_PACKETS`].
+    largest_packet_bytes: u64,
+    packets_planned: u64,
     spray: Spray,
     ports: Vec<Port>,
     sws: Vec<Sw>,
@@ -200,6 +204,10 @@ pub struct FabricSim {
 fn ceil_div_f(t: f64) -> u64 {
     (t - 1e-6).ceil().max(0.0) as u64
 }
+
+/// Most simulated packets one fabric run may plan (about half an hour of
+/// simulation: the engine moves roughly 0.6 M packets per second on one core).
+pub const MAX_SIM_PACKETS: u64 = 1 << 30;
 
 impl FabricSim {
     /// Build from a validated spec. `port_divisor` is the GPU port count that
@@ -283,8 +291,10 @@ impl FabricSim {
         let topo_gpus = topo.gpus as usize;
         let faults = FaultState::new(spec, &topo)?;
         Ok(FabricSim {
+            largest_packet_bytes: largest.max(1),
+            packets_planned: 0,
             faults,
-            rr_out: vec![0; (topo.switches * topo.gpus) as usize],
+            rr_out: crate::error::try_vec(topo.switches as usize * topo.gpus as usize, 0, "switches x gpus")?,
             reorder: vec![ReorderStats::default(); topo.gpus as usize],
             in_flight: vec![0; topo.gpus as usize],
             topo,
@@ -315,6 +325,17 @@ impl FabricSim {
         let g = self.topo.gpus;
         if src >= g || dst >= g {
             return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &format!("GPU ids in 0..{g} (the fabric has {g} GPUs)")));
+        }
+        // Work estimate before any event: at least one simulated packet per
+        // largest-packet bytes. Refuse runs that would take hours rather than
+        // start them (a 2^50-byte transfer is ~2^30 packets of 1 MiB).
+        self.packets_planned = self.packets_planned.saturating_add(bytes.div_ceil(self.largest_packet_bytes));
+        if self.packets_planned > MAX_SIM_PACKETS {
+            return Err(FlitsimError::config(
+                "transfer bytes",
+                format!("{bytes} (with the transfers before it, {} simulated packets of at most {} bytes)", self.packets_planned, self.largest_packet_bytes),
+                &format!("at most {MAX_SIM_PACKETS} simulated packets per run (hours of simulation): send less, or raise sim_packet_bytes / max_sim_packet_bytes"),
+            ));
         }
         let id = self.xfers.len() as u32;
         self.xfers.push(Xfer {
@@ -467,7 +488,7 @@ impl FabricSim {
                 let bytes = self.pkts[pkt as usize].bytes as f64;
                 let pr = &mut self.ports[p];
                 if pr.rx_ps_per_byte > 0.0 {
-                    let t = now.max(pr.rx_free_ps) + (bytes * pr.rx_ps_per_byte).ceil() as u64;
+                    let t = now.max(pr.rx_free_ps).saturating_add(crate::engine::ps_ceil(bytes * pr.rx_ps_per_byte));
                     pr.rx_free_ps = t;
                     q.schedule(t, FEv::Consume { port, pkt });
                     Ok(())
@@ -691,7 +712,7 @@ impl FabricSim {
             port.outstanding += 1;
             if port.inj_ps_per_byte > 0.0 {
                 let cost = bytes + port.inj_overhead_bytes * bytes.div_ceil(self.payload);
-                port.next_inject_ps = tx.start_ps + (cost as f64 * port.inj_ps_per_byte).ceil() as u64;
+                port.next_inject_ps = tx.start_ps.saturating_add(crate::engine::ps_ceil(cost as f64 * port.inj_ps_per_byte));
             }
             let (sw, input) = (port.sw, port.sw_port);
             let dst = self.xfers[x as usize].dst;

@@ -9,6 +9,11 @@ use crate::error::{ensure, FlitsimError, Result};
 use crate::link::{prefix_field, LinkSpec};
 use serde::{Deserialize, Serialize};
 
+/// Most GPUs (or switches) one fabric may have.
+pub const MAX_ENDPOINTS: u32 = 1 << 20;
+/// Most ports (GPU and switch sides together) one fabric may have.
+pub const MAX_PORTS: u64 = 1 << 24;
+
 /// How a GPU spreads a transfer's packets over its ports (and a switch over
 /// its parallel output ports to one GPU).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -252,9 +257,24 @@ impl FabricSpec {
     /// # Errors
     /// `Config` naming the wire or GPU at fault.
     pub fn validate(&self) -> Result<()> {
-        ensure(self.gpus >= 1, "gpus", self.gpus, "at least 1 GPU")?;
+        // Size limits come first, before anything is allocated from them: the
+        // largest scale-up domain built is 576 GPUs (NVL576), so 2^20 GPUs or
+        // switches leave room for studies while keeping per-port tables
+        // (gpus x gpu_ports, switches x switch_ports) within memory.
+        ensure(self.gpus >= 1 && self.gpus <= MAX_ENDPOINTS, "gpus", self.gpus, "1..=1048576 GPUs")?;
+        ensure(self.switches <= MAX_ENDPOINTS, "switches", self.switches, "0..=1048576 switches")?;
         ensure(self.gpu_ports >= 1 && self.gpu_ports <= 256, "gpu_ports", self.gpu_ports, "1..=256 ports per GPU")?;
         ensure(self.switch_ports <= 4096, "switch_ports", self.switch_ports, "0..=4096 ports per switch")?;
+        let ports = self.gpus as u64 * self.gpu_ports as u64 + self.switches as u64 * self.switch_ports as u64;
+        ensure(ports <= MAX_PORTS, "gpus x gpu_ports + switches x switch_ports", ports, "at most 2^24 ports in one fabric")?;
+        let pairs = self.gpus as u64 * self.switches as u64;
+        ensure(pairs <= MAX_PORTS, "gpus x switches", pairs, "at most 2^24 (per-switch, per-GPU tables)")?;
+        ensure(
+            self.switch.clock_ghz == 0.0 || (self.switch.clock_ghz.is_finite() && (0.001..=1000.0).contains(&self.switch.clock_ghz)),
+            "switch.clock_ghz",
+            format!("{:?}", self.switch.clock_ghz),
+            "0 (derived from the link rate) or 0.001..=1000 GHz",
+        )?;
         ensure(!self.links.is_empty(), "links", "[]", "at least one link spec")?;
         for (i, l) in self.links.iter().enumerate() {
             l.derive().map_err(|e| prefix_field(e, &format!("links[{i}]")))?;
@@ -282,8 +302,8 @@ impl FabricSpec {
             )?;
         }
         ensure(matches!(self.switch.queueing.as_str(), "voq" | "fifo"), "switch.queueing", &self.switch.queueing, "\"voq\" or \"fifo\"")?;
-        let mut gpu_used = vec![u32::MAX; (self.gpus * self.gpu_ports) as usize];
-        let mut sw_used = vec![u32::MAX; (self.switches as usize) * self.switch_ports as usize];
+        let mut gpu_used = crate::error::try_vec(self.gpus as usize * self.gpu_ports as usize, u32::MAX, "gpus x gpu_ports")?;
+        let mut sw_used = crate::error::try_vec(self.switches as usize * self.switch_ports as usize, u32::MAX, "switches x switch_ports")?;
         for (w, wire) in self.wires.iter().enumerate() {
             let f = |name: &str| format!("wires[{w}].{name}");
             ensure(wire.gpu < self.gpus, &f("gpu"), wire.gpu, &format!("a GPU id in 0..{}", self.gpus))?;

@@ -1,93 +1,11 @@
 //! Bindings for fabric transfers: spec dict + numpy columns in, numpy columns out.
 
-use super::convert::from_py;
-use super::taskgraph::col;
+use super::convert::{batch_result_dict, col, from_py};
 use super::{signal_check, ConfigError};
-use crate::fabric::{BatchResult, FabricSpec, TransferBatch};
+use crate::fabric::{FabricSpec, TransferBatch};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-
-/// Columns of a batch result (shared with the task-graph binding).
-pub(crate) fn result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("start_ps", r.start_ps.into_pyarray(py))?;
-    d.set_item("end_ps", r.end_ps.into_pyarray(py))?;
-    d.set_item("makespan_ps", r.makespan_ps)?;
-    d.set_item("folded_planes", r.folded_planes)?;
-    d.set_item("fold_reason", r.fold_reason)?;
-    d.set_item("switch_cycle_ps", r.stats.switch_cycle_ps)?;
-    d.set_item("packets", r.stats.packets)?;
-    d.set_item("events", r.stats.events)?;
-    d.set_item("fidelity", &r.fidelity)?;
-    d.set_item("fidelity_reason", &r.fidelity_reason)?;
-    // GPU -> switch links, one row per GPU port.
-    let l = PyDict::new(py);
-    let p = &r.stats.ports;
-    let u = |f: &dyn Fn(&crate::fabric::PortLinkStats) -> u64| p.iter().map(f).collect::<Vec<u64>>();
-    l.set_item("gpu", u(&|x| x.gpu as u64).into_pyarray(py))?;
-    l.set_item("port", u(&|x| x.port as u64).into_pyarray(py))?;
-    l.set_item("switch", u(&|x| x.switch as u64).into_pyarray(py))?;
-    l.set_item("busy_ps", u(&|x| x.link.busy_ps).into_pyarray(py))?;
-    l.set_item("payload_bytes", u(&|x| x.link.payload_bytes).into_pyarray(py))?;
-    l.set_item("wire_bytes", u(&|x| x.link.wire_bytes).into_pyarray(py))?;
-    l.set_item("packets", u(&|x| x.link.packets).into_pyarray(py))?;
-    l.set_item("credit_exhaustion_episodes", u(&|x| x.vcs.iter().map(|v| v.exhaustion_episodes).sum()).into_pyarray(py))?;
-    l.set_item("credit_exhaustion_ps", u(&|x| x.vcs.iter().map(|v| v.exhaustion_ps).sum()).into_pyarray(py))?;
-    // Link-level retry (GPU -> switch and switch -> GPU) and fault accounting.
-    l.set_item("replays", u(&|x| x.link.replay.replays).into_pyarray(py))?;
-    l.set_item("replayed_wire_bytes", u(&|x| x.link.replay.replayed_wire_bytes).into_pyarray(py))?;
-    l.set_item("replay_ps", u(&|x| x.link.replay.replay_ps).into_pyarray(py))?;
-    l.set_item("replay_buffer_wait_ps", u(&|x| x.link.replay.buffer_wait_ps).into_pyarray(py))?;
-    l.set_item("rx_payload_bytes", u(&|x| x.rx_payload_bytes).into_pyarray(py))?;
-    l.set_item("lost_bytes", u(&|x| x.lost_bytes).into_pyarray(py))?;
-    l.set_item("rx_replays", u(&|x| x.rx_replay.replays).into_pyarray(py))?;
-    l.set_item("rx_replayed_wire_bytes", u(&|x| x.rx_replay.replayed_wire_bytes).into_pyarray(py))?;
-    l.set_item("rx_replay_ps", u(&|x| x.rx_replay.replay_ps).into_pyarray(py))?;
-    d.set_item("links", l)?;
-    let f = super::convert::to_py(py, &r.stats.faults)?;
-    f.set_item("sent_bytes", r.stats.sent_bytes)?;
-    d.set_item("faults", f)?;
-    // Switch ports, one row per (switch, port).
-    let s = PyDict::new(py);
-    let (mut sw, mut port, mut inc, mut outc, mut qsum, mut granted, mut flits_out, mut ex_ep, mut ex_cyc, mut occ_max) =
-        (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-    for (k, st) in r.stats.switches.iter().enumerate() {
-        let n = st.ports.len();
-        let v = if n == 0 { 1 } else { st.inputs.len() / n };
-        for i in 0..n {
-            sw.push(k as u64);
-            port.push(i as u64);
-            inc.push(st.ports[i].input_conflicts);
-            outc.push(st.ports[i].output_conflicts);
-            let ins = &st.inputs[i * v..(i + 1) * v];
-            let outs = &st.outputs[i * v..(i + 1) * v];
-            qsum.push(ins.iter().map(|x| x.queueing_cycles_sum).sum::<u64>());
-            granted.push(ins.iter().map(|x| x.packets_granted).sum::<u64>());
-            occ_max.push(ins.iter().map(|x| x.occupancy_max_flits).max().unwrap_or(0));
-            flits_out.push(outs.iter().map(|x| x.flits_out).sum::<u64>());
-            ex_ep.push(outs.iter().map(|x| x.credit_exhaustion_episodes).sum::<u64>());
-            ex_cyc.push(outs.iter().map(|x| x.credit_exhaustion_cycles).sum::<u64>());
-        }
-    }
-    s.set_item("switch", sw.into_pyarray(py))?;
-    s.set_item("port", port.into_pyarray(py))?;
-    s.set_item("input_conflicts", inc.into_pyarray(py))?;
-    s.set_item("output_conflicts", outc.into_pyarray(py))?;
-    s.set_item("queueing_cycles_sum", qsum.into_pyarray(py))?;
-    s.set_item("packets_granted", granted.into_pyarray(py))?;
-    s.set_item("input_occupancy_max_flits", occ_max.into_pyarray(py))?;
-    s.set_item("output_flits", flits_out.into_pyarray(py))?;
-    s.set_item("output_credit_exhaustion_episodes", ex_ep.into_pyarray(py))?;
-    s.set_item("output_credit_exhaustion_cycles", ex_cyc.into_pyarray(py))?;
-    d.set_item("switch_ports", s)?;
-    let ro = PyDict::new(py);
-    ro.set_item("max_packets", r.stats.reorder.iter().map(|x| x.max_packets).collect::<Vec<u64>>().into_pyarray(py))?;
-    ro.set_item("mean_packets", r.stats.reorder.iter().map(|x| if x.deliveries == 0 { 0.0 } else { x.held_sum as f64 / x.deliveries as f64 }).collect::<Vec<f64>>().into_pyarray(py))?;
-    ro.set_item("window_overflows", r.stats.reorder.iter().map(|x| x.window_overflows).collect::<Vec<u64>>().into_pyarray(py))?;
-    d.set_item("reorder", ro)?;
-    Ok(d)
-}
 
 /// Run a batch of transfers on a fabric spec dict; see `flitsim.transfers`.
 #[pyfunction]
@@ -104,7 +22,7 @@ pub fn fabric_transfers<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, batch: &
         return Err(ConfigError::new_err("transfers: at least one transfer"));
     }
     let r = py.detach(|| crate::flow::run_batch_at(&spec, &b, &mut signal_check))?;
-    result_dict(py, r)
+    batch_result_dict(py, r)
 }
 
 /// Run one collective (request dict mirrors `CollectiveRequest`) on a fabric spec dict; see `flitsim.collective`.

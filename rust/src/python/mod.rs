@@ -19,8 +19,8 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-create_exception!(_core, ConfigError, PyValueError, "A configuration value is invalid; the message names the field, the value and what is allowed.");
-create_exception!(_core, StalledError, PyRuntimeError, "The simulation stopped making progress with work pending; the message says what is blocked.");
+create_exception!(flitsim._core, ConfigError, PyValueError, "A configuration value is invalid; the message names the field, the value and what is allowed.");
+create_exception!(flitsim._core, StalledError, PyRuntimeError, "The simulation stopped making progress with work pending; the message says what is blocked.");
 
 impl From<FlitsimError> for PyErr {
     fn from(e: FlitsimError) -> PyErr {
@@ -34,8 +34,21 @@ impl From<FlitsimError> for PyErr {
 
 /// Interrupt hook for runs with the GIL released: re-attach briefly and run
 /// Python's signal handlers (a KeyboardInterrupt surfaces as `Interrupted`).
+/// Handlers run on the main thread only, so a Ctrl-C seen here also cancels
+/// the runs on every other thread ([`crate::engine::cancel_all`]).
 pub(crate) fn signal_check(now_ps: u64) -> crate::Result<()> {
-    Python::attach(|py| py.check_signals()).map_err(|_| FlitsimError::Interrupted { time_ps: now_ps })
+    Python::attach(|py| py.check_signals()).map_err(|_| {
+        crate::engine::cancel_all();
+        FlitsimError::Interrupted { time_ps: now_ps }
+    })
+}
+
+/// Cancel every simulation running in this process, on any thread: each
+/// raises KeyboardInterrupt within a few milliseconds. flitsim's SIGINT
+/// handler calls it, so Ctrl-C also stops runs in worker threads.
+#[pyfunction]
+fn cancel_all() {
+    crate::engine::cancel_all();
 }
 
 /// Derive the rate chain of a SerDes spec dict (see `SerdesSpec` in _core.pyi).
@@ -167,6 +180,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("StalledError", py.get_type::<StalledError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(cancel_all, m)?)?;
     m.add_function(wrap_pyfunction!(serdes_rates, m)?)?;
     m.add_function(wrap_pyfunction!(link_timing, m)?)?;
     m.add_function(wrap_pyfunction!(link_transfer, m)?)?;

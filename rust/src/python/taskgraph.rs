@@ -1,26 +1,14 @@
 //! Bindings for the task-graph executor: numpy columns in, numpy columns out.
 
-use super::{convert::from_py, signal_check, ConfigError};
+use super::convert::{batch_result_dict, col, from_py, scalar};
+use super::signal_check;
 use crate::taskgraph::{execute, IdealNetwork, TaskGraph};
-use numpy::{IntoPyArray, PyReadonlyArray1};
+use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-pub(crate) fn col<'py, T: numpy::Element + Copy>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Vec<T>> {
-    let v = d.get_item(key)?.ok_or_else(|| ConfigError::new_err(format!("graph.{key}: missing column")))?;
-    let a: PyReadonlyArray1<T> = v.extract().map_err(|e| {
-        ConfigError::new_err(format!("graph.{key}: expected a 1-D numpy array of {} ({e})", std::any::type_name::<T>()))
-    })?;
-    Ok(a.as_array().iter().copied().collect())
-}
-
-fn scalar(d: &Bound<'_, PyDict>, key: &str) -> PyResult<u32> {
-    let v = d.get_item(key)?.ok_or_else(|| ConfigError::new_err(format!("graph.{key}: missing")))?;
-    v.extract().map_err(|_| ConfigError::new_err(format!("graph.{key} = {v}: expected an integer in 0..2^32")))
-}
-
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields, tag = "kind", rename_all = "snake_case")]
 enum NetworkSpec {
     /// Alpha-beta network (see `IdealNetwork`).
@@ -75,6 +63,8 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
     let spec: NetworkSpec = from_py(network, "network")?;
     let (r, net_stats) = match spec {
         NetworkSpec::Ideal { devices, alpha_ps, bandwidth_bytes_per_s } => {
+            let max = crate::fabric::MAX_ENDPOINTS;
+            crate::error::ensure(devices >= 1 && devices <= max, "network.devices", devices, &format!("1..={max} devices"))?;
             let mut net = IdealNetwork::new(devices, alpha_ps, bandwidth_bytes_per_s);
             let r = py.detach(|| execute(&g, &mut net, &mut signal_check))?;
             let d = PyDict::new(py);
@@ -91,7 +81,7 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             d.set_item("fidelity", run.fidelity)?;
             d.set_item("fidelity_reason", run.reason)?;
             d.set_item("packets", net.packets_sent())?;
-            d.set_item("fabric", super::fabric::result_dict(py, net.stats(r.makespan_ps, r.events))?)?;
+            d.set_item("fabric", batch_result_dict(py, net.stats(r.makespan_ps, r.events))?)?;
             d.set_item("task_credit_wait_ps", net.task_credit_wait_ps(g.len()).into_pyarray(py))?;
             (r, d)
         }

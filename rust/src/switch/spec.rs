@@ -113,7 +113,9 @@ impl SwitchSpec {
             &format!("at least one packet ({} flits)", self.max_packet_flits),
         )?;
         ensure(self.pipeline_latency_cycles <= 1 << 16, "switch.pipeline_latency_cycles", self.pipeline_latency_cycles, "0..=65536")?;
-        ensure(self.clock_ghz.is_finite() && self.clock_ghz > 0.0 && self.clock_ghz <= 1000.0, "switch.clock_ghz", self.clock_ghz, "a positive clock up to 1000 GHz")?;
+        // Lower bound 1 MHz: a cycle of at most 1e6 ps keeps every cycle-to-ps
+        // conversion far inside the engine's time range.
+        ensure(self.clock_ghz.is_finite() && (0.001..=1000.0).contains(&self.clock_ghz), "switch.clock_ghz", format!("{:?}", self.clock_ghz), "a clock from 0.001 GHz (1 MHz) to 1000 GHz")?;
         // Memory guard: preallocated state grows as ports x VCs x (buffer
         // slots + queues); refuse sizes that would not fit instead of aborting.
         let (n, v) = (self.ports as u64, self.vcs as u64);

@@ -296,7 +296,7 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
     )?;
     let n = graph.len();
     let (succ_off, succ, succ_edge) = graph.successors();
-    let mut remaining = vec![0u32; n];
+    let mut remaining = crate::error::try_vec(n, 0u32, "tasks")?;
     for &d in &graph.edge_dst {
         remaining[d as usize] += 1;
     }
@@ -311,10 +311,10 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
         free: [vec![graph.compute_streams; nd], vec![graph.comm_streams; nd]],
         waiting: [vec![BTreeSet::new(); nd], vec![BTreeSet::new(); nd]],
         res: TaskGraphResult {
-            start_ps: vec![0; n],
-            end_ps: vec![0; n],
-            data_ready_ps: vec![0; n],
-            credit_ready_ps: vec![0; n],
+            start_ps: crate::error::try_vec(n, 0, "tasks")?,
+            end_ps: crate::error::try_vec(n, 0, "tasks")?,
+            data_ready_ps: crate::error::try_vec(n, 0, "tasks")?,
+            credit_ready_ps: crate::error::try_vec(n, 0, "tasks")?,
             makespan_ps: 0,
             events: 0,
         },

@@ -133,9 +133,13 @@ impl TaskGraph {
     /// `Config` naming the array and index; a cycle is named task by task.
     pub fn validate(&self) -> Result<()> {
         let n = self.len();
-        ensure(self.devices >= 1, "devices", self.devices, "at least 1 device")?;
-        ensure(self.compute_streams >= 1, "compute_streams", self.compute_streams, "at least 1 stream per device")?;
-        ensure(self.comm_streams >= 1, "comm_streams", self.comm_streams, "at least 1 stream per device")?;
+        // Bounds before anything is sized from them (per-device tables).
+        let max_dev = crate::fabric::MAX_ENDPOINTS;
+        ensure(self.devices >= 1 && self.devices <= max_dev, "devices", self.devices, &format!("1..={max_dev} devices"))?;
+        ensure(self.compute_streams >= 1 && self.compute_streams <= 1024, "compute_streams", self.compute_streams, "1..=1024 streams per device")?;
+        ensure(self.comm_streams >= 1 && self.comm_streams <= 1024, "comm_streams", self.comm_streams, "1..=1024 streams per device")?;
+        ensure(n < u32::MAX as usize, "tasks", n, "fewer than 2^32-1 tasks (tasks are tagged by u32)")?;
+        ensure(self.edge_src.len() < u32::MAX as usize, "edges", self.edge_src.len(), "fewer than 2^32-1 edges")?;
         for (name, len) in [
             ("device", self.device.len()),
             ("peer", self.peer.len()),

@@ -69,7 +69,7 @@ impl IdealNetwork {
         if self.bandwidth_bytes_per_s == 0 {
             0
         } else {
-            (bytes * 1e12 / self.bandwidth_bytes_per_s as f64).ceil() as u64
+            crate::engine::ps_ceil(bytes * 1e12 / self.bandwidth_bytes_per_s as f64)
         }
     }
 }
@@ -83,10 +83,12 @@ impl Network for IdealNetwork {
 
     fn start_transfer(&mut self, now: TimePs, tag: u32, src: u32, _dst: u32, bytes: u64, _s: &mut dyn Scheduler<()>, done: &mut NetworkDone) -> Result<()> {
         let start = now.max(self.port_free_ps[src as usize]);
-        let end = start + self.wire_ps(bytes as f64);
+        // Saturating: a time past the engine's range reaches the queue as
+        // u64::MAX and is refused there, never wrapped.
+        let end = start.saturating_add(self.wire_ps(bytes as f64));
         self.port_free_ps[src as usize] = end;
-        self.bytes_moved += bytes;
-        done.push((tag, end + self.alpha_ps));
+        self.bytes_moved = self.bytes_moved.saturating_add(bytes);
+        done.push((tag, end.saturating_add(self.alpha_ps)));
         Ok(())
     }
 
@@ -102,11 +104,11 @@ impl Network for IdealNetwork {
             _ => n as u64 - 1,
         };
         let bus_bytes = kind.busbw_factor(n) * bytes as f64;
-        let end = start + self.wire_ps(bus_bytes) + steps * self.alpha_ps;
+        let end = start.saturating_add(self.wire_ps(bus_bytes)).saturating_add(steps.saturating_mul(self.alpha_ps));
         for &m in members {
             self.port_free_ps[m as usize] = end;
         }
-        self.bytes_moved += bus_bytes.round() as u64 * n as u64;
+        self.bytes_moved = self.bytes_moved.saturating_add((bus_bytes.round() as u64).saturating_mul(n as u64));
         done.push((tag, end));
         Ok(())
     }

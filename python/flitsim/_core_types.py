@@ -1,0 +1,241 @@
+"""Keys and types of the dicts the Rust bindings (``flitsim._core``) return,
+as TypedDicts for type checkers and readers (rust/src/python/*.rs builds
+them). Arrays are numpy, one entry per element (transfer, task, port, ...).
+Units are in the key names (``_ps``, ``_bytes``, ``_gbps``, ``_cycles``)."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+import numpy as np
+import numpy.typing as npt
+
+class SerdesRates(TypedDict):
+    bits_per_symbol: int
+    line_rate_per_lane_gbps: float
+    post_fec_rate_per_lane_gbps: float
+    payload_rate_per_lane_gbps: float
+    line_rate_gbps: float
+    payload_rate_gbps: float
+    payload_rate_bps: int
+    fec_efficiency: float
+    line_code_efficiency: float
+    bit_time_ps: float
+    unit_interval_ps: float
+    fec_accumulation_ps: int
+    phy_latency_ps: int
+
+class LinkTiming(TypedDict):
+    rate_bps: int
+    flit_bytes: int
+    flit_ps: int
+    latency_ps: int
+    propagation_ps: int
+    phy_latency_ps: int
+    fec_accumulation_ps: int
+    vcs: int
+    credits_per_vc_flits: int
+    credit_return_ps: int
+    exhaustion_below_flits: int
+
+class LinkTimingResult(TypedDict):
+    rates: SerdesRates
+    timing: LinkTiming
+
+class Histogram(TypedDict):
+    """A histogram summary: count, mean, min, max and percentiles (bucket resolution 6.25 %)."""
+    count: int
+    mean: float
+    min: int
+    max: int
+    p25: int
+    p50: int
+    p75: int
+    p90: int
+    p95: int
+    p99: int
+
+class LinkStats(TypedDict):
+    busy_ps: int
+    payload_bytes: int
+    wire_bytes: int
+    packets: int
+
+class VcStats(TypedDict):
+    exhaustion_episodes: int
+    exhaustion_ps: int
+    packets: int
+    flits: int
+
+class LinkTransferResult(TypedDict):
+    rates: SerdesRates
+    completion_ps: int
+    run_end_ps: int
+    throughput_gBps: float
+    credit_rtt_ps: int
+    packets: int
+    credit_wait_ps: int
+    events: int
+    start_ps: npt.NDArray[np.uint64]
+    arrival_ps: npt.NDArray[np.uint64]
+    latency_ps: Histogram
+    link: LinkStats
+    vcs: list[VcStats]
+
+class SwitchLabInputs(TypedDict):
+    packets_in: npt.NDArray[np.uint64]
+    flits_in: npt.NDArray[np.uint64]
+    packets_granted: npt.NDArray[np.uint64]
+    queueing_cycles_sum: npt.NDArray[np.uint64]
+    occupancy_flit_cycles: npt.NDArray[np.uint64]
+    occupancy_max_flits: npt.NDArray[np.uint64]
+
+class SwitchLabOutputs(TypedDict):
+    packets_out: npt.NDArray[np.uint64]
+    flits_out: npt.NDArray[np.uint64]
+    credit_exhaustion_episodes: npt.NDArray[np.uint64]
+    credit_exhaustion_cycles: npt.NDArray[np.uint64]
+
+class SwitchLabPorts(TypedDict):
+    input_conflicts: npt.NDArray[np.uint64]
+    output_conflicts: npt.NDArray[np.uint64]
+    latency_mean_cycles: npt.NDArray[np.float64]
+    latency_p99_cycles: npt.NDArray[np.uint64]
+
+class SwitchLabResult(TypedDict):
+    ports: int
+    vcs: int
+    measure_cycles: int
+    cycle_ps: float
+    active_sources: int
+    offered_load: float
+    accepted_throughput: float
+    delivered_flits: int
+    source_dropped_packets: int
+    source_backlog_packets: int
+    mean_occupancy_flits: float
+    throughput_flits_per_cycle: float
+    mean_sojourn_cycles: float
+    cycles_processed: int
+    allocation_rounds: int
+    slots_processed: int
+    latency_cycles: Histogram
+    network_latency_cycles: Histogram
+    queueing_cycles: Histogram
+    inputs: SwitchLabInputs
+    outputs: SwitchLabOutputs
+    ports_stats: SwitchLabPorts
+
+class FabricLinkColumns(TypedDict):
+    gpu: npt.NDArray[np.uint64]
+    port: npt.NDArray[np.uint64]
+    switch: npt.NDArray[np.uint64]
+    busy_ps: npt.NDArray[np.uint64]
+    payload_bytes: npt.NDArray[np.uint64]
+    wire_bytes: npt.NDArray[np.uint64]
+    packets: npt.NDArray[np.uint64]
+    credit_exhaustion_episodes: npt.NDArray[np.uint64]
+    credit_exhaustion_ps: npt.NDArray[np.uint64]
+    replays: npt.NDArray[np.uint64]
+    replayed_wire_bytes: npt.NDArray[np.uint64]
+    replay_ps: npt.NDArray[np.uint64]
+    replay_buffer_wait_ps: npt.NDArray[np.uint64]
+    rx_payload_bytes: npt.NDArray[np.uint64]
+    lost_bytes: npt.NDArray[np.uint64]
+    rx_replays: npt.NDArray[np.uint64]
+    rx_replayed_wire_bytes: npt.NDArray[np.uint64]
+    rx_replay_ps: npt.NDArray[np.uint64]
+
+class SwitchPortColumns(TypedDict):
+    switch: npt.NDArray[np.uint64]
+    port: npt.NDArray[np.uint64]
+    input_conflicts: npt.NDArray[np.uint64]
+    output_conflicts: npt.NDArray[np.uint64]
+    queueing_cycles_sum: npt.NDArray[np.uint64]
+    packets_granted: npt.NDArray[np.uint64]
+    input_occupancy_max_flits: npt.NDArray[np.uint64]
+    output_flits: npt.NDArray[np.uint64]
+    output_credit_exhaustion_episodes: npt.NDArray[np.uint64]
+    output_credit_exhaustion_cycles: npt.NDArray[np.uint64]
+
+class ReorderColumns(TypedDict):
+    max_packets: npt.NDArray[np.uint64]
+    mean_packets: npt.NDArray[np.float64]
+    window_overflows: npt.NDArray[np.uint64]
+
+class FaultAccounting(TypedDict):
+    """Bytes sent = delivered + lost (replayed copies counted once when delivered)."""
+    faults_applied: int
+    lost_packets: int
+    lost_bytes: int
+    delivered_bytes: int
+    replayed_delivered_bytes: int
+    sent_bytes: int
+
+class BatchResult(TypedDict):
+    start_ps: npt.NDArray[np.uint64]
+    end_ps: npt.NDArray[np.uint64]
+    makespan_ps: int
+    folded_planes: int
+    fold_reason: str
+    switch_cycle_ps: float
+    packets: int
+    events: int
+    links: FabricLinkColumns
+    faults: FaultAccounting
+    switch_ports: SwitchPortColumns
+    reorder: ReorderColumns
+
+class CollectiveResult(TypedDict):
+    time_ps: int
+    algorithm: str
+    protocol: str
+    channels: int
+    chunk_bytes: int
+    transfers: int
+    bytes_sent: npt.NDArray[np.uint64]
+    bytes_received: npt.NDArray[np.uint64]
+    sim_packet_bytes: int
+    folded_planes: int
+    fold_reason: str
+    packets: int
+    events: int
+    max_link_utilization: float
+    credit_exhaustion_episodes: int
+    arbitration_conflicts: int
+    estimate_ps: float
+    faults: FaultAccounting
+    rx_payload_bytes: npt.NDArray[np.uint64]
+
+class CollectiveParams(TypedDict):
+    algorithm: str
+    protocol: str
+    channels: int
+    chunk_bytes: int
+    root: int
+    dtype_bytes: int
+    link_efficiency: float
+    launch_ps: int
+    step_latency_ps: int
+    nvls_efficiency: float
+    nvls_base_ps: int
+    nvls_per_rank_ps: int
+    reduce_bytes_per_s: int
+    sim_packet_bytes: int
+
+class TaskGraphNetworkStats(TypedDict, total=False):
+    """``kind`` "ideal" (with ``bytes_moved``) or "fabric" (with the rest)."""
+    bytes_moved: int
+    kind: str
+    packets: int
+    fabric: BatchResult
+    task_credit_wait_ps: npt.NDArray[np.uint64]
+
+class TaskGraphResult(TypedDict):
+    start_ps: npt.NDArray[np.uint64]
+    end_ps: npt.NDArray[np.uint64]
+    data_ready_ps: npt.NDArray[np.uint64]
+    credit_ready_ps: npt.NDArray[np.uint64]
+    makespan_ps: int
+    events: int
+    network: TaskGraphNetworkStats
