@@ -21,6 +21,33 @@ pub struct TransferBatch {
     pub after: Vec<i64>,
 }
 
+impl TransferBatch {
+    /// Who waits for whom, as CSR: the transfers that wait for transfer `i`
+    /// (its `after` is `i`) are `deps[off[i]..off[i + 1]]`, in index order.
+    /// Shared by the packet and flow batch runs.
+    pub fn dependents(&self) -> (Vec<u32>, Vec<u32>) {
+        let n = self.after.len();
+        let mut off = vec![0u32; n + 1];
+        for &a in &self.after {
+            if a >= 0 {
+                off[a as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            off[i + 1] += off[i];
+        }
+        let mut fill = off.clone();
+        let mut deps = vec![0u32; off[n] as usize];
+        for (i, &a) in self.after.iter().enumerate() {
+            if a >= 0 {
+                deps[fill[a as usize] as usize] = i as u32;
+                fill[a as usize] += 1;
+            }
+        }
+        (off, deps)
+    }
+}
+
 /// Outcome of a batch: per-transfer times, the folding decision and the
 /// fabric's statistics.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -112,23 +139,7 @@ pub fn run_batch(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn I
     for i in 0..n {
         sim.add_transfer(batch.src[i], batch.dst[i], batch.bytes[i] / planes as u64, i as u32)?;
     }
-    let mut off = vec![0u32; n + 1];
-    for &a in &batch.after {
-        if a >= 0 {
-            off[a as usize + 1] += 1;
-        }
-    }
-    for i in 0..n {
-        off[i + 1] += off[i];
-    }
-    let mut fill = off.clone();
-    let mut deps = vec![0u32; off[n] as usize];
-    for (i, &a) in batch.after.iter().enumerate() {
-        if a >= 0 {
-            deps[fill[a as usize] as usize] = i as u32;
-            fill[a as usize] += 1;
-        }
-    }
+    let (off, deps) = batch.dependents();
     let mut q = EventQueue::with_capacity(4096);
     for i in 0..n {
         if batch.after[i] < 0 {

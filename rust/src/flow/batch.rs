@@ -44,23 +44,7 @@ pub fn run_batch_flow(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut 
     for i in 0..n {
         sim.add_transfer(batch.src[i], batch.dst[i], batch.bytes[i], i as u32)?;
     }
-    let mut off = vec![0u32; n + 1];
-    for &a in &batch.after {
-        if a >= 0 {
-            off[a as usize + 1] += 1;
-        }
-    }
-    for i in 0..n {
-        off[i + 1] += off[i];
-    }
-    let mut fill = off.clone();
-    let mut deps = vec![0u32; off[n] as usize];
-    for (i, &a) in batch.after.iter().enumerate() {
-        if a >= 0 {
-            deps[fill[a as usize] as usize] = i as u32;
-            fill[a as usize] += 1;
-        }
-    }
+    let (off, deps) = batch.dependents();
     let mut q = EventQueue::with_capacity(1024);
     for i in 0..n {
         if batch.after[i] < 0 {
