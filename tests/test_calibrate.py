@@ -21,7 +21,7 @@ def test_reference_logs_parse_with_both_placements_and_average():
     lg = parse(DATA / "h200_all_reduce_perf_nvls.log")
     assert lg.op == "all_reduce" and lg.ranks == 8 and lg.algorithm == "nvls"
     assert [r["size"] for r in lg.rows] == [1024, 1 << 20, 1 << 30, 8 << 30]
-    # Azure ND H200 v5: 479.98 GB/s busbw at 8 GB (REFERENCE.md)
+    # Azure AI-benchmarking-guide ND H200 v5 results: 479.98 GB/s busbw at 8 GB
     assert lg.rows[-1]["busbw_GBps_ip"] == pytest.approx(479.98, abs=0.01)
     assert lg.rows[0]["wrong_oop"] is None and lg.avg_busbw_GBps == pytest.approx(250.145)
 

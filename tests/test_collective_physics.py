@@ -1,7 +1,7 @@
 """Collective physics checked on what the fabric carried, not on the
 lowering's own count: bytes per rank against the nccl-tests definitions
 (nccl-tests PERFORMANCE.md), conservation, the per-GPU link bound
-(REFERENCE.md: NVLink 4 18 x 25 GB/s, NVLink 5 18 x 50 GB/s per direction),
+(Hopper in-depth blog, NVLink product page: NVLink 4 18 x 25 GB/s, NVLink 5 18 x 50 GB/s per direction),
 all_to_all against the same traffic through ``flitsim.transfers``, and the
 speed levers (simulated packet size, adaptive coalescing, plane folding)
 against full packet fidelity."""

@@ -1,6 +1,6 @@
 """Collectives on the fabric: nccl-tests definitions, calibration targets,
 task-graph lowering, bad input. Expected values come from nccl-tests'
-PERFORMANCE.md, NCCL's topo.h and the measured logs in REFERENCE.md."""
+PERFORMANCE.md, NCCL's topo.h and public measurements (docs/collectives.md)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Bandwidth ledger figures against the published numbers in REFERENCE.md."""
+"""Bandwidth ledger figures against NVIDIA's published NVLink numbers."""
 
 import pytest
 
@@ -11,7 +11,7 @@ def test_nvl72_ledger_published_figures():
     assert led.row("link", "payload").per_direction_GBps == pytest.approx(50.0)
     assert led.row("gpu", "payload").bidirectional_GBps == pytest.approx(1800.0)
     assert led.row("system", "payload").bidirectional_GBps == pytest.approx(129_600.0)
-    # 212.5 Gb/s line rate per lane (REFERENCE.md), 200 Gb/s payload per lane.
+    # 212.5 Gb/s line rate per lane (inferred), 200 Gb/s payload (Blackwell whitepaper).
     assert led.row("lane", "line").per_direction_gbps == pytest.approx(212.5)
     assert led.row("lane", "payload").per_direction_gbps == pytest.approx(200.0)
     # After packet headers: 256 B -> 17 flits, 128 B -> 9 flits (16 B flits, 1 header flit).
@@ -23,7 +23,7 @@ def test_nvl72_ledger_published_figures():
 
 def test_h100_ledger():
     led = flitsim.ledger("hgx-h100")
-    # 18 links x 25 GB/s = 450 GB/s per direction, 900 GB/s bidirectional (REFERENCE.md).
+    # 18 links x 25 GB/s = 450 GB/s per direction, 900 GB/s bidirectional (NVIDIA SGX H100 docs).
     assert led.row("gpu", "payload").per_direction_GBps == pytest.approx(450.0)
     assert led.row("gpu", "payload").bidirectional_GBps == pytest.approx(900.0)
 

@@ -18,7 +18,7 @@ def payload_GBps_from_lanes(baud_gbd, bits_per_symbol, lanes, fec_k_over_n, line
 
 
 def test_nvlink5_is_50_GBps_per_direction_from_lane_parameters():
-    # 106.25 GBd PAM4 x 2 lanes x 514/544 x 256/257 (REFERENCE.md, IEEE 802.3 cl. 91).
+    # 106.25 GBd PAM4 x 2 lanes x 514/544 x 256/257 (IEEE 802.3 cl. 91, Intel AN 846).
     expect = payload_GBps_from_lanes(106.25, 2, 2, 514 / 544, 256 / 257)
     assert expect == pytest.approx(50.0, rel=1e-12)
     assert nvlink5().payload_GBps() == pytest.approx(50.0, rel=1e-12)

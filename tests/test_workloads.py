@@ -1,6 +1,6 @@
 """Workloads against values from outside the code: the truncated-normal
 expectation of llmperf's sampler, the Azure trace's published means, arrival
-process moments, DiT token counts (REFERENCE.md), and a BPE tokenizer trained here."""
+process moments, DiT token counts (VAE factor 8, patch 2), and a BPE tokenizer trained here."""
 
 from __future__ import annotations
 
@@ -92,7 +92,8 @@ def test_open_loop_workload():
 
 
 def test_azure_trace_matches_published_means():
-    # ../shared/data/README.md: 19,366 requests, mean 1,155 context and 211 generated tokens.
+    # Azure LLM inference trace 2023 (python/flitsim/data/README.md): 19,366 requests,
+    # mean 1,155 context and 211 generated tokens.
     w = load_trace("azure-conv-2023")
     assert len(w) == 19_366
     assert round(w.requests["input_tokens"].mean()) == 1155
@@ -171,7 +172,7 @@ def test_converting_between_tokenizers_preserves_text():
 @pytest.mark.parametrize("model", ["dit-xl/2", "pixart-alpha-xl/2", "sd3-medium", "flux.1-dev"])
 @pytest.mark.parametrize("px,tokens", [(1024, 4096), (2048, 16384), (4096, 65536)])
 def test_image_tokens_per_resolution(model, px, tokens):
-    # REFERENCE.md: VAE factor 8, patch 2 (Flux: 2x2 packing): 1024 -> 4096, 2048 -> 16384, 4096 -> 65536
+    # Arithmetic: VAE factor 8, patch 2 (Flux: 2x2 packing): 1024 -> 4096, 2048 -> 16384, 4096 -> 65536
     assert dit_workload(model, px).image_tokens == tokens
 
 

@@ -36,7 +36,7 @@ ALGORITHMS = ("auto", "ring", "tree", "direct", "nvls")
 PROTOCOLS = ("auto", "simple", "ll128", "ll")
 _DTYPES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int8": 1, "int32": 4}
 _REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
-# HBM bandwidth per GPU, bytes/s (REFERENCE.md, GPUs): reduction compute
+# HBM bandwidth per GPU, bytes/s (NVIDIA A100/H100/B200/GB200 datasheets): reduction compute
 # default = HBM / 3 (read two operands, write one), assumed.
 _HBM = {"hgx-h100": 3.35e12, "dgx-h100": 3.35e12, "dgx-a100": 2.039e12, "hgx-a100": 2.039e12,
         "hgx-b200": 8e12, "gb200-nvl72": 8e12, "nvl72": 8e12}

@@ -1,6 +1,6 @@
 """The bandwidth ledger: every bandwidth figure of a link or system derived
 from one chain, so "400 Gb/s", "50 GB/s", "1.8 TB/s" and "130 TB/s" can be told
-apart (DESIGN.md idea 1).
+apart (README, docs/architecture.md).
 
 Chain: baud x bits/symbol -> line rate -> FEC -> line code -> payload rate per
 lane -> x lanes per direction (link) -> x links (GPU) -> x GPUs (system); and

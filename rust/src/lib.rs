@@ -10,7 +10,7 @@
 //! input-queued crossbar with pluggable allocators), [`experiments`] (small,
 //! self-contained experiments built from the layers above).
 
-// `_gBps` / `_GBps` unit suffixes (DESIGN.md conventions) are not snake case.
+// `_gBps` / `_GBps` unit suffixes (README conventions) are not snake case.
 #![allow(non_snake_case)]
 
 pub mod engine;

@@ -2,7 +2,7 @@
 them, plus the presets people buy. Validated on construction by the engine
 (ports wired at most once, every GPU reachable, link specs equal at both ends).
 
-Presets (sources in REFERENCE.md):
+Presets (each names its public sources):
 
 - ``gb200-nvl72``: 72 GPUs x 18 NVLink 5 ports; 18 switch chips x 72 ports;
   GPU g port k <-> chip k port g ("each GPU has exactly one link to each of the
@@ -39,7 +39,7 @@ class GpuInjection(Spec):
     limited / unlimited), ``injection_packet_overhead_bytes`` (per protocol
     packet, charged at the injection rate: smaller payloads inject slower). GPU-wide limits are split evenly over the GPU's ports
     (each port's DMA queue gets its share), which keeps the planes independent.
-    NVIDIA does not publish these limits (REFERENCE.md, "Not public").
+    NVIDIA does not publish these limits; the defaults are assumed.
     """
 
     payload_bytes: int = Field(default=256, ge=1)

@@ -66,7 +66,7 @@ class PacketFormat(Spec):
 
     Defaults follow NVLink 1/2 (Hot Chips 28; Pascal whitepaper): 16-byte flits,
     one header flit, up to 256 B payload. Later generations' formats are not
-    public (REFERENCE.md); the defaults are assumed to carry over.
+    public; the defaults are assumed to carry over.
     """
 
     flit_bytes: int = Field(default=16, ge=1)

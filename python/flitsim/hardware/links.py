@@ -1,11 +1,11 @@
-"""NVLink presets. Every value carries its source (../shared/REFERENCE.md) or is
+"""NVLink presets. Every value carries its public source or is
 marked *assumed* with the reason.
 
-Rate chain shared by NVLink 4 and 5 (inference, REFERENCE.md): PAM4 lanes at
+Rate chain shared by NVLink 4 and 5 (inference, no source states it): PAM4 lanes at
 1.0625 x the payload rate, i.e. RS(544,514) "KP4" FEC with 256b/257b transcoding
 (IEEE 802.3 cl. 91 / Intel AN 846): line x 514/544 x 256/257 = line x 16/17.
 
-Not public, so parameters with labelled defaults (REFERENCE.md "Not public"):
+Not public, so parameters with labelled defaults:
 propagation, PHY latency, credits per VC, VC count, credit return delay.
 """
 
@@ -45,7 +45,7 @@ def nvlink5() -> LinkSpec:
 
     Sources: 18 links x 50 GB/s per direction per GPU (NVLink product page);
     2 pairs per direction, 200 Gb/s payload per lane (Blackwell whitepaper);
-    212.5 Gb/s / 106.25 GBd line rate is inference (REFERENCE.md).
+    212.5 Gb/s / 106.25 GBd line rate is inference (200 x 1.0625, as NVLink 4, KP4).
     """
     return LinkSpec(
         serdes=SerdesSpec(baud_gbd=106.25, modulation="pam4", lanes=2, fec=KP4,

@@ -2,7 +2,7 @@
 GPUs, how many NVLinks each, which link, how many switch chips with how many
 ports. (The wired fabric with routing builds on these.)
 
-Sources are REFERENCE.md's; every preset's docstring names them.
+Every preset's docstring names its public sources.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def dgx_a100() -> SystemPreset:
     gen2 chips): 300 GB/s per direction per GPU.
 
     Sources: NVIDIA Fabric Manager user guide; nccl-tests issue 149.
-    assumed: 36 ports per NVSwitch gen2 chip (not in REFERENCE.md; only 16 are
+    assumed: 36 ports per NVSwitch gen2 chip (no source found; only 16 are
     used by the 8 GPUs here).
     """
     return SystemPreset(

@@ -2,7 +2,7 @@
 switch port (when the run used the cycle-level fabric), LLM request latencies
 under both the LLMPerf and the vLLM definitions, and DiT latencies.
 
-Definitions (REFERENCE.md, "Workloads"):
+Definitions:
 
 - **LLMPerf** (ray-project/llmperf ``token_benchmark_ray.py``): TTFT; end-to-end
   latency; "inter-token latency" = end-to-end latency / output tokens (TTFT

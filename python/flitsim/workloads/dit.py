@@ -33,7 +33,7 @@ class DitWorkload(Spec):
             PixArt-alpha, 77 + 256 for SD3, 512 for Flux.1-dev, 0 for class-conditional DiT).
 
     Image tokens = (H / (vae x patch)) x (W / (vae x patch)): 1024 px -> 4096,
-    2048 px -> 16384, 4096 px -> 65536 (REFERENCE.md).
+    2048 px -> 16384, 4096 px -> 65536 (arithmetic).
 
     Raises:
         ConfigError: unknown model, a side not a positive multiple of the

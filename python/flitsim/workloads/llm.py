@@ -3,7 +3,7 @@
 and the :class:`LlmWorkload` table every LLM workload is expressed in.
 
 A workload is defined by its input/output token-length distributions **and the
-tokenizer that counted them** (DESIGN.md idea 4), so :class:`LlmWorkload` carries
+tokenizer that counted them** (docs/models_workloads.md), so :class:`LlmWorkload` carries
 a ``tokenizer`` label.
 """
 

@@ -1,7 +1,7 @@
 """Tokenizer-aware token counting with Hugging Face ``tokenizers``.
 
 The same text is a different number of tokens under different tokenizers
-(Llama-3's ~4.0 characters per token against Llama-2's ~3.2, REFERENCE.md), so
+(Llama-3's ~4.0 characters per token against Llama-2's ~3.2), so
 a workload stated in tokens, and any tokens/s figure, is only meaningful with
 its tokenizer. Conversion between tokenizers goes through characters: a corpus
 measured under both gives characters per token (cpt) for each, and

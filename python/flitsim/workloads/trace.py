@@ -25,7 +25,8 @@ TRACES: dict[str, tuple[str, dict[str, str], str]] = {
     ),
 }
 
-#: Statistics of :func:`length_summary`, LLMPerf's summary set (REFERENCE.md).
+#: Statistics of :func:`length_summary`: LLMPerf's summary set
+#: (ray-project/llmperf token_benchmark_ray.py).
 SUMMARY_STATS = ("count", "mean", "std", "min", "p25", "p50", "p75", "p90", "p95", "p99", "max")
 
 

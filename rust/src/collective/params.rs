@@ -89,7 +89,7 @@ pub struct CollectiveRequest {
 
 /// Lowering and calibration parameters. Defaults: public NCCL constants where
 /// they exist (src/graph/tuning.cc, src/graph/topo.h), otherwise calibrated on
-/// the H100/H200 logs of REFERENCE.md (docs/collectives.md gives each value,
+/// public H100/H200 nccl-tests results (docs/collectives.md gives each value,
 /// its source and why). The same values serve every fabric preset: rates are
 /// fractions of the fabric's own link payload rate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -28,7 +28,7 @@ pub enum Spray {
     Adaptive,
 }
 
-/// How finely a fabric is simulated (speed lever; DESIGN.md "Fidelity").
+/// How finely a fabric is simulated (speed lever; docs/fidelity.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fidelity {

@@ -1,7 +1,6 @@
 //! SerDes lane timing and the rate chain from symbol rate to payload.
 //!
-//! One chain derives every bandwidth figure (DESIGN.md, "bandwidth has a unit of
-//! account"):
+//! One chain derives every bandwidth figure (the bandwidth ledger, README):
 //!
 //! ```text
 //! baud (GBd) x bits/symbol            = line rate per lane      (Gb/s)
@@ -10,7 +9,7 @@
 //! payload    x lanes per direction    = payload rate per direction
 //! ```
 //!
-//! For IEEE 802.3 200G lanes (and NVLink 5 by inference, REFERENCE.md):
+//! For IEEE 802.3dj 200G lanes (and NVLink 5 by inference):
 //! 106.25 GBd PAM4 = 212.5 Gb/s; RS(544,514) and 256b/257b transcoding bring it
 //! to exactly 200 Gb/s (212.5 x 514/544 x 256/257 = 212.5 x 16/17).
 
@@ -94,7 +93,7 @@ pub struct FecCode {
     /// Bits per FEC symbol (10 for KP4).
     pub symbol_bits: u32,
     /// Lanes one codeword is striped over (1 = a whole codeword on one lane, as
-    /// in REFERENCE.md's 25.6 ns figure). Default 1.
+    /// in the 25.6 ns figure: 5440 bits / 212.5 Gb/s). Default 1.
     #[serde(default = "one")]
     pub interleave_lanes: u32,
 }
@@ -245,7 +244,7 @@ mod tests {
         let r = s.rates().unwrap();
         assert!((r.line_rate_per_lane_gbps - 212.5).abs() < 1e-12);
         assert!((r.payload_rate_per_lane_gbps - 200.0).abs() < 1e-9);
-        // 5440 bits / 212.5 Gb/s = 25.6 ns (REFERENCE.md).
+        // 5440 bits / 212.5 Gb/s = 25.6 ns (RS(544,514) codeword, Intel AN 846).
         assert_eq!(r.fec_accumulation_ps, 25_600);
     }
 

@@ -3,7 +3,7 @@
 //! NVLink 1/2 (Hot Chips 28; Pascal whitepaper): 16-byte flits, one header flit
 //! per packet, up to 256 B of data; 256 B travels in 17 flits (94.1 %), 64 B in
 //! 5 flits (80 %). Later generations' formats are not public, so these are
-//! parameters (REFERENCE.md, "Not public").
+//! parameters.
 
 use crate::error::{ensure, Result};
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
 //! The switch's parameters, validated once; every delay is a named field with
-//! its unit. NVSwitch internals are not public (REFERENCE.md, "Not public"), so
+//! its unit. NVSwitch internals are not public, so
 //! these are parameters with documented defaults, not hidden constants.
 
 use crate::error::{ensure, Result};
