@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from flitsim import _core
-from flitsim.errors import ConfigError
+from flitsim.errors import ConfigError, check_int
 from flitsim.hardware.fabric import FabricSpec, as_fabric
 
 if TYPE_CHECKING:
@@ -304,7 +304,7 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
         raise ConfigError(f"sizes = {minbytes!r}..{maxbytes!r}: expected 1 <= minbytes <= maxbytes")
     if stepfactor < 2:
         raise ConfigError(f"stepfactor = {stepfactor}: expected an integer >= 2")
-    n = fab.gpus if ngpus is None else int(ngpus)
+    n = fab.gpus if ngpus is None else check_int("ngpus", ngpus, 1, fab.gpus, "a GPU count")
     if n < 1 or n > fab.gpus:
         raise ConfigError(f"ngpus = {n}: expected 1..{fab.gpus} (GPUs of the fabric)")
     group = [0, 1] if op == "sendrecv" else list(range(n))

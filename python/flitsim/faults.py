@@ -20,6 +20,7 @@ fabric (``FabricSpec.with_faults``); see docs/faults.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Sequence
 
 from flitsim import _core
@@ -68,7 +69,7 @@ def packet_error_prob(link: LinkSpec | str, ber: float, payload_bytes: int = 256
     return -math.expm1(-m["hazard_per_flit_bit"] * w)
 
 
-def goodput_vs_ber(link: LinkSpec | str = "nvlink5", bers: Sequence[float] = (0.0, 1e-4, 5e-4, 1e-3, 1.5e-3, 2e-3, 2.5e-3),
+def goodput_vs_ber(link: LinkSpec | str = "nvlink5", bers: float | Sequence[float] = (0.0, 1e-4, 5e-4, 1e-3, 1.5e-3, 2e-3, 2.5e-3),
                    *, total_bytes: int = 8 << 20, payload_bytes: int = 256, seed: int = 0,
                    **replay: Any) -> "pd.DataFrame":
     """Goodput of one saturated link direction against raw BER: simulated
@@ -76,7 +77,7 @@ def goodput_vs_ber(link: LinkSpec | str = "nvlink5", bers: Sequence[float] = (0.
 
     Args:
         link: a :class:`LinkSpec` or link preset name.
-        bers: raw (pre-FEC) bit error rates, each in [0, 1).
+        bers: raw (pre-FEC) bit error rates, each in [0, 1) (one float: one row).
         total_bytes: payload moved per point (more = less sampling noise).
         payload_bytes: payload per packet.
         seed: error-sampling seed (same seed, same result).
@@ -97,6 +98,10 @@ def goodput_vs_ber(link: LinkSpec | str = "nvlink5", bers: Sequence[float] = (0.
     """
     import pandas as pd
 
+    if isinstance(bers, (int, float)) and not isinstance(bers, bool):
+        bers = [bers]  # one BER: a one-row table
+    elif isinstance(bers, (str, bytes)) or not isinstance(bers, Iterable):
+        raise ConfigError(f"bers = {bers!r}: a BER or a sequence of BERs, each in [0, 1)")
     lk = _link(link)
     base = lk.replay.to_dict() if lk.replay else {}
     clean = link_transfer(lk.replace(replay=ReplaySpec(**{**base, **replay, "ber": 0.0, "seed": seed})),  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ import numpy as np
 
 from flitsim.collectives import INJECTION_PACKET_OVERHEAD_BYTES, default_params, load_params
 from flitsim.errors import ConfigError
-from flitsim.hardware.fabric import FABRIC_PRESETS, FabricSpec, fabric_preset
+from flitsim.hardware.fabric import FABRIC_PRESETS, FabricSpec, as_fabric, fabric_preset
 from flitsim.transfers import transfers
 
 __all__ = ["AnalyticNetwork", "IdealNetwork", "FabricNetwork", "Network", "resolve_network"]
@@ -121,6 +121,12 @@ class FabricNetwork:
     fidelity: str | None = None
     faults: Sequence[Any] = ()
     collective_params: Any = None
+
+    def __post_init__(self) -> None:
+        # A preset name is accepted like everywhere else (flitsim.transfers,
+        # flitsim.collective); anything but a FabricSpec is refused here,
+        # not deep inside a run.
+        object.__setattr__(self, "fabric", as_fabric(self.fabric))
 
     def to_core(self, devices: int) -> dict[str, Any]:
         from flitsim.transfers import with_fidelity

@@ -65,6 +65,19 @@ def friendly_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def check_out_dir(field: str, path: str) -> None:
+    """Fail early (before a long fit or simulation) if ``path``'s folder is missing.
+
+    Raises:
+        ConfigError: naming ``field`` and the missing directory.
+    """
+    import os
+
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise ConfigError(f"{field} = {path!r}: directory {d!r} does not exist")
+
+
 def check_plot_path(path: str) -> None:
     """Fail early (before a long simulation) if a figure cannot be written to ``path``.
 
@@ -73,9 +86,7 @@ def check_plot_path(path: str) -> None:
     """
     import os
 
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
-        raise ConfigError(f"plot = {path!r}: directory {d!r} does not exist")
+    check_out_dir("plot", path)
     ext = os.path.splitext(path)[1].lstrip(".").lower()
     ok = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
     if ext not in ok:

@@ -7,7 +7,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from flitsim.cli._common import echo_json, friendly_errors
+from flitsim.cli._common import check_out_dir, echo_json, friendly_errors
 
 
 @click.group("calibrate")
@@ -37,6 +37,8 @@ def calibrate_nccl(logs: tuple[str, ...], fabric: str, op: str | None, placement
     from flitsim.calibrate import fit
     from flitsim.collectives import parse_size
 
+    if out:
+        check_out_dir("out", out)  # before minutes of fitting
     names = [x.strip() for x in fit_names.split(",") if x.strip()]
     cal = fit(list(logs), fabric, op=op, placement=placement, fit_params=names, max_bytes=parse_size(max_bytes),
               progress=None if as_json else (lambda m: click.echo(f"# {m}", err=True)))

@@ -11,6 +11,8 @@ the full activations on every device (they are not split).
 
 from __future__ import annotations
 
+from flitsim.errors import ConfigError
+
 from typing import Any
 
 from flitsim.memory import parallel_memory
@@ -41,13 +43,18 @@ def build_tensor_parallel(model: Any, workload: Any, *, devices: Any = None, deg
             and device count are the defaults).
 
     Raises:
-        ConfigError: bad degree / devices, mismatched model and workload.
+        ConfigError: bad degree / devices (a degree must divide the model's heads),
+            mismatched model and workload.
     """
     work, ids, gb, N = parallel_setup(model, workload, devices=devices, degree=degree, steps=steps, batch=batch,
                                       gpu=gpu, efficiency=efficiency, dtype=dtype,
                                       include_embed_head=include_embed_head, fabric_devices=fabric_devices,
                                       comm_streams=comm_streams, execution=execution, profile=profile,
                                       interference=interference, fabric=fabric)
+    heads = work.cfg.n_heads
+    if heads % N:
+        raise ConfigError(f"degree = {N}: must divide the model's n_heads = {heads} "
+                          f"(Megatron-style tensor parallelism splits attention heads evenly over the devices)")
     shards = {}
     for k in work.blocks:
         if id(k) not in shards:

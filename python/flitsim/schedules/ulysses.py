@@ -15,6 +15,8 @@ same after receiving (elementwise kernels of one read and one write each).
 
 from __future__ import annotations
 
+from flitsim.errors import ConfigError
+
 from typing import Any
 
 from flitsim.memory import parallel_memory
@@ -33,13 +35,18 @@ def build_ulysses(model: Any, workload: Any, *, devices: Any = None, degree: int
     :func:`~flitsim.schedules.tensor_parallel.build_tensor_parallel`).
 
     Raises:
-        ConfigError: bad degree / devices, mismatched model and workload.
+        ConfigError: bad degree / devices (a degree must divide the model's heads),
+            mismatched model and workload.
     """
     work, ids, gb, N = parallel_setup(model, workload, devices=devices, degree=degree, steps=steps, batch=batch,
                                       gpu=gpu, efficiency=efficiency, dtype=dtype,
                                       include_embed_head=include_embed_head, fabric_devices=fabric_devices,
                                       comm_streams=comm_streams, execution=execution, profile=profile,
                                       interference=interference, fabric=fabric)
+    heads = work.cfg.n_heads
+    if heads % N:
+        raise ConfigError(f"degree = {N}: must divide the model's n_heads = {heads} "
+                          f"(DeepSpeed-Ulysses' all-to-all splits attention heads evenly over the devices)")
     b, B, p = work.bytes_per_element, work.batch, work.tokens
     aw, kw = work.cfg.attn_width, work.kv_width
     shard = lambda width: int(round(p / N * width * b * B))  # noqa: E731
