@@ -26,11 +26,6 @@ def test_degree_must_divide_heads(kind):
             S.build(kind, None, dit_workload("dit-xl/2", 512, steps=1), degree=7)
 
 
-def test_transfer_to_itself_is_refused():
-    with pytest.raises(flitsim.ConfigError, match="dst\\[0\\]"):
-        flitsim.transfers("hgx-h100", [0], [0], 1024)
-
-
 def test_nccl_tests_ngpus_is_not_a_bool():
     with pytest.raises(flitsim.ConfigError, match="ngpus"):
         flitsim.nccl_tests("hgx-h100", "all_reduce", minbytes=8, maxbytes=64, ngpus=True)

@@ -224,7 +224,7 @@ class CollectiveParams(TypedDict):
     sim_packet_bytes: int
 
 class TaskGraphNetworkStats(TypedDict, total=False):
-    """``kind`` "ideal" (with ``bytes_moved``) or "fabric" (with the rest)."""
+    """``kind`` "analytic" (with ``bytes_moved``) or "fabric" (with the rest)."""
     bytes_moved: int
     kind: str
     packets: int

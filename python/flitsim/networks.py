@@ -16,7 +16,7 @@ Two networks, chosen per run (``flitsim.taskgraph.execute(graph, network)``,
 :func:`resolve_network` turns what a user passed (None, ``"ideal"``, a fabric
 preset name, a FabricSpec, a network) into one of them. Both networks hand the
 engine a plain dict (``to_core(devices)``); the Rust side is
-``rust/src/taskgraph/network.rs`` (``IdealNetwork``, the analytic network)
+``rust/src/taskgraph/network.rs`` (``AnalyticNetwork``)
 and ``rust/src/taskgraph/fabric_network.rs`` (``FabricNetwork``).
 """
 
@@ -41,7 +41,7 @@ class AnalyticNetwork:
     ``bandwidth_GBps`` (GB/s, 1e9 B/s; 0 = infinite) and latency ``alpha_ps``.
     A transfer of S bytes takes alpha + S/B; a collective of nccl-tests size S
     over n ranks takes steps x alpha + factor x S/B with the nccl-tests busbw
-    factor and ring step counts (see the Rust ``IdealNetwork``).
+    factor and ring step counts (see the Rust ``AnalyticNetwork``).
 
     Raises (from :meth:`to_core`):
         ConfigError: ``alpha_ps`` not a finite latency in [0, 2^62) ps, or
@@ -76,7 +76,7 @@ class AnalyticNetwork:
         if not (isinstance(bw, (int, float, np.integer, np.floating)) and np.isfinite(bw)
                 and (bw == 0 or 1e-9 <= bw <= 1e9)):
             raise ConfigError(f"AnalyticNetwork.bandwidth_GBps = {bw!r}: 0 (infinite) or a rate in [1e-9, 1e9] GB/s")
-        return {"kind": "ideal", "devices": devices, "alpha_ps": int(self.alpha_ps),
+        return {"kind": "analytic", "devices": devices, "alpha_ps": int(self.alpha_ps),
                 "bandwidth_bytes_per_s": int(round(self.bandwidth_GBps * 1e9))}
 
 

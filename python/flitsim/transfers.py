@@ -176,11 +176,6 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
     batch = {"src": _col("src", src, n, np.uint32, hi=g), "dst": _col("dst", dst, n, np.uint32, hi=g),
              "bytes": _col("nbytes", nbytes, n, np.uint64), "start_ps": _col("start_ps", start_ps, n, np.uint64, 0),
              "after": _col("after", after, n, np.int64, -1, hi=n)}
-    same = np.flatnonzero(batch["src"] == batch["dst"])
-    if same.size:
-        i = int(same[0])
-        raise ConfigError(f"dst[{i}] = {int(batch['dst'][i])}: equals src[{i}]; a transfer needs two different "
-                          f"GPUs (a local copy does not cross the fabric)")
     r = _core.fabric_transfers(fabric.core_dict(), batch)
     return _result(r, batch, fabric)
 

@@ -2,7 +2,7 @@
 
 use super::convert::{batch_result_dict, col, from_py, scalar};
 use super::signal_check;
-use crate::taskgraph::{execute, IdealNetwork, TaskGraph};
+use crate::taskgraph::{execute, AnalyticNetwork, TaskGraph};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields, tag = "kind", rename_all = "snake_case")]
 enum NetworkSpec {
-    /// Alpha-beta network (see `IdealNetwork`).
-    Ideal {
+    /// Alpha-beta network (see `AnalyticNetwork`); "ideal" is its former name.
+    #[serde(alias = "ideal")]
+    Analytic {
         devices: u32,
         #[serde(default)]
         alpha_ps: u64,
@@ -62,13 +63,13 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
     };
     let spec: NetworkSpec = from_py(network, "network")?;
     let (r, net_stats) = match spec {
-        NetworkSpec::Ideal { devices, alpha_ps, bandwidth_bytes_per_s } => {
+        NetworkSpec::Analytic { devices, alpha_ps, bandwidth_bytes_per_s } => {
             let max = crate::fabric::MAX_ENDPOINTS;
             crate::error::ensure(devices >= 1 && devices <= max, "network.devices", devices, &format!("1..={max} devices"))?;
-            let mut net = IdealNetwork::new(devices, alpha_ps, bandwidth_bytes_per_s);
+            let mut net = AnalyticNetwork::new(devices, alpha_ps, bandwidth_bytes_per_s);
             let r = py.detach(|| execute(&g, &mut net, &mut signal_check))?;
             let d = PyDict::new(py);
-            d.set_item("kind", "ideal")?;
+            d.set_item("kind", "analytic")?;
             d.set_item("bytes_moved", net.bytes_moved)?;
             (r, d)
         }

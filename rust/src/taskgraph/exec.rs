@@ -350,7 +350,7 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
 
 #[cfg(test)]
 mod tests {
-    use super::super::IdealNetwork;
+    use super::super::AnalyticNetwork;
     use super::*;
     use crate::engine::NoInterrupt;
 
@@ -387,7 +387,7 @@ mod tests {
         // makespan = (M + K - 1) d.
         let (k, m, d) = (4, 8, 1000);
         let g = chain_graph(k, m, d);
-        let mut net = IdealNetwork::new(k, 0, 0);
+        let mut net = AnalyticNetwork::new(k, 0, 0);
         let r = execute(&g, &mut net, &mut NoInterrupt).unwrap();
         assert_eq!(r.makespan_ps, (m + k - 1) as u64 * d);
     }
@@ -397,7 +397,7 @@ mod tests {
         // Stage 0 of micro-batch 1 released at 5000 ps: it and its successor shift.
         let mut g = chain_graph(2, 2, 1000);
         g.release_ps = vec![0, 0, 5000, 0];
-        let r = execute(&g, &mut IdealNetwork::new(2, 0, 0), &mut NoInterrupt).unwrap();
+        let r = execute(&g, &mut AnalyticNetwork::new(2, 0, 0), &mut NoInterrupt).unwrap();
         assert_eq!(r.start_ps[2], 5000);
         assert_eq!(r.end_ps[3], 7000);
     }
@@ -408,7 +408,7 @@ mod tests {
         g.edge_src.push(2);
         g.edge_dst.push(0);
         g.edge_kind.push(0);
-        let e = execute(&g, &mut IdealNetwork::new(3, 0, 0), &mut NoInterrupt).unwrap_err().to_string();
+        let e = execute(&g, &mut AnalyticNetwork::new(3, 0, 0), &mut NoInterrupt).unwrap_err().to_string();
         assert!(e.contains("cycle 0 -> 1 -> 2 -> 0"), "{e}");
     }
 
@@ -423,7 +423,7 @@ mod tests {
         g.collective = vec![0];
         g.group = vec![0];
         // 1 MB at 100 GB/s = 10 us; + 1 us alpha.
-        let r = execute(&g, &mut IdealNetwork::new(2, 1_000_000, 100_000_000_000), &mut NoInterrupt).unwrap();
+        let r = execute(&g, &mut AnalyticNetwork::new(2, 1_000_000, 100_000_000_000), &mut NoInterrupt).unwrap();
         assert_eq!(r.end_ps[0], 11_000_000);
     }
 
@@ -445,7 +445,7 @@ mod tests {
     fn communication_slows_overlapped_compute_by_its_share() {
         // Closed form: compute D overlapped from its start with communication of length C
         // taking share s runs D + C s: 20 us + 11 us x 0.25 = 22.75 us, on both ends of the transfer.
-        let net = || IdealNetwork::new(2, 1_000_000, 100_000_000_000);
+        let net = || AnalyticNetwork::new(2, 1_000_000, 100_000_000_000);
         let r = execute(&overlap_graph(250_000), &mut net(), &mut NoInterrupt).unwrap();
         assert_eq!(r.end_ps[0], 11_000_000);
         assert_eq!(r.end_ps[1], 22_750_000);
@@ -457,7 +457,7 @@ mod tests {
 
     #[test]
     fn steal_above_the_cap_is_a_config_error() {
-        let e = execute(&overlap_graph(960_000), &mut IdealNetwork::new(2, 0, 0), &mut NoInterrupt).unwrap_err().to_string();
+        let e = execute(&overlap_graph(960_000), &mut AnalyticNetwork::new(2, 0, 0), &mut NoInterrupt).unwrap_err().to_string();
         assert!(e.contains("steal_ppm[0]"), "{e}");
     }
 }

@@ -25,4 +25,4 @@ pub use exec::{execute, TaskGraphResult};
 pub use fabric_network::FabricNetwork;
 pub use fidelity::{execute_on_fabric, FabricRun};
 pub use graph::{CollectiveKind, EdgeKind, TaskGraph, TaskKind};
-pub use network::{IdealNetwork, Network, NetworkDone};
+pub use network::{AnalyticNetwork, Network, NetworkDone};

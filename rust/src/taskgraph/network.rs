@@ -1,5 +1,5 @@
 //! The network a task graph runs over. A fabric implements [`Network`]; the
-//! [`IdealNetwork`] here is the analytic alpha-beta reference used for tests
+//! [`AnalyticNetwork`] here is the analytic alpha-beta reference used for tests
 //! and for "zero communication cost" baselines.
 
 use super::graph::CollectiveKind;
@@ -51,7 +51,7 @@ pub trait Network {
 /// (2(n-1) all_reduce, n-1 otherwise): the bandwidth-optimal ring bound.
 /// `bandwidth_bytes_per_s = 0` means infinite bandwidth.
 #[derive(Debug, Clone)]
-pub struct IdealNetwork {
+pub struct AnalyticNetwork {
     devices: u32,
     alpha_ps: u64,
     bandwidth_bytes_per_s: u64,
@@ -60,7 +60,7 @@ pub struct IdealNetwork {
     pub bytes_moved: u64,
 }
 
-impl IdealNetwork {
+impl AnalyticNetwork {
     pub fn new(devices: u32, alpha_ps: u64, bandwidth_bytes_per_s: u64) -> Self {
         Self { devices, alpha_ps, bandwidth_bytes_per_s, port_free_ps: vec![0; devices as usize], bytes_moved: 0 }
     }
@@ -74,7 +74,7 @@ impl IdealNetwork {
     }
 }
 
-impl Network for IdealNetwork {
+impl Network for AnalyticNetwork {
     type Event = ();
 
     fn devices(&self) -> u32 {
