@@ -27,6 +27,7 @@ import numpy as np
 from flitsim import _core
 from flitsim.errors import ConfigError, check_int
 from flitsim.hardware.fabric import FabricSpec, as_fabric
+from flitsim.hardware.gpus import GPU_PRESETS, fabric_gpu
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,10 +37,6 @@ ALGORITHMS = ("auto", "ring", "tree", "direct", "nvls")
 PROTOCOLS = ("auto", "simple", "ll128", "ll")
 _DTYPES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int8": 1, "int32": 4}
 _REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
-# HBM bandwidth per GPU, bytes/s (NVIDIA A100/H100/B200/GB200 datasheets): reduction compute
-# default = HBM / 3 (read two operands, write one), assumed.
-_HBM = {"hgx-h100": 3.35e12, "dgx-h100": 3.35e12, "dgx-a100": 2.039e12, "hgx-a100": 2.039e12,
-        "hgx-b200": 8e12, "gb200-nvl72": 8e12, "nvl72": 8e12}
 
 
 def default_params() -> dict[str, Any]:
@@ -161,9 +158,11 @@ def _params(fabric: FabricSpec, algorithm: str, protocol: str, channels: int | N
         p["channels"] = int(channels)
     if chunk_bytes is not None:
         p["chunk_bytes"] = int(chunk_bytes)
-    hbm = _HBM.get(fabric.name)
-    if hbm is not None:
-        p["reduce_bytes_per_s"] = int(hbm / 3)
+    gpu = fabric_gpu(fabric)
+    if gpu is not None:
+        # Reduction compute = HBM / 3 (read two operands, write one; assumed),
+        # from the fabric's GPU preset (its datasheet HBM bandwidth).
+        p["reduce_bytes_per_s"] = int(GPU_PRESETS[gpu]().hbm_bytes_per_s / 3)
     p.update(options)
     return p
 

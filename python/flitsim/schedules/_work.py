@@ -161,6 +161,19 @@ def parallel_setup(model: Any, workload: Any, *, devices: Any, degree: int, step
     return work, ids, gb, N
 
 
+def require_head_split(work: LayerWork, N: int, why: str) -> None:
+    """Refuse a degree that does not divide the model's attention heads
+    (``why`` says which scheme splits them: Megatron TP, DeepSpeed-Ulysses).
+
+    Raises:
+        ConfigError: naming ``degree`` and the head count.
+    """
+    heads = work.cfg.n_heads
+    if heads % N:
+        raise config_error("degree", N, f"must divide the model's n_heads = {heads} ({why} splits attention "
+                                        f"heads evenly over the devices)")
+
+
 def step_ends(gb: GraphBuilder, work: LayerWork, ids: list[int], N: int, s: int, prev: list[int], which: str) -> list[int]:
     """Add the per-device ``pre`` (embedders) or ``post`` (output) task of step s
     (1/N of the tokens each), chained after ``prev``; returns the new tails."""

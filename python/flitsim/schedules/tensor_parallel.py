@@ -11,12 +11,11 @@ the full activations on every device (they are not split).
 
 from __future__ import annotations
 
-from flitsim.errors import ConfigError
 
 from typing import Any
 
 from flitsim.memory import parallel_memory
-from flitsim.schedules._work import parallel_setup, step_ends
+from flitsim.schedules._work import parallel_setup, require_head_split, step_ends
 from flitsim.schedules.schedule import Schedule
 
 __all__ = ["build_tensor_parallel"]
@@ -51,10 +50,7 @@ def build_tensor_parallel(model: Any, workload: Any, *, devices: Any = None, deg
                                       include_embed_head=include_embed_head, fabric_devices=fabric_devices,
                                       comm_streams=comm_streams, execution=execution, profile=profile,
                                       interference=interference, fabric=fabric)
-    heads = work.cfg.n_heads
-    if heads % N:
-        raise ConfigError(f"degree = {N}: must divide the model's n_heads = {heads} "
-                          f"(Megatron-style tensor parallelism splits attention heads evenly over the devices)")
+    require_head_split(work, N, "Megatron-style tensor parallelism")
     shards = {}
     for k in work.blocks:
         if id(k) not in shards:

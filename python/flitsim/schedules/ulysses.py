@@ -15,12 +15,11 @@ same after receiving (elementwise kernels of one read and one write each).
 
 from __future__ import annotations
 
-from flitsim.errors import ConfigError
 
 from typing import Any
 
 from flitsim.memory import parallel_memory
-from flitsim.schedules._work import parallel_setup, step_ends
+from flitsim.schedules._work import parallel_setup, require_head_split, step_ends
 from flitsim.schedules.schedule import Schedule
 
 __all__ = ["build_ulysses"]
@@ -43,10 +42,7 @@ def build_ulysses(model: Any, workload: Any, *, devices: Any = None, degree: int
                                       include_embed_head=include_embed_head, fabric_devices=fabric_devices,
                                       comm_streams=comm_streams, execution=execution, profile=profile,
                                       interference=interference, fabric=fabric)
-    heads = work.cfg.n_heads
-    if heads % N:
-        raise ConfigError(f"degree = {N}: must divide the model's n_heads = {heads} "
-                          f"(DeepSpeed-Ulysses' all-to-all splits attention heads evenly over the devices)")
+    require_head_split(work, N, "DeepSpeed-Ulysses' all-to-all")
     b, B, p = work.bytes_per_element, work.batch, work.tokens
     aw, kw = work.cfg.attn_width, work.kv_width
     shard = lambda width: int(round(p / N * width * b * B))  # noqa: E731
