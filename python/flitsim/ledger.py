@@ -128,7 +128,7 @@ def ledger(preset: str | SystemPreset | LinkSpec = "gb200-nvl72",
         if key in SYSTEM_PRESETS:
             system = system_preset(key)
             link = system.link
-        elif key.replace("-", "") in LINK_PRESETS:
+        elif key.replace("-", "").replace("gen", "") in LINK_PRESETS:
             link = link_preset(key)
         else:
             raise ConfigError(f"preset = {preset!r}: expected a system preset {sorted(SYSTEM_PRESETS)} "
