@@ -17,12 +17,9 @@ from flitsim.hardware.link_spec import LinkSpec
 from flitsim.hardware.links import link_preset
 
 
-def latency_cycles(latency_ns: float, link: LinkSpec) -> int:
-    """Pipeline cycles of an element whose clock is derived from ``link`` (its
-    fastest link: one flit per cycle at that link's payload rate) that make
-    ``latency_ns``, rounded to the nearest cycle."""
-    flit_per_ns = link.payload_GBps() / link.packet.flit_bytes
-    return max(0, round(latency_ns * flit_per_ns))
+def flit_rate_ghz(link: LinkSpec) -> float:
+    """Flits per ns one direction of ``link`` carries at its payload rate."""
+    return link.payload_GBps() / link.packet.flit_bytes
 
 
 @dataclass
@@ -38,15 +35,24 @@ class GraphBuilder:
     trunks: list[dict[str, int]] = field(default_factory=list)
     _ep_ports: dict[int, int] = field(default_factory=dict)
     _sw_ports: list[int] = field(default_factory=list)
+    _latency_ns: list[float] = field(default_factory=list)
+    _by_name: dict[str, int] = field(default_factory=dict)
     #: Human-readable label per link index (``"PCIe Gen4 x16"``) for ledgers.
     link_labels: dict[int, str] = field(default_factory=dict)
 
-    def kind(self, name: str, kind: str, *, allow_p2p: bool = True, nvls: bool = False,
-             **params: Any) -> int:
+    def kind(self, name: str, kind: str, *, latency_ns: float = 0.0, allow_p2p: bool = True,
+             nvls: bool = False, **params: Any) -> int:
         """Register an element kind (``kind`` as in FabricSpec.switch_kinds);
-        ``params`` are SwitchParams fields. Returns its index."""
+        ``latency_ns`` its port-to-port pipeline latency; ``params`` other
+        SwitchParams fields. Returns its index.
+
+        The clock is set explicitly to the largest flit rate among the links
+        the kind's elements drive (one flit per port per cycle on the fastest,
+        whatever the flit sizes: a root complex mixes 4-B PCIe, 8-B UPI and
+        64-B DDR flits), and the latency becomes that many cycles."""
         self.kinds.append({"name": name, "kind": kind, "params": dict(params), "allow_p2p": allow_p2p,
                            "nvls": nvls})
+        self._latency_ns.append(latency_ns)
         return len(self.kinds) - 1
 
     def element(self, kind: int) -> int:
@@ -57,7 +63,18 @@ class GraphBuilder:
 
     def link(self, link: LinkSpec | str, label: str | None = None) -> int:
         """Index of ``link`` (a spec or a link preset name) in the links table."""
+        if isinstance(link, str) and link in self._by_name:
+            return self._by_name[link]
         spec = link_preset(link) if isinstance(link, str) else link
+        if isinstance(link, str):
+            for i, l in enumerate(self.links):
+                if l == spec:
+                    self._by_name[link] = i
+                    return i
+            self.links.append(spec)
+            self.link_labels[len(self.links) - 1] = label or link
+            self._by_name[link] = len(self.links) - 1
+            return len(self.links) - 1
         for i, l in enumerate(self.links):
             if l == spec:
                 return i
@@ -86,12 +103,37 @@ class GraphBuilder:
         self._sw_ports[b] += 1
         self.trunks.append({"a": a, "a_port": pa, "b": b, "b_port": pb, "link": li})
 
+    def _resolve_clocks(self) -> list[dict[str, Any]]:
+        ghz = [0.0] * len(self.kinds)
+        rate = [flit_rate_ghz(l) for l in self.links]
+        for w in self.wires:
+            k = self.switch_kind[w["switch"]]
+            ghz[k] = max(ghz[k], rate[w["link"]])
+        for t in self.trunks:
+            for e in (t["a"], t["b"]):
+                k = self.switch_kind[e]
+                ghz[k] = max(ghz[k], rate[t["link"]])
+        kinds = []
+        for k, g, ns in zip(self.kinds, ghz, self._latency_ns):
+            params = dict(k["params"])
+            if g > 0 and "clock_ghz" not in params:
+                params["clock_ghz"] = g
+            if ns and "pipeline_latency_cycles" not in params:
+                params["pipeline_latency_cycles"] = max(0, round(ns * params.get("clock_ghz", g)))
+            kinds.append({**k, "params": params})
+        return kinds
+
     def spec_dict(self, name: str) -> dict[str, Any]:
-        """The FabricSpec fields (``name`` included)."""
+        """The FabricSpec fields (``name`` included). Wires and trunks are
+        built without per-item pydantic checks (the builder makes only
+        in-range integers; the engine validates the whole spec)."""
+        from flitsim.hardware.fabric import Trunk, Wire
+
         return {
             "name": name, "gpus": self.gpus, "hosts": self.hosts,
             "gpu_ports": max(self._ep_ports.values()), "switches": len(self.switch_kind),
-            "switch_ports": max(self._sw_ports), "links": tuple(self.links), "wires": tuple(self.wires),
-            "switch_kinds": tuple(self.kinds), "switch_kind": tuple(self.switch_kind),
-            "trunks": tuple(self.trunks),
+            "switch_ports": max(self._sw_ports), "links": tuple(self.links),
+            "wires": tuple(Wire.model_construct(**w) for w in self.wires),
+            "switch_kinds": tuple(self._resolve_clocks()), "switch_kind": tuple(self.switch_kind),
+            "trunks": tuple(Trunk.model_construct(**t) for t in self.trunks),
         }

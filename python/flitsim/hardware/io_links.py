@@ -53,10 +53,10 @@ _PCIE_PROPAGATION_PS = 1_500
 _PCIE_PHY_PS = 30_000
 # assumed: UpdateFC DLLP scheduling + flight; ~100 ns.
 _PCIE_CREDIT_RETURN_PS = 100_000
-# assumed: 16 KiB of posted-data credit per port (4096 DW), about 3x the
-# credit round trip x 31.5 GB/s (~170 ns x 31.5 GB/s = 5.4 KB), so a Gen4 x16
-# link is never credit-bound; a Gen5 x16 one still has 1.5x margin.
-_PCIE_CREDITS_DW = 4096
+# assumed: 32 KiB of posted-data credit per port (8192 DW): the credit round
+# trip through a root complex (~290 ns with its 150 ns pipeline) x 63 GB/s
+# (Gen5 x16) = 18 KB, so no x16 link up to Gen5 is credit-bound.
+_PCIE_CREDITS_DW = 8192
 
 
 def pcie(gen: int, lanes: int = 16, max_payload_bytes: int = 256) -> LinkSpec:
@@ -107,10 +107,11 @@ WikiChip; 64/80 is that ratio `[I]`). Modelled as a 4/5 block code across all
 _UPI_PHY_PS = 40_000  # assumed: UPI PHY + link layer ~40 ns each way.
 _UPI_PROPAGATION_PS = 1_000  # assumed: ~20 cm of board trace between sockets.
 _UPI_CREDIT_RETURN_PS = 100_000  # assumed.
-_UPI_PACKET = PacketFormat(flit_bytes=8, header_flits=1, max_payload_bytes=64)
+_UPI_PACKET = PacketFormat(flit_bytes=8, header_flits=4, max_payload_bytes=256)
 """UPI carries cache lines: 64 B of data plus one header slot per line
-(assumed: one 8-B payload-equivalent header per 64-B line; Intel publishes no
-message format)."""
+(assumed: one 8-B header per 64-B line; Intel publishes no message format).
+A fabric moves one packet format end to end (payload up to the GPU's 256 B),
+so a 256-B packet is 4 lines with 4 header flits: 256 / 288 = 8/9."""
 
 
 def upi2() -> LinkSpec:

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from flitsim.errors import ConfigError
 from flitsim.hardware.fabric import FabricSpec
-from flitsim.hardware.graph_build import GraphBuilder, latency_cycles
+from flitsim.hardware.graph_build import GraphBuilder
 from flitsim.hardware.links import link_preset
 
 _PSW_NS = 110.0
@@ -56,13 +56,10 @@ class TierPreset:
     build: Callable[..., FabricSpec]
 
 
-def _kinds(b: GraphBuilder, pcie: str, *, p2p_through_cpu: bool) -> dict[str, int]:
-    pl = link_preset(pcie)
+def _kinds(b: GraphBuilder, *, p2p_through_cpu: bool) -> dict[str, int]:
     return {
-        "psw": b.kind("pcie-switch", "pcie_switch", pipeline_latency_cycles=latency_cycles(_PSW_NS, pl)),
-        # The root complex's fastest link is its DDR channel (38.4 GB/s in 64-B flits).
-        "rc": b.kind("root-complex", "root_complex", allow_p2p=p2p_through_cpu,
-                     pipeline_latency_cycles=latency_cycles(_RC_NS, link_preset("ddr5-4800"))),
+        "psw": b.kind("pcie-switch", "pcie_switch", latency_ns=_PSW_NS),
+        "rc": b.kind("root-complex", "root_complex", allow_p2p=p2p_through_cpu, latency_ns=_RC_NS),
     }
 
 
@@ -117,7 +114,7 @@ def pcie_box(name: str, gpus: int, pcie: str, gpus_per_switch: int, *, p2p_throu
     if gpus % 2 or (gpus_per_switch and (gpus // 2) % gpus_per_switch):
         raise ConfigError(f"gpus = {gpus}: must split evenly over 2 sockets and switches of {gpus_per_switch}")
     b = GraphBuilder(gpus=gpus, hosts=2)
-    k = _kinds(b, pcie, p2p_through_cpu=p2p_through_cpu)
+    k = _kinds(b, p2p_through_cpu=p2p_through_cpu)
     _pcie_node(b, k, 0, gpus, 0, pcie=pcie, gpus_per_switch=gpus_per_switch)
     return _finish(b, name, options)
 
@@ -147,7 +144,7 @@ def pcie_2xh100_nvbridge(*, p2p_through_cpu: bool = True, **options: Any) -> Fab
     one 2-port "bridge" element (a passive bridge: zero pipeline latency).
     assumed: one socket, GPUs on root ports."""
     b = GraphBuilder(gpus=2, hosts=1)
-    k = _kinds(b, "pcie5x16", p2p_through_cpu=p2p_through_cpu)
+    k = _kinds(b, p2p_through_cpu=p2p_through_cpu)
     bridge = b.kind("nvlink-bridge", "bridge")
     rc = _sockets(b, k, 1, 0)[0]
     for g in range(2):
@@ -174,10 +171,9 @@ def eth_2x8xl40(*, nics_per_node: int = 2, nic_gbps: int = 100, p2p_through_cpu:
     eth = f"eth{nic_gbps}g"
     link_preset(eth)
     b = GraphBuilder(gpus=16, hosts=4)
-    k = _kinds(b, "pcie4x16", p2p_through_cpu=p2p_through_cpu)
-    pl = link_preset("pcie4x16")
-    nic = b.kind("nic", "nic", pipeline_latency_cycles=latency_cycles(_NIC_NS, pl))
-    esw_kind = b.kind("ethernet-switch", "ethernet", pipeline_latency_cycles=latency_cycles(_ETH_SWITCH_NS, link_preset(eth)))
+    k = _kinds(b, p2p_through_cpu=p2p_through_cpu)
+    nic = b.kind("nic", "nic", latency_ns=_NIC_NS)
+    esw_kind = b.kind("ethernet-switch", "ethernet", latency_ns=_ETH_SWITCH_NS)
     nodes = [_pcie_node(b, k, 8 * n, 8, 2 * n, pcie="pcie4x16", gpus_per_switch=2) for n in range(2)]
     esw = b.element(esw_kind)
     for rcs, _ in nodes:
@@ -206,11 +202,10 @@ def ib_hgx_h100(nodes: int = 4, **options: Any) -> FabricSpec:
     if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 2:
         raise ConfigError(f"nodes = {nodes!r}: expected an integer >= 2")
     b = GraphBuilder(gpus=8 * nodes, hosts=2 * nodes)
-    k = _kinds(b, "pcie5x16", p2p_through_cpu=True)
+    k = _kinds(b, p2p_through_cpu=True)
     nvs = b.kind("nvswitch-gen3", "nvswitch", nvls=True)
-    pl = link_preset("pcie5x16")
-    nic = b.kind("connectx-7", "nic", pipeline_latency_cycles=latency_cycles(_NIC_NS, pl))
-    ib = b.kind("quantum-2", "infiniband", pipeline_latency_cycles=latency_cycles(_IB_SWITCH_NS, link_preset("ib-ndr")))
+    nic = b.kind("connectx-7", "nic", latency_ns=_NIC_NS)
+    ib = b.kind("quantum-2", "infiniband", latency_ns=_IB_SWITCH_NS)
     leaves = [b.element(ib) for _ in range(8)]
     spines = [b.element(ib) for _ in range(nodes)]
     for n in range(nodes):

@@ -78,8 +78,6 @@ pub struct GraphModel {
     pub link_network: Vec<bool>,
     /// Simulated packet payload, bytes.
     sim_bytes: u64,
-    /// Injection pacing per packet on an endpoint port, ps (0 = none).
-    inj_ps: f64,
     cache: HashMap<(u32, u32, u32), CachedPath>,
     acc: Vec<f64>,
     touched: Vec<u32>,
@@ -97,10 +95,17 @@ fn ser_ps(bytes: u64, rate_bps: u64) -> f64 {
 const MAX_CACHED: usize = 1 << 16;
 
 impl GraphModel {
-    /// Wire bytes of `s` payload bytes on link `l` (protocol packets of that link).
+    /// Wire bytes of `s` payload bytes on link `l`: protocol packets of that
+    /// link; on a network link the NIC's MTU-sized frames, so the framing is
+    /// charged pro rata (a simulated packet is a slice of a frame).
     pub fn wire_bytes(&self, spec: &FabricSpec, l: u32, s: u64) -> u64 {
         let fmt = &spec.links[l as usize].packet;
-        fmt.transfer(s, self.link_payload[l as usize]).wire_bytes
+        let p = self.link_payload[l as usize];
+        if self.link_network[l as usize] {
+            let frame = fmt.flits_per_packet(p) * fmt.flit_bytes as u64;
+            return (s as u128 * frame as u128).div_ceil(p as u128) as u64;
+        }
+        fmt.transfer(s, p).wire_bytes
     }
 
     /// Protocol packets of `s` payload bytes on link `l`.
@@ -173,7 +178,6 @@ impl GraphModel {
             link_payload,
             link_network,
             sim_bytes,
-            inj_ps,
             cache: HashMap::new(),
             acc: Vec::new(),
             touched: Vec::new(),
