@@ -77,6 +77,9 @@ def graph_rows(spec: Any) -> tuple[list[tuple[str, str, float, str]], list[str]]
     for t in spec.trunks:
         trunk_groups[(min(t.a, t.b), max(t.a, t.b))].append(t.link)
     for (a, b), links in sorted(trunk_groups.items()):
+        # Name a group from its downstream end (PCIe switch or NIC, not the root complex / network switch).
+        if kind_of[a] in ("root_complex", *NETWORK_KINDS) and kind_of[b] not in ("root_complex", *NETWORK_KINDS):
+            a, b = b, a
         ka, kb = kind_of[a], kind_of[b]
         key = f"{ka}->{kb}"
         if key in seen_kind:
@@ -85,7 +88,7 @@ def graph_rows(spec: Any) -> tuple[list[tuple[str, str, float, str]], list[str]]
         g = sum(_payload_rate(spec.links[li]) for li in links)
         lab = labels[links[0]]
         if ka == kb == "root_complex":
-            rows.append(("socket link", "payload", g, f"{len(links)} x {lab} between sockets {a} and {b}"))
+            rows.append(("socket link", "payload", g, f"{len(links)} x {lab} between two root complexes (elements {a}, {b})"))
         elif "nic" in (ka, kb) and (ka in NETWORK_KINDS or kb in NETWORK_KINDS):
             nics = sum(1 for k in kind_of if k == "nic")
             per_gpu = g * nics / spec.gpus
@@ -93,11 +96,12 @@ def graph_rows(spec: Any) -> tuple[list[tuple[str, str, float, str]], list[str]]
             rows.append(("nic", "network payload per GPU", per_gpu,
                          f"{nics} NICs x {lab} / {spec.gpus} GPUs (next to the GPU's ports above)"))
         else:
-            below = down.get(a if ka != "root_complex" else b, 0.0)
+            below = down.get(a, 0.0) if kb == "root_complex" else 0.0
             how = f"{len(links)} x {lab} {ka} <-> {kb}"
             if below:
                 how += f"; GPUs behind it: {below / 8:.1f} GB/s ({below / g:.2f}:1)"
-            rows.append((f"{ka} uplink", "payload", g, how))
+            scope = "leaf-spine" if ka == kb and ka in NETWORK_KINDS else f"{ka} -> {kb}"
+            rows.append((scope, "payload", g, how))
     nodes = [k for k in kind_of if k == "nic"]
     rows.append(("system", "GPU ports payload", gpu_total * spec.gpus, f"{spec.gpus} GPUs x GPU payload"))
     notes = [f"elements: " + ", ".join(f"{n} {k}" for k, n in sorted(Counter(kind_of).items())),

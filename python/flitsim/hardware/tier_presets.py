@@ -63,25 +63,25 @@ def _kinds(b: GraphBuilder, *, p2p_through_cpu: bool) -> dict[str, int]:
     }
 
 
-def _sockets(b: GraphBuilder, k: dict[str, int], sockets: int, host_base: int) -> list[int]:
-    """Root complexes with their host memory, joined by UPI (all pairs)."""
+def _sockets(b: GraphBuilder, k: dict[str, int], sockets: int, host_base: int, upi_links: int = _UPI_LINKS) -> list[int]:
+    """Root complexes with their host memory, joined by ``upi_links`` UPI links (all pairs)."""
     rcs = [b.element(k["rc"]) for _ in range(sockets)]
     for s, rc in enumerate(rcs):
         for _ in range(_DDR_CHANNELS):
             b.wire(b.host(host_base + s), rc, "ddr5-4800")
     for i in range(sockets):
         for j in range(i + 1, sockets):
-            for _ in range(_UPI_LINKS):
+            for _ in range(upi_links):
                 b.trunk(rcs[i], rcs[j], "upi2")
     return rcs
 
 
 def _pcie_node(b: GraphBuilder, k: dict[str, int], gpu_base: int, gpus: int, host_base: int, *, pcie: str,
-               gpus_per_switch: int, sockets: int = 2) -> tuple[list[int], list[int]]:
+               gpus_per_switch: int, sockets: int = 2, upi_links: int = _UPI_LINKS) -> tuple[list[int], list[int]]:
     """One PCIe server: GPUs ``gpu_base..gpu_base+gpus`` split evenly over
     the sockets, behind PCIe switches of ``gpus_per_switch`` (0 = on root
     ports directly). Returns (root complexes, PCIe switches)."""
-    rcs = _sockets(b, k, sockets, host_base)
+    rcs = _sockets(b, k, sockets, host_base, upi_links)
     per_socket = gpus // sockets
     switches = []
     for g in range(gpus):
@@ -105,17 +105,21 @@ def _finish(b: GraphBuilder, name: str, options: dict[str, Any]) -> FabricSpec:
 
 
 def pcie_box(name: str, gpus: int, pcie: str, gpus_per_switch: int, *, p2p_through_cpu: bool = True,
-             **options: Any) -> FabricSpec:
-    """A two-socket PCIe server (see the module docstring for the layout).
+             upi_links: int = _UPI_LINKS, **options: Any) -> FabricSpec:
+    """A two-socket PCIe server (see the module docstring for the layout);
+    ``upi_links`` UPI 2.0 links between the sockets (default 4, assumed).
 
     Raises:
-        ConfigError: a GPU count not divisible by the sockets and switches.
+        ConfigError: a GPU count not divisible by the sockets and switches,
+            ``upi_links`` outside 1..4.
     """
     if gpus % 2 or (gpus_per_switch and (gpus // 2) % gpus_per_switch):
         raise ConfigError(f"gpus = {gpus}: must split evenly over 2 sockets and switches of {gpus_per_switch}")
+    if not isinstance(upi_links, int) or isinstance(upi_links, bool) or not 1 <= upi_links <= 4:
+        raise ConfigError(f"upi_links = {upi_links!r}: expected 1..4 (Intel Xeon 4th/5th gen: up to 4 UPI links)")
     b = GraphBuilder(gpus=gpus, hosts=2)
     k = _kinds(b, p2p_through_cpu=p2p_through_cpu)
-    _pcie_node(b, k, 0, gpus, 0, pcie=pcie, gpus_per_switch=gpus_per_switch)
+    _pcie_node(b, k, 0, gpus, 0, pcie=pcie, gpus_per_switch=gpus_per_switch, upi_links=upi_links)
     return _finish(b, name, options)
 
 
