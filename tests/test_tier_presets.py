@@ -66,7 +66,10 @@ def test_pcie_ring_all_reduce_is_bounded_by_the_slowest_shared_uplink(order, sha
     # Ring 0..7: each direction of every switch uplink carries one ring edge, so
     # busbw -> one x16 link's payload rate; ring 0,2,4,...: two edges per
     # direction share each uplink, so busbw -> half of it.
-    r = flitsim.collective("pcie-8xl20", "all_reduce", 256 << 20, group=order, algorithm="ring", fidelity="flow")
+    # link_efficiency=1: the fabric side alone (the collective's default caps GPU
+    # injection at NCCL's NVLink-calibrated 0.849 of the port rate).
+    r = flitsim.collective("pcie-8xl20", "all_reduce", 256 << 20, group=order, algorithm="ring", fidelity="flow",
+                           link_efficiency=1.0)
     bound = PCIE4_X16_GBPS / share
     assert r.busbw_GBps <= bound * (1 + 1e-6)
     assert r.busbw_GBps >= 0.97 * bound

@@ -14,5 +14,6 @@ pub(crate) use run::validate_batch;
 pub use run::{run_batch, BatchResult, TransferBatch};
 pub use stats::{stats_of, FabricStats, PortLinkStats, SwitchLinkStats};
 pub use sim::{FEv, FabricSim, FaultStats, ReorderStats, MAX_SIM_PACKETS};
-pub use spec::{ElementKind, FabricSpec, Fault, Fidelity, GRAPH_FLOW_REASON, GpuInjection, Spray, StaticRoute, SwitchKind, SwitchParams, Trunk, Wire, MAX_ENDPOINTS, MAX_FAULT_PS, MAX_HOSTS, MAX_PORTS};
+pub(crate) use sim::reframed;
+pub use spec::{ElementKind, FabricSpec, Fault, Fidelity, GpuInjection, Spray, StaticRoute, SwitchKind, SwitchParams, Trunk, Wire, MAX_ENDPOINTS, MAX_FAULT_PS, MAX_HOSTS, MAX_PORTS};
 pub use topology::{Hop, Peer, Topology};

@@ -232,7 +232,7 @@ struct Graph {
 /// byte. The effective rate scales the link's rate by the ratio, so a full
 /// protocol packet in base flits takes exactly the time its payload takes on
 /// the link. Credits convert by bytes. Links in the base format are unchanged.
-fn reframed(l: &crate::link::LinkSpec, base: &PacketFormat, payload: u64) -> Result<LinkTiming> {
+pub(crate) fn reframed(l: &crate::link::LinkSpec, base: &PacketFormat, payload: u64) -> Result<LinkTiming> {
     let (_, mut t) = l.derive()?;
     if l.packet == *base {
         return Ok(t);

@@ -264,10 +264,6 @@ pub struct Trunk {
     pub b_link: Option<u32>,
 }
 
-/// Why a graph fabric runs at packet level (the flow tier models one switch
-/// layer; multi-hop flows are its next step, and this guard goes with it).
-pub const GRAPH_FLOW_REASON: &str = "the flow tier does not model multi-hop graph fabrics (trunks, element kinds, hosts) yet; packet level runs them";
-
 /// A routing-table entry fixed by the user: at `switch`, packets for
 /// endpoint `dst` leave by `ports` (spread round-robin), instead of the
 /// shortest-path ECMP set. Used for deadlock-free routing on meshes and tori
@@ -462,9 +458,6 @@ impl FabricSpec {
             sw_used[si] = w as u32;
         }
         if self.is_graph() {
-            if self.fidelity == Fidelity::Flow {
-                return Err(FlitsimError::config("fidelity", "flow", &format!("\"packet\" or \"auto\" on a graph fabric: {GRAPH_FLOW_REASON}")));
-            }
             self.validate_graph(&mut sw_used)?;
             return self.validate_faults_graph();
         }
