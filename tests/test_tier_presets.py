@@ -122,3 +122,9 @@ def test_bad_preset_options_are_config_errors():
         fabric_preset("eth-2x8xl40", nics_per_node=3)
     with pytest.raises(flitsim.ConfigError, match="gpus"):
         fabric_preset("pcie-8xl20", gpus=4)
+
+
+def test_nvlink_bridge_ledger_is_the_datasheet_600_GBps():
+    # NVIDIA H100 PCIe datasheet: NVLink bridge 600 GB/s bidirectional across the pair.
+    rows = {(r.scope, r.stage): r for r in flitsim.ledger("pcie-2xh100-nvbridge").rows}
+    assert rows[("gpu", "nvlink4 payload")].bidirectional_GBps == pytest.approx(600.0, rel=1e-12)

@@ -408,7 +408,12 @@ FABRIC_PRESETS: dict[str, Callable[..., FabricSpec]] = {
 
 def fabric_preset(name: str, **options: Any) -> FabricSpec:
     """A fabric preset by name (``gb200-nvl72``, ``hgx-b200``, ``hgx-h100``,
-    ``dgx-a100``); ``options`` override FabricSpec fields.
+    ``dgx-a100``; multi-tier, :mod:`flitsim.hardware.tier_presets` and
+    docs/fabrics.md: ``pcie-8xl20``, ``pcie-8xl40``, ``pcie-4xa100``,
+    ``pcie-2xh100-nvbridge``, ``eth-2x8xl40``, ``ib-4xhgx-h100``,
+    ``gb200-nvl576``); ``options`` override FabricSpec fields (multi-tier
+    presets also take their own: ``upi_links``, ``p2p_through_cpu``,
+    ``nics_per_node``, ``nic_gbps``).
 
     Raises:
         ConfigError: unknown name (the message lists the known ones).
