@@ -770,11 +770,13 @@ impl FabricSpec {
         ensure(self.faults.len() <= 1 << 16, "faults", self.faults.len(), "at most 65536 faults")?;
         let mut dead_sw = vec![false; self.switches as usize];
         let mut dead_port = vec![false; (self.endpoints() * self.gpu_ports) as usize];
+        // Graph fabrics may lose every path of some pair (one NIC per GPU):
+        // transfers started after that fail at their start with a
+        // ConfigError, so the run up to then still counts.
         for (i, f) in self.faults.iter().enumerate() {
             self.check_fault(i, f, &mut dead_sw, &mut dead_port)?;
         }
-        let topo = super::topology::Topology::with_dead(self, &dead_sw, &dead_port);
-        self.check_graph_reachable(&topo, " after the faults")
+        Ok(())
     }
 
     /// For a GPU -> GPU transfer: the first element on its routes that
