@@ -270,3 +270,16 @@ def test_endpoint_ids_and_hosts_checked() -> None:
     with pytest.raises(ConfigError, match="src"):
         flitsim.transfers(g.two_node(), [4], [0], [10])
     assert flitsim.transfers(_rc_box(True), [2], [0], [4096]).makespan_ps > 0
+
+
+def test_docs_example_builds_and_routes(tmp_path) -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "graph.md").read_text()
+    toml = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
+    p = tmp_path / "two-node.toml"
+    p.write_text(toml)
+    f = FabricSpec.from_toml(p)
+    assert [h.index for h in flitsim.route(f, 0, 2).hops] == [0, 0, 2, 6, 4, 1]
+    assert f == g.two_node_shared().replace(name="custom")
