@@ -462,6 +462,12 @@ impl FabricSpec {
             sw_used[si] = w as u32;
         }
         if self.is_graph() {
+            ensure(
+                self.sim_packets_per_lane == 0,
+                "sim_packets_per_lane",
+                self.sim_packets_per_lane,
+                "0 on a graph fabric: adaptive coalescing makes packets so large that the pipeline fill over several hops (one packet time per store point) moves the time by several %; use sim_packet_bytes (<= 4 KiB keeps it within 1 %: docs/graph.md)",
+            )?;
             if self.fidelity == Fidelity::Flow {
                 return Err(FlitsimError::config("fidelity", "flow", &format!("\"packet\" or \"auto\" on a graph fabric: {GRAPH_FLOW_REASON}")));
             }
