@@ -48,7 +48,8 @@ class Case:
         tolerance: allowed |error| as a fraction (0.05 = 5 %); 0 means exact (1e-9).
         tolerance_why: why this tolerance (sampling error, precision of the source, ...).
         call: the flitsim call that computes the simulated value, as a user would type it.
-        compute: ``compute(ctx) -> float`` runs the simulator; ``ctx`` carries the
+        compute: ``compute(ctx) -> float`` (or ``(float, str)``: the value and what ran,
+            e.g. ``"nvls/simple"``) runs the simulator; ``ctx`` carries the
             fabric and calibration to use (:class:`flitsim.validation.Context`).
         tag: ``theory`` | ``calibration`` | ``transfer`` (see :data:`TAGS`).
         fitted: for ``calibration``: the parameter(s) fitted on this datum (required).
@@ -77,7 +78,7 @@ class Case:
     tolerance: float
     tolerance_why: str
     call: str
-    compute: Callable[["Context"], float] = field(repr=False, compare=False)
+    compute: Callable[["Context"], Any] = field(repr=False, compare=False)
     tag: Tag = "transfer"
     fitted: str = ""
     system: str = "-"

@@ -81,33 +81,44 @@ class Context:
     ``fabric_override``: the user's fabric (``--fabric``), replacing each case's own.
     ``calibration_fabric`` / ``params``: a calibration and the fabric it was fitted
     on; the parameters apply to cases running on that fabric only.
-    ``fast``: the CI subset is being run (a case may use a smaller window then).
+    ``fast``: the CI subset is being run. ``current``: the case being run (set
+    by the runner), the default ``case`` of the methods below.
     """
 
     fabric_override: "FabricSpec | None" = None
     calibration_fabric: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     fast: bool = False
+    current: "Case | None" = None
 
-    def fabric_name(self, case: "Case") -> str | None:
+    def _case(self, case: "Case | None") -> "Case":
+        c = case if case is not None else self.current
+        if c is None:
+            raise ConfigError("validation context: no case given and none is being run")
+        return c
+
+    def fabric_name(self, case: "Case | None" = None) -> str | None:
         """Name of the fabric ``case`` runs on (None if it uses none)."""
+        case = self._case(case)
         if case.fabric is None:
             return None
         return self.fabric_override.name if self.fabric_override is not None else case.fabric
 
-    def fabric(self, case: "Case") -> "FabricSpec":
+    def fabric(self, case: "Case | None" = None) -> "FabricSpec":
         """The FabricSpec ``case`` runs on.
 
         Raises:
             ConfigError: the case declares no fabric.
         """
+        case = self._case(case)
         if case.fabric is None:
             raise ConfigError(f"validation case {case.id!r}: declares no fabric but asked for one")
         return self.fabric_override if self.fabric_override is not None else resolve_fabric(case.fabric)
 
-    def collective_params(self, case: "Case") -> dict[str, Any] | None:
+    def collective_params(self, case: "Case | None" = None) -> dict[str, Any] | None:
         """The calibration's collective parameters if ``case`` runs on the
         calibration's fabric, else None (the calibrated defaults)."""
+        case = self._case(case)
         if self.params and self.fabric_name(case) == self.calibration_fabric:
             return dict(self.params)
         return None

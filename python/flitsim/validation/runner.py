@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from flitsim.errors import ConfigError
@@ -90,7 +90,8 @@ def run_case(case: Case, ctx: Context) -> Outcome:
     """Run one case under ``ctx``; never raises for the case's own failures
     (they become a ``fail`` verdict with the error in ``note``), except
     KeyboardInterrupt."""
-    fab = ctx.fabric_name(case)
+    ctx = replace(ctx, current=case)
+    fab = ctx.fabric_name()
     if case.requires is not None:
         why = case.requires()
         if why:
@@ -100,7 +101,11 @@ def run_case(case: Case, ctx: Context) -> Outcome:
                        f"needs {case.min_gpus} GPUs; fabric {fab!r} has {ctx.fabric_override.gpus}", fab)
     t0 = time.perf_counter()
     try:
-        sim = float(case.compute(ctx))
+        got = case.compute(ctx)
+        detail = ""
+        if isinstance(got, tuple):  # (value, what ran: e.g. "nvls/simple")
+            got, detail = got
+        sim = float(got)
     except ConfigError as e:
         wall = time.perf_counter() - t0
         if ctx.fabric_override is not None:  # the user's fabric cannot run this case (e.g. no NVLS)
@@ -110,12 +115,13 @@ def run_case(case: Case, ctx: Context) -> Outcome:
         return Outcome(case, None, None, "fail", f"{type(e).__name__}: {e}", fab, time.perf_counter() - t0)
     wall = time.perf_counter() - t0
     err = case.error_of(sim) if math.isfinite(sim) else math.inf
+    ran = f"{detail}; " if detail else ""
     if case.within(err):
         note = "listed as a known miss but now within tolerance: update the case" if case.known_miss else ""
-        return Outcome(case, sim, err, "pass", note, fab, wall)
+        return Outcome(case, sim, err, "pass", (ran + note).strip("; "), fab, wall)
     if case.known_miss:
-        return Outcome(case, sim, err, "known miss", case.known_miss, fab, wall)
-    return Outcome(case, sim, err, "fail", "outside tolerance", fab, wall)
+        return Outcome(case, sim, err, "known miss", ran + case.known_miss, fab, wall)
+    return Outcome(case, sim, err, "fail", ran + "outside tolerance", fab, wall)
 
 
 def make_context(fabric: "str | os.PathLike[str] | FabricSpec | None" = None,
