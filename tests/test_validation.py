@@ -26,7 +26,11 @@ AREAS = {"switch", "ledger", "fabric", "collectives", "xdit", "single_gpu", "pci
 
 @pytest.fixture(scope="module")
 def fast_report():
-    return run(fast=True)
+    import time
+
+    t0 = time.process_time()
+    rep = run(fast=True)
+    return rep, time.process_time() - t0
 
 
 def test_registry_loads_with_every_area_and_unique_ids():
@@ -72,13 +76,14 @@ def test_every_row_of_the_shipped_nccl_logs_is_a_case():
 
 
 def test_fast_subset_passes_reproduces_the_record_and_is_fast(fast_report):
-    rep = fast_report
+    rep, cpu_s = fast_report
     assert len(rep.outcomes) >= 40
     assert rep.ok, [(o.case.id, o.note) for o in rep.failed]
     # Every tag is exercised and transfer is reported apart from calibration.
     tags = {r.tag for r in rep.summary()}
     assert {"theory", "calibration", "transfer"} <= tags
-    assert sum(o.wall_s for o in rep.outcomes) < 60
+    # CI budget: under 60 s on 2 cores; CPU time, so other jobs on the machine do not count
+    assert cpu_s < 60
     # The simulator is deterministic: a fast case that moved means docs/validation.json is stale.
     rec = docs.load_record(ROOT)["cases"]
     for o in rep.outcomes:

@@ -5,6 +5,7 @@ and the last full run, never typed by hand.
     python -m flitsim.validation.docs            # run every case, write docs/validation.json + the docs
     python -m flitsim.validation.docs --record   # re-render from docs/validation.json (no simulation)
     python -m flitsim.validation.docs --check    # exit 1 if a marked section or the record is stale
+    python -m flitsim.validation.docs --update faults.   # rerun some cases only, merge into the record
 
 A marked section is the text between ``<!-- validation:NAME -->`` and
 ``<!-- /validation:NAME -->``. ``docs/validation.json`` records the last full
@@ -239,6 +240,27 @@ def write(rep: Report | None = None, root: Path | None = None) -> list[str]:
     return rewrite(root, sections(rep))
 
 
+def update(case_ids: Sequence[str], root: Path | None = None) -> list[str]:
+    """Rerun only ``case_ids`` (ids or area prefixes), put their outcomes into
+    the existing record (cases no longer registered are dropped), and
+    re-render. For adding or changing a few cases without a full run; the
+    record must then match the registry (else ConfigError names what is missing).
+    Returns the sections changed."""
+    from flitsim.validation.runner import run
+
+    root = root or default_root()
+    p = root / RECORD
+    rec = load_record(root) if p.is_file() else {"cases": {}}
+    rep = run(case_ids, progress=lambda o: print(f"{o.case.id}: {o.verdict}", flush=True))
+    new = to_record(rep)
+    reg = {c.id for c in all_cases()}
+    cases = {k: v for k, v in rec["cases"].items() if k in reg}
+    cases.update(new["cases"])
+    rec = {"flitsim_version": new["flitsim_version"], "cases": cases}
+    p.write_text(json.dumps(rec, indent=1, sort_keys=True, default=_json) + "\n", encoding="utf-8")
+    return rewrite(root, sections(from_record(rec)))
+
+
 def _json(o: Any) -> Any:
     if isinstance(o, float) and not math.isfinite(o):
         return None
@@ -252,7 +274,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for p in probs:
             print(p)
         return 1 if probs else 0
-    if "--record" in args:
+    if "--update" in args:
+        ids = [a for a in args if not a.startswith("--")]
+        if not ids:
+            print("usage: python -m flitsim.validation.docs --update CASE_OR_AREA_PREFIX ...")
+            return 2
+        changed = update(ids)
+    elif "--record" in args:
         changed = write(None)
     else:
         from flitsim.validation.runner import run
