@@ -49,7 +49,7 @@ def fingerprint(c: Case) -> dict[str, Any]:
 
 def to_record(rep: Report) -> dict[str, Any]:
     """The record of a full run (JSON-able)."""
-    from flitsim import __version__
+    from flitsim._core import __version__
 
     cases = {}
     for o in rep.outcomes:

@@ -26,8 +26,7 @@ def _requires(row: str) -> Callable[[], str | None]:
             return "serving missing: flitsim.serving (issue 18)"
         if importlib.util.find_spec("flitsim.serving.mlperf") is None:
             return "serving missing: flitsim.serving.mlperf (issue 18)"
-        from flitsim.serving import mlperf
-
+        mlperf = importlib.import_module("flitsim.serving.mlperf")  # optional until issue 18 lands
         if row not in getattr(mlperf, "MLPERF_OFFLINE_ROWS", {}):
             return f"row {row!r} not in flitsim.serving.mlperf.MLPERF_OFFLINE_ROWS"
         return None
@@ -36,9 +35,7 @@ def _requires(row: str) -> Callable[[], str | None]:
 
 def _offline(row: str) -> Callable[[Any], Any]:
     def compute(ctx: Any) -> Any:
-        from flitsim.serving.mlperf import mlperf_offline
-
-        df = mlperf_offline(row)
+        df = importlib.import_module("flitsim.serving.mlperf").mlperf_offline(row)
         ok = df[df.get("sim_tokens_per_s").notna()] if "sim_tokens_per_s" in df else df.iloc[0:0]
         if ok.empty:
             raise RuntimeError(f"no layout of {row} fits: {df.get('error', df).tolist()}")
