@@ -21,7 +21,7 @@ from flitsim.validation import docs
 from flitsim.validation.context import Context
 
 ROOT = Path(__file__).resolve().parents[1]
-AREAS = {"switch", "ledger", "fabric", "collectives", "xdit", "single_gpu", "pcie_dit", "mlperf", "memory"}
+AREAS = {"switch", "ledger", "fabric", "faults", "collectives", "xdit", "single_gpu", "pcie_dit", "mlperf", "memory"}
 
 
 @pytest.fixture(scope="module")
