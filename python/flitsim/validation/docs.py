@@ -53,7 +53,7 @@ def to_record(rep: Report) -> dict[str, Any]:
 
     cases = {}
     for o in rep.outcomes:
-        cases[o.case.id] = {**fingerprint(o.case), "simulated": o.simulated, "error": o.error,
+        cases[o.case.id] = {**fingerprint(o.case), "simulated": o.simulated, "rel_error": o.error,
                             "verdict": o.verdict, "note": o.note, "ran_on": o.fabric, "wall_s": round(o.wall_s, 3)}
     return {"flitsim_version": __version__, "cases": cases}
 
@@ -88,7 +88,7 @@ def from_record(rec: dict[str, Any]) -> Report:
     outs = []
     for c in all_cases():
         r = rec["cases"][c.id]
-        outs.append(Outcome(c, r["simulated"], r["error"], r["verdict"], r["note"], r["ran_on"], r["wall_s"]))
+        outs.append(Outcome(c, r["simulated"], r["rel_error"], r["verdict"], r["note"], r["ran_on"], r["wall_s"]))
     return Report(tuple(outs))
 
 
@@ -101,7 +101,8 @@ def load_record(root: Path) -> dict[str, Any]:
 
 def _collective_bands(rep: Report) -> str:
     outs = [o for o in rep.outcomes if o.case.area == "collectives" and o.error is not None]
-    keys = sorted({(o.case.system, o.case.size_band) for o in outs})
+    order = {"< 1 MiB": 0, "1 MiB .. 256 MiB": 1, ">= 256 MiB": 2}
+    keys = sorted({(o.case.system, o.case.size_band) for o in outs}, key=lambda k: (k[0], order.get(k[1], 3), k[1]))
     rows = []
     for system, band in keys:
         sel = [o for o in outs if (o.case.system, o.case.size_band) == (system, band)]

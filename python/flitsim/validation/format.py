@@ -7,7 +7,7 @@ import math
 from typing import Any, Iterable, Sequence
 
 from flitsim.validation.case import Case, Outcome
-from flitsim.validation.runner import Report, SummaryRow
+from flitsim.validation.runner import Report, SummaryRow, _row
 
 
 def num(v: float | None) -> str:
@@ -82,8 +82,13 @@ def headline(rep: Report) -> list[str]:
                        ("theory", "theory (closed forms and classic results)")):
         r = by.get((tag, "all"))
         if r is not None:
-            out.append(f"{words}: {r.cases} cases, MAPE {r.mape_pct:.1f} %, worst {r.worst_pct:.1f} % "
-                       f"({r.worst_id}); {r.failed} failed, {r.known_misses} known misses")
+            line = (f"{words}: {r.cases} cases, MAPE {r.mape_pct:.1f} %, worst {r.worst_pct:.1f} % "
+                    f"({r.worst_id}); {r.failed} failed, {r.known_misses} known misses")
+            rest = [o for o in rep.outcomes if o.case.tag == tag and o.error is not None and o.verdict != "known miss"]
+            if r.known_misses and rest:
+                x = _row(tag, "all", rest)
+                line += f"; without them MAPE {x.mape_pct:.1f} %, worst {x.worst_pct:.1f} %"
+            out.append(line)
     skipped = [o for o in rep.outcomes if o.verdict == "skipped"]
     if skipped:
         out.append(f"skipped: {len(skipped)} cases (not run, never counted as passes)")
