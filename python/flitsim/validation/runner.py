@@ -135,7 +135,8 @@ def make_context(fabric: "str | os.PathLike[str] | FabricSpec | None" = None,
             ``cases`` runs on), or one that does not name its fabric.
     """
     over = resolve_fabric(fabric) if fabric is not None else None
-    cal_fab, params = (None, {})
+    cal_fab: str | None = None
+    params: dict[str, Any] = {}
     if calibration is not None:
         cal_fab, params = load_calibration(calibration)
         where = calibration if isinstance(calibration, dict) else os.fspath(calibration)
