@@ -1,5 +1,5 @@
 """Generated documentation: the validation tables of README.md,
-docs/validation.md and docs/collectives.md are rewritten from the registry
+docs/validation.md, docs/collectives.md and docs/compute.md are rewritten from the registry
 and the last full run, never typed by hand.
 
     python -m flitsim.validation.docs            # run every case, write docs/validation.json + the docs
@@ -32,7 +32,8 @@ from flitsim.validation.runner import Report, _row
 RECORD = Path("docs") / "validation.json"
 FILES = {"README.md": ("readme-summary", "readme-collectives"),
          "docs/validation.md": ("validation-summary", "validation-misses", "validation-cases"),
-         "docs/collectives.md": ("collectives-table",)}
+         "docs/collectives.md": ("collectives-table",),
+         "docs/compute.md": ("compute-table",)}
 FINGERPRINT = ("area", "quantity", "unit", "source", "measured", "tolerance", "tag", "fitted", "system",
                "size_band", "fabric", "error", "known_miss", "call", "fast")
 
@@ -136,6 +137,17 @@ def _collective_table(rep: Report) -> str:
     return (table + "\n\nMAPE of time (|error|), calibration and transfer apart:\n\n" + _collective_bands(rep))
 
 
+def _compute_table(rep: Report) -> str:
+    rows = []
+    for o in rep.outcomes:
+        c = o.case
+        if c.area != "single_gpu":
+            continue
+        rows.append([c.quantity, fmt.num(c.measured), fmt.num(o.simulated),
+                     fmt.pct(None if o.error is None else 100 * o.error), c.tag, o.verdict])
+    return fmt.markdown(["row", "measured s", "model s", "error %", "tag", "verdict"], rows, (1, 2, 3))
+
+
 def _misses(rep: Report) -> str:
     lines = []
     for label, verdict in (("Failed", "fail"), ("Known misses", "known miss"), ("Skipped (not run; never a pass)", "skipped")):
@@ -175,7 +187,8 @@ def sections(rep: Report) -> dict[str, str]:
             "validation-summary": summary + "\n\n" + head,
             "validation-misses": _misses(rep),
             "validation-cases": _cases(rep),
-            "collectives-table": _collective_table(rep)}
+            "collectives-table": _collective_table(rep),
+            "compute-table": _compute_table(rep)}
 
 
 def _marker(name: str) -> re.Pattern[str]:
