@@ -25,7 +25,7 @@ from flitsim.cli._common import echo_json, friendly_errors
 @click.option("--list", "list_only", is_flag=True, help="List the selected cases without running them.")
 @click.option("--write-docs", is_flag=True,
               help="Run every case and rewrite docs/validation.json and the marked sections of README.md, "
-                   "docs/validation.md and docs/collectives.md.")
+                   "docs/validation.md, docs/collectives.md and docs/compute.md.")
 @click.option("--check-docs", is_flag=True, help="Exit 1 if the generated docs are stale (no simulation).")
 @friendly_errors
 def validate_cmd(tags: tuple[str, ...], case_ids: tuple[str, ...], areas: tuple[str, ...], fabric: str | None,
