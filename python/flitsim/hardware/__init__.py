@@ -36,3 +36,10 @@ __all__ = [
     "hgx_b200", "hgx_h100", "system_preset",
     "GPU_PRESETS", "Efficiency", "GpuSpec", "fabric_gpu", "gpu_preset", "roofline_time_s",
 ]
+
+# Multi-tier presets (PCIe boxes, scale-out nodes, two NVLink tiers) live in
+# their own module (it builds FabricSpecs) and register with fabric_preset here.
+from flitsim.hardware.tier_presets import TIER_PRESETS  # noqa: E402
+
+FABRIC_PRESETS.update({_name: _p.build for _name, _p in TIER_PRESETS.items()})
+__all__ += ["TIER_PRESETS"]
