@@ -170,6 +170,9 @@ impl DagExec {
                 Ok(())
             }
             Backend::Ideal { alpha_ps, bytes_per_s, port_free } => {
+                if port_free.len() <= src as usize {
+                    port_free.resize(src as usize + 1, 0);
+                }
                 let s = now.max(port_free[src as usize]);
                 let e = s + (bytes as f64 * 1e12 / *bytes_per_s).ceil() as u64;
                 port_free[src as usize] = e;
@@ -297,6 +300,10 @@ impl DagExec {
                         self.collect(q);
                     }
                     Backend::Ideal { alpha_ps, bytes_per_s, port_free } => {
+                        // host endpoints (staging) get a port on first use
+                        if port_free.len() <= src as usize {
+                            port_free.resize(src as usize + 1, 0);
+                        }
                         let s = now.max(port_free[src as usize]);
                         let e = s + (bytes as f64 * 1e12 / *bytes_per_s).ceil() as u64;
                         port_free[src as usize] = e;

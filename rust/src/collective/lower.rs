@@ -40,10 +40,14 @@ impl Dag {
         Ok(d)
     }
     fn add(&mut self, k: NodeKind) -> u32 {
+        self.push(k)
+    }
+    /// Append a node; its id.
+    pub(crate) fn push(&mut self, k: NodeKind) -> u32 {
         self.nodes.push(k);
         (self.nodes.len() - 1) as u32
     }
-    fn edge(&mut self, a: u32, b: u32, delay: u64) {
+    pub(crate) fn edge(&mut self, a: u32, b: u32, delay: u64) {
         self.edges.push((a, b, delay));
     }
     /// Sum of transfer bytes leaving each GPU (loopback counted), length `gpus`.

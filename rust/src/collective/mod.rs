@@ -21,11 +21,13 @@ mod flow_run;
 mod lower;
 mod params;
 mod run;
+pub mod transport;
 
 pub use dag::{CEv, DagExec};
 pub(crate) use dag::Backend;
-pub(crate) use run::{calibrated_spec, fabric_info};
+pub(crate) use run::{calibrated_spec, fabric_info, reach_of, transported};
 pub use flow_run::run_collective_at;
 pub use run::{run_collective, run_collective_ideal, CollectiveResult};
 pub use lower::{candidates, estimate, lower, lower_as, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
+pub use transport::{expand, route, PathClass, Reach, Route, Transport, TransportParams};
 pub use params::{Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};

@@ -3,7 +3,8 @@
 
 use super::dag::{Backend, CEv, DagExec};
 use super::lower::{algo_name, candidates, estimate, lower, lower_as, FabricInfo, Lowered, NodeKind};
-use super::params::{Algorithm, CollectiveRequest, Protocol};
+use super::params::{Algorithm, CollectiveParams, CollectiveRequest, Protocol};
+use super::transport::{expand, Reach};
 use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
 use crate::error::{FlitsimError, Result};
 use crate::fabric::{fold_spec, FabricSim, FabricSpec, FoldPlan};
@@ -85,6 +86,26 @@ pub(crate) fn fabric_info(spec: &FabricSpec) -> Result<FabricInfo> {
     Ok(FabricInfo { gpus: spec.gpus, gpu_ports: live.max(1), port_bytes_per_s: t.rate_bps as f64 / 8.0, nvls: spec.switch.nvls })
 }
 
+/// The route facts transports need (see [`super::transport`]): one NVLink
+/// domain on a one-tier NVSwitch fabric.
+///
+/// # Errors
+/// `Config` for an invalid fabric.
+pub(crate) fn reach_of(spec: &FabricSpec) -> Result<Reach> {
+    Ok(Reach::nvlink_domain(spec.gpus))
+}
+
+/// `low` with its transfers expanded into their transports' sub-DAGs.
+///
+/// # Errors
+/// As [`super::transport::expand`].
+pub(crate) fn transported(mut low: Lowered, reach: &Reach, p: &CollectiveParams) -> Result<Lowered> {
+    if let Some(d) = expand(&low.dag, reach, &p.transport_params(), low.protocol)? {
+        low.dag = d;
+    }
+    Ok(low)
+}
+
 /// Calibrated injection overhead per protocol packet, bytes at the
 /// injection rate: with `link_efficiency` 0.849 it reproduces both public
 /// points, copy-engine 256-byte packets at 20.6 GB/s per NVLink 4 link (NCCL
@@ -158,6 +179,7 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
     if spec.fidelity == crate::fabric::Fidelity::Flow {
         return simulate_flow(spec, req, low, interrupt);
     }
+    let low = transported(low, &reach_of(spec)?, &req.params)?;
     let spec = calibrated_spec(spec, req.params.link_efficiency)?;
     let xfers = || low.dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { src, dst, bytes, loopback, .. } = *n { Some((src, if loopback { u32::MAX } else { dst }, bytes)) } else { None });
     let list: Vec<(u32, u32, u64)> = xfers().collect();
@@ -188,8 +210,13 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
     let mut recv = vec![0u64; spec.gpus as usize];
     for nd in &low.dag.nodes {
         if let NodeKind::Transfer { src, dst, bytes, .. } = *nd {
-            sent[src as usize] += bytes;
-            recv[dst as usize] += bytes;
+            // host endpoints (staging) are not GPUs: their bytes are not a GPU's
+            if let Some(x) = sent.get_mut(src as usize) {
+                *x += bytes;
+            }
+            if let Some(x) = recv.get_mut(dst as usize) {
+                *x += bytes;
+            }
         }
     }
     let pl = planes as u64;
@@ -239,6 +266,7 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
 /// (simulated packet size chosen as for packet level: it sets the flow
 /// level's packet quantization).
 fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
+    let low = transported(low, &reach_of(spec)?, &req.params)?;
     use crate::flow::{flow_stats, outside_validation, FlowSim, FLOW_VALID};
     let spec = calibrated_spec(spec, req.params.link_efficiency)?;
     let list: Vec<(u32, u32, u64)> = low.dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { src, dst, bytes, loopback, .. } = *n { Some((src, if loopback { u32::MAX } else { dst }, bytes)) } else { None }).collect();
@@ -257,8 +285,13 @@ fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, inter
     let (mut sent, mut recv, mut link_sent, mut link_recv) = (vec![0u64; g], vec![0u64; g], vec![0u64; g], vec![0u64; g]);
     for nd in &low.dag.nodes {
         if let NodeKind::Transfer { src, dst, bytes, .. } = *nd {
-            sent[src as usize] += bytes;
-            recv[dst as usize] += bytes;
+            // host endpoints (staging) are not GPUs: their bytes are not a GPU's
+            if let Some(x) = sent.get_mut(src as usize) {
+                *x += bytes;
+            }
+            if let Some(x) = recv.get_mut(dst as usize) {
+                *x += bytes;
+            }
         }
     }
     for p in &st.ports {
