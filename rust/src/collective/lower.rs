@@ -111,6 +111,7 @@ pub(crate) fn algo_name(a: Algorithm) -> &'static str {
         Algorithm::Tree => "tree",
         Algorithm::Direct => "direct",
         Algorithm::Nvls => "nvls",
+        Algorithm::Hierarchical => "hierarchical",
     }
 }
 
@@ -222,7 +223,7 @@ pub fn candidates(op: Op, n: u32, p: &CollectiveParams, f: &FabricInfo) -> Resul
 }
 
 /// Check the request (group, size, root) against the fabric.
-fn check_request(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &FabricInfo) -> Result<()> {
+pub(crate) fn check_request(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &FabricInfo) -> Result<()> {
     p.validate()?;
     let n = members.len() as u32;
     if n == 0 {

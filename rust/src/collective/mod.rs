@@ -21,6 +21,7 @@ mod flow_run;
 mod lower;
 mod params;
 mod run;
+pub mod tiers;
 pub mod transport;
 
 pub use dag::{CEv, DagExec};
@@ -29,5 +30,6 @@ pub(crate) use run::{calibrated_spec, fabric_info, reach_of, transported};
 pub use flow_run::run_collective_at;
 pub use run::{run_collective, run_collective_ideal, CollectiveResult};
 pub use lower::{candidates, estimate, lower, lower_as, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
+pub use tiers::{lower_best, lower_in, plan};
 pub use transport::{expand, route, PathClass, Reach, Route, Transport, TransportParams};
 pub use params::{Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};

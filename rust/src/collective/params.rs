@@ -49,6 +49,10 @@ pub enum Algorithm {
     Tree,
     Direct,
     Nvls,
+    /// Across domains (all_reduce): reduce-scatter inside each domain, an
+    /// all_reduce per rail across domains, all-gather inside each domain
+    /// (`super::tiers`).
+    Hierarchical,
 }
 
 /// NCCL protocol: bytes on the wire per user byte.

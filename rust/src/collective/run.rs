@@ -2,7 +2,8 @@
 //! size, plane folding, statistics) and on the ideal port model.
 
 use super::dag::{Backend, CEv, DagExec};
-use super::lower::{algo_name, candidates, estimate, lower, lower_as, FabricInfo, Lowered, NodeKind};
+use super::lower::{algo_name, lower, FabricInfo, Lowered, NodeKind};
+use super::tiers::{lower_best, lower_in, plan};
 use super::params::{Algorithm, CollectiveParams, CollectiveRequest, Protocol};
 use super::transport::{expand, Reach};
 use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
@@ -145,22 +146,21 @@ pub const AUTO_PRUNE_FACTOR: f64 = 2.0;
 pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
     spec.validate()?;
     let info = fabric_info(spec)?;
-    let n = req.members.len() as u32;
+    let reach = reach_of(spec)?;
     // validates the request and parameters before anything is simulated
-    let first = lower(req.op, &req.members, req.bytes, &req.params, &info)?;
-    let cands = candidates(req.op, n.max(1), &req.params, &info)?;
+    let first = lower_best(req.op, &req.members, req.bytes, &req.params, &info, &reach)?;
+    let cands = plan(req.op, &req.members, req.bytes, &req.params, &info, &reach)?;
     if cands.len() <= 1 {
         return simulate(spec, req, first, interrupt);
     }
-    let est: Vec<f64> = cands.iter().map(|&(a, p)| estimate(req.op, a, p, n, req.bytes, &req.params, &info)).collect();
-    let best_est = est.iter().copied().fold(f64::INFINITY, f64::min);
+    let best_est = cands.iter().map(|c| c.2).fold(f64::INFINITY, f64::min);
     let mut best: Option<CollectiveResult> = None;
     let mut tried = Vec::new();
-    for (&(a, p), &e) in cands.iter().zip(&est) {
+    for &(a, p, e) in &cands {
         if e > best_est * AUTO_PRUNE_FACTOR {
             continue;
         }
-        let low = lower_as(req.op, &req.members, req.bytes, a, p, &req.params, &info)?;
+        let low = lower_in(req.op, &req.members, req.bytes, a, p, &req.params, &info, &reach)?;
         let r = simulate(spec, req, low, interrupt)?;
         tried.push((algo_name(a).to_string(), format!("{p:?}").to_lowercase(), r.time_ps));
         if best.as_ref().is_none_or(|b| r.time_ps < b.time_ps) {

@@ -93,6 +93,8 @@ pub struct Reach {
     pub host_near: Vec<u32>,
     /// Per GPU: rail id (NONE: no NIC).
     pub rail: Vec<u32>,
+    /// Per GPU: payload rate of its NIC, bytes/s (0 = none).
+    pub net_bytes_per_s: Vec<f64>,
     /// Per GPU: the domain's GPUs may P2P with it over NVLink (PXN proxies need it).
     nvlink_domain: bool,
     /// Pair classes, row-major gpus x gpus; empty = every pair NvLink, P2P allowed.
@@ -107,7 +109,7 @@ impl Reach {
     /// P2P over NVLink, no hosts, no NICs.
     pub fn nvlink_domain(gpus: u32) -> Self {
         let g = gpus as usize;
-        Reach { gpus, endpoints: gpus, domain: vec![0; g], domains: 1, host_near: vec![NONE; g], rail: vec![NONE; g], nvlink_domain: true, class: Vec::new(), blocker: Vec::new(), blockers: Vec::new() }
+        Reach { gpus, endpoints: gpus, domain: vec![0; g], domains: 1, host_near: vec![NONE; g], rail: vec![NONE; g], net_bytes_per_s: vec![0.0; g], nvlink_domain: true, class: Vec::new(), blocker: Vec::new(), blockers: Vec::new() }
     }
 
     /// From explicit tables (tests, and the graph fabric's topology).
@@ -148,7 +150,15 @@ impl Reach {
             PathClass::Pcie => 1,
             PathClass::Network => 2,
         };
-        Ok(Reach { gpus, endpoints, domain, domains, host_near, rail, nvlink_domain: nvlink_within_domains, class: class.into_iter().map(code).collect(), blocker: bidx, blockers })
+        Ok(Reach { gpus, endpoints, domain, domains, host_near, rail, net_bytes_per_s: vec![0.0; g], nvlink_domain: nvlink_within_domains, class: class.into_iter().map(code).collect(), blocker: bidx, blockers })
+    }
+
+    /// With per-GPU NIC payload rates, bytes/s.
+    pub fn with_net_rates(mut self, rates: Vec<f64>) -> Self {
+        if rates.len() == self.gpus as usize {
+            self.net_bytes_per_s = rates;
+        }
+        self
     }
 
     /// The route class of GPU pair (a, b).

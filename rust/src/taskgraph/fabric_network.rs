@@ -7,7 +7,7 @@
 
 use super::graph::CollectiveKind;
 use super::network::{Network, NetworkDone};
-use crate::collective::{calibrated_spec, expand, fabric_info, lower, reach_of, transported, Backend, CEv, CollectiveParams, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
+use crate::collective::{calibrated_spec, expand, fabric_info, lower_best, reach_of, transported, Backend, CEv, CollectiveParams, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
 use crate::engine::{Scheduler, TimePs};
 use crate::error::Result;
 use crate::fabric::{FabricSim, FabricSpec};
@@ -133,7 +133,7 @@ impl Network for FabricNetwork {
     }
 
     fn start_collective(&mut self, now: TimePs, tag: u32, members: &[u32], kind: CollectiveKind, bytes: u64, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
-        let low = transported(lower(op_of(kind), members, bytes, &self.params, &self.info)?, &self.reach, &self.params)?;
+        let low = transported(lower_best(op_of(kind), members, bytes, &self.params, &self.info, &self.reach)?, &self.reach, &self.params)?;
         self.exec.start(now, tag, &low.dag, sched)?;
         self.drain(done);
         Ok(())
