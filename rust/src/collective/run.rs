@@ -84,16 +84,29 @@ pub(crate) fn fabric_info(spec: &FabricSpec) -> Result<FabricInfo> {
         };
         live = (0..spec.gpus).map(|g| spec.wires.iter().filter(|w| w.gpu == g && !dead_at_start(w)).count() as u32).min().unwrap_or(spec.gpu_ports);
     }
+    if spec.is_graph() {
+        // a graph GPU's ports may differ in kind (PCIe + NVLink bridge): the
+        // GPU's total over its wired ports, as that many equal ports (GPU 0)
+        let mut total = 0.0;
+        let mut count = 0u32;
+        for w in spec.wires.iter().filter(|w| w.gpu == 0) {
+            total += spec.links[w.link as usize].derive()?.1.rate_bps as f64 / 8.0;
+            count += 1;
+        }
+        if count > 0 {
+            let nvls = spec.switch.nvls || spec.switch_kinds.iter().any(|k| k.nvls);
+            return Ok(FabricInfo { gpus: spec.gpus, gpu_ports: count, port_bytes_per_s: total / count as f64, nvls });
+        }
+    }
     Ok(FabricInfo { gpus: spec.gpus, gpu_ports: live.max(1), port_bytes_per_s: t.rate_bps as f64 / 8.0, nvls: spec.switch.nvls })
 }
 
-/// The route facts transports need (see [`super::transport`]): one NVLink
-/// domain on a one-tier NVSwitch fabric.
+/// The route facts transports need (see [`super::transport`], [`Reach::of_spec`]).
 ///
 /// # Errors
 /// `Config` for an invalid fabric.
 pub(crate) fn reach_of(spec: &FabricSpec) -> Result<Reach> {
-    Ok(Reach::nvlink_domain(spec.gpus))
+    Reach::of_spec(spec)
 }
 
 /// `low` with its transfers expanded into their transports' sub-DAGs.
@@ -121,7 +134,8 @@ pub(crate) fn calibrated_spec(spec: &FabricSpec, link_efficiency: f64) -> Result
     let mut s = spec.clone();
     if s.gpu.injection_bytes_per_s == 0 {
         let info = fabric_info(spec)?;
-        s.gpu.injection_bytes_per_s = (info.port_bytes_per_s * spec.gpu_ports as f64 * link_efficiency) as u64;
+        let ports = if spec.is_graph() { info.gpu_ports } else { spec.gpu_ports };
+        s.gpu.injection_bytes_per_s = (info.port_bytes_per_s * ports as f64 * link_efficiency) as u64;
         s.gpu.injection_packet_overhead_bytes = INJECTION_PACKET_OVERHEAD_BYTES;
     }
     Ok(s)

@@ -36,6 +36,7 @@
 use super::lower::{Dag, NodeKind};
 use super::params::Protocol;
 use crate::error::{FlitsimError, Result};
+use crate::fabric::{FabricSpec, Peer, Topology};
 use serde::{Deserialize, Serialize};
 
 /// Transport selector for a transfer.
@@ -153,6 +154,98 @@ impl Reach {
         Ok(Reach { gpus, endpoints, domain, domains, host_near, rail, net_bytes_per_s: vec![0.0; g], nvlink_domain: nvlink_within_domains, class: class.into_iter().map(code).collect(), blocker: bidx, blockers })
     }
 
+    /// From a fabric spec: a one-tier fabric (or a graph of NVSwitches and
+    /// bridges only, all allowing P2P) is one NVLink domain; otherwise every
+    /// GPU pair's class comes from the elements on its routes (NIC, Ethernet,
+    /// InfiniBand: network; PCIe switch, root complex: PCIe), P2P blockers from
+    /// the spec (`allow_p2p = false` on a route), domains from the pairs that
+    /// do not cross a network, each GPU's host the host endpoint fewest hops
+    /// away inside its domain, its rail the network switch its nearest NIC
+    /// attaches to and its NIC rate that NIC's network-side link payload rate.
+    ///
+    /// # Errors
+    /// `Config` for a link spec that does not derive.
+    pub fn of_spec(spec: &FabricSpec) -> Result<Self> {
+        use crate::fabric::ElementKind as K;
+        let kinds_nvlink = spec.switch_kinds.iter().all(|k| matches!(k.kind, K::Nvswitch | K::Bridge) && k.allow_p2p);
+        if !spec.is_graph() || (spec.hosts == 0 && kinds_nvlink) {
+            return Ok(Reach::nvlink_domain(spec.gpus));
+        }
+        let topo = Topology::new(spec);
+        let (g, e) = (spec.gpus, spec.endpoints());
+        let kind = |s: u32| spec.kind_of(s).map(|k| k.kind);
+        let is_net = |s: u32| matches!(kind(s), Some(K::Nic | K::Ethernet | K::Infiniband));
+        let is_pcie = |s: u32| matches!(kind(s), Some(K::PcieSwitch | K::RootComplex));
+        let name = |s: u32| match spec.kind_of(s) {
+            Some(k) => format!("switch {s} ({} \"{}\")", k.kind.name(), k.name),
+            None => format!("switch {s}"),
+        };
+        let mut class = Vec::with_capacity((g * g) as usize);
+        let mut blocker = Vec::with_capacity((g * g) as usize);
+        for a in 0..g {
+            for b in 0..g {
+                let sw = if a == b { Vec::new() } else { topo.route_switches(a, b) };
+                class.push(if sw.iter().any(|&s| is_net(s)) {
+                    PathClass::Network
+                } else if sw.iter().any(|&s| is_pcie(s)) {
+                    PathClass::Pcie
+                } else {
+                    PathClass::NvLink
+                });
+                blocker.push(spec.p2p_blocker(&topo, a, b).map(name));
+            }
+        }
+        // domains: connected components of the non-network pairs
+        let mut domain = vec![u32::MAX; g as usize];
+        let mut next = 0;
+        for a in 0..g {
+            if domain[a as usize] != u32::MAX {
+                continue;
+            }
+            for b in 0..g {
+                if b == a || class[(a * g + b) as usize] != PathClass::Network {
+                    domain[b as usize] = next;
+                }
+            }
+            next += 1;
+        }
+        // nearest host inside the GPU's domain (fewest hops), lowest id on ties
+        let mut host_near = vec![NONE; g as usize];
+        for a in 0..g {
+            let mut best = (usize::MAX, NONE);
+            for h in g..e {
+                let path = topo.path(a, h);
+                let sw = topo.route_switches(a, h);
+                if path.is_empty() || sw.iter().any(|&s| is_net(s)) {
+                    continue;
+                }
+                if path.len() < best.0 {
+                    best = (path.len(), h);
+                }
+            }
+            host_near[a as usize] = best.1;
+        }
+        // rail: the network element the GPU's nearest NIC attaches to
+        let mut rail = vec![NONE; g as usize];
+        let mut rate = vec![0.0f64; g as usize];
+        for a in 0..g {
+            let nic = (0..spec.switches).filter(|&s| kind(s) == Some(K::Nic)).filter_map(|s| topo.distance(s, a).map(|d| (d, s))).min();
+            let Some((_, nic)) = nic else { continue };
+            for o in 0..spec.switch_ports {
+                if let Peer::Switch { switch, .. } = topo.peer(nic, o) {
+                    if matches!(kind(switch), Some(K::Ethernet | K::Infiniband | K::Nic)) {
+                        rail[a as usize] = switch;
+                        let (_, t) = spec.links[topo.port_link(nic, o, 0) as usize].derive()?;
+                        rate[a as usize] = t.rate_bps as f64 / 8.0;
+                        break;
+                    }
+                }
+            }
+        }
+        let nvlink_within = true;
+        Ok(Reach::from_tables(g, e, domain, host_near, rail, class, blocker, nvlink_within)?.with_net_rates(rate))
+    }
+
     /// With per-GPU NIC payload rates, bytes/s.
     pub fn with_net_rates(mut self, rates: Vec<f64>) -> Self {
         if rates.len() == self.gpus as usize {
@@ -261,7 +354,11 @@ pub fn route(reach: &Reach, src: u32, dst: u32, t: &TransportParams, pr: Protoco
     let host_route = |field: &str| -> Result<Route> {
         let h = host(dst);
         if h == NONE {
-            return Err(FlitsimError::config(field, format!("GPUs {src} -> {dst}"), "a fabric with host memory (hosts > 0) for a host-staged copy; this fabric has none"));
+            let why = match blocker {
+                Some(e) => format!("a fabric with host memory (hosts > 0): GPUs {src} -> {dst} cross {e}, which forbids P2P, so the copy must be staged through host memory, and this fabric has none"),
+                None => format!("a fabric with host memory (hosts > 0) for a host-staged copy of GPUs {src} -> {dst}; this fabric has none"),
+            };
+            return Err(FlitsimError::config(field, t.transport.name(), &why));
         }
         Ok(Route { hops: vec![src, h, dst], extra_ps: pcie.max(if class == PathClass::Network { net } else { 0 }), transport: Transport::Host })
     };
@@ -323,12 +420,22 @@ pub fn expand(dag: &Dag, reach: &Reach, t: &TransportParams, pr: Protocol) -> Re
     if reach.all_nvlink() && t.transport != Transport::Host && t.transport != Transport::Rdma {
         return Ok(None);
     }
+    Ok(expand_each(dag, reach, &|_| *t, pr)?.map(|x| x.0))
+}
+
+/// [`expand`] with a transport per node (`t(i)` for node i); also returns
+/// each old node's (entry, exit) node in the new DAG.
+///
+/// # Errors
+/// As [`expand`].
+#[allow(clippy::type_complexity)]
+pub fn expand_each(dag: &Dag, reach: &Reach, t: &dyn Fn(usize) -> TransportParams, pr: Protocol) -> Result<Option<(Dag, Vec<u32>, Vec<u32>)>> {
     let mut routes: Vec<Option<Route>> = Vec::with_capacity(dag.nodes.len());
     let mut any = false;
-    for n in &dag.nodes {
+    for (i, n) in dag.nodes.iter().enumerate() {
         let r = match *n {
             NodeKind::Transfer { src, dst, loopback: false, .. } if src != dst && src < reach.gpus && dst < reach.gpus => {
-                let r = route(reach, src, dst, t, pr)?;
+                let r = route(reach, src, dst, &t(i), pr)?;
                 if r.hops.len() == 2 && r.extra_ps == 0 {
                     None
                 } else {
@@ -348,6 +455,7 @@ pub fn expand(dag: &Dag, reach: &Reach, t: &TransportParams, pr: Protocol) -> Re
     let mut entry = vec![0u32; dag.nodes.len()];
     let mut exit = vec![0u32; dag.nodes.len()];
     for (i, n) in dag.nodes.iter().enumerate() {
+        let tp = t(i);
         let Some(r) = &routes[i] else {
             let id = out.push(*n);
             entry[i] = id;
@@ -358,7 +466,7 @@ pub fn expand(dag: &Dag, reach: &Reach, t: &TransportParams, pr: Protocol) -> Re
         let e = out.push(NodeKind::Delay { ps: r.extra_ps });
         entry[i] = e;
         let legs = r.hops.len() - 1;
-        let chunk = if legs == 1 || t.chunk_bytes == 0 { bytes.max(1) } else { t.chunk_bytes };
+        let chunk = if legs == 1 || tp.chunk_bytes == 0 { bytes.max(1) } else { tp.chunk_bytes };
         let k = bytes.div_ceil(chunk).max(1);
         if out.nodes.len() as u64 + k * legs as u64 > super::lower::MAX_DAG_NODES {
             return Err(FlitsimError::config("nbytes", bytes, &format!("a transfer whose staged copy stays under {} DAG nodes (raise host_chunk_bytes)", super::lower::MAX_DAG_NODES)));
@@ -372,7 +480,7 @@ pub fn expand(dag: &Dag, reach: &Reach, t: &TransportParams, pr: Protocol) -> Re
             }
         }
         let id = |j: usize, q: u64| base + (j as u64 * k + q) as u32;
-        let slots = t.slots.max(1) as u64;
+        let slots = tp.slots.max(1) as u64;
         for j in 0..legs {
             for q in 0..k {
                 if j == 0 {
@@ -401,7 +509,7 @@ pub fn expand(dag: &Dag, reach: &Reach, t: &TransportParams, pr: Protocol) -> Re
     for &(a, b, d) in &dag.edges {
         out.edge(exit[a as usize], entry[b as usize], d);
     }
-    Ok(Some(out))
+    Ok(Some((out, entry, exit)))
 }
 
 #[cfg(test)]
