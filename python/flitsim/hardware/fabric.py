@@ -121,6 +121,19 @@ class Trunk(Spec):
     b_link: int | None = None
 
 
+class StaticRoute(Spec):
+    """A routing-table entry fixed by the user: at element ``switch``,
+    packets for endpoint ``dst`` leave by ``ports`` (spread round-robin),
+    replacing the shortest-path ECMP set. For deadlock-free routing on meshes
+    and tori (dimension order): shortest-path ECMP there has cyclic channel
+    dependencies and, credit-based like any lossless network, can deadlock
+    under load. Validated: wired ports, no route loop, no dead end."""
+
+    switch: int = Field(ge=0)
+    dst: int = Field(ge=0)
+    ports: tuple[int, ...]
+
+
 Spray = Literal["round_robin", "hash", "adaptive"]
 
 Fidelity = Literal["packet", "flow", "auto"]
@@ -224,6 +237,7 @@ class FabricSpec(Spec):
     #: One index into ``switch_kinds`` per switch (empty iff switch_kinds is).
     switch_kind: tuple[int, ...] = ()
     trunks: tuple[Trunk, ...] = ()
+    static_routes: tuple[StaticRoute, ...] = ()
 
     @property
     def endpoints(self) -> int:
@@ -233,13 +247,13 @@ class FabricSpec(Spec):
     @property
     def is_graph(self) -> bool:
         """True for a graph fabric (trunks, kinds or hosts), False for one switch layer."""
-        return bool(self.hosts or self.switch_kinds or self.trunks)
+        return bool(self.hosts or self.switch_kinds or self.trunks or self.static_routes)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form; graph fields left out when unused (so one-layer
         fabrics keep the dict they always had)."""
         d = super().to_dict()
-        for k in ("hosts", "switch_kinds", "switch_kind", "trunks"):
+        for k in ("hosts", "switch_kinds", "switch_kind", "trunks", "static_routes"):
             if not d.get(k):
                 d.pop(k, None)
         return d

@@ -22,7 +22,7 @@ pub fn run_collective_at(spec: &FabricSpec, req: &CollectiveRequest, interrupt: 
     }
     let mut s = spec.clone();
     s.fidelity = Fidelity::Flow;
-    let why = match FlowFabric::new(&s)?.packet_bound {
+    let why = match if spec.is_graph() { Some(crate::fabric::GRAPH_FLOW_REASON.to_string()) } else { FlowFabric::new(&s)?.packet_bound } {
         Some(w) => w,
         None => {
             let mut r = run_collective(&s, req, interrupt)?;

@@ -264,6 +264,23 @@ pub struct Trunk {
     pub b_link: Option<u32>,
 }
 
+/// Why a graph fabric runs at packet level (the flow tier models one switch
+/// layer; multi-hop flows are its next step, and this guard goes with it).
+pub const GRAPH_FLOW_REASON: &str = "the flow tier does not model multi-hop graph fabrics (trunks, element kinds, hosts) yet; packet level runs them";
+
+/// A routing-table entry fixed by the user: at `switch`, packets for
+/// endpoint `dst` leave by `ports` (spread round-robin), instead of the
+/// shortest-path ECMP set. Used for deadlock-free routing on meshes and tori
+/// (dimension order), where shortest-path ECMP has cyclic channel
+/// dependencies and can deadlock under load, as in any credit-based network.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticRoute {
+    pub switch: u32,
+    pub dst: u32,
+    pub ports: Vec<u32>,
+}
+
 /// Most host-memory endpoints one fabric may have.
 pub const MAX_HOSTS: u32 = 1 << 12;
 
@@ -326,6 +343,10 @@ pub struct FabricSpec {
     /// Switch-to-switch cables.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trunks: Vec<Trunk>,
+    /// Routing-table entries that replace the computed ones (validated: wired
+    /// ports, no loop, no dead end).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub static_routes: Vec<StaticRoute>,
 }
 
 fn is_zero(x: &u32) -> bool {
@@ -441,6 +462,9 @@ impl FabricSpec {
             sw_used[si] = w as u32;
         }
         if self.is_graph() {
+            if self.fidelity == Fidelity::Flow {
+                return Err(FlitsimError::config("fidelity", "flow", &format!("\"packet\" or \"auto\" on a graph fabric: {GRAPH_FLOW_REASON}")));
+            }
             self.validate_graph(&mut sw_used)?;
             return self.validate_faults_graph();
         }
@@ -518,7 +542,7 @@ impl FabricSpec {
     /// A graph fabric (trunks, element kinds or hosts) rather than one switch layer.
     #[inline]
     pub fn is_graph(&self) -> bool {
-        self.hosts > 0 || !self.switch_kinds.is_empty() || !self.trunks.is_empty()
+        self.hosts > 0 || !self.switch_kinds.is_empty() || !self.trunks.is_empty() || !self.static_routes.is_empty()
     }
 
     /// The kind of switching element `s` (None: a plain switch with `switch` parameters).
@@ -641,8 +665,78 @@ impl FabricSpec {
                 _ => {}
             }
         }
+        ensure(self.static_routes.len() as u64 <= MAX_PORTS, "static_routes", self.static_routes.len(), "at most 2^24 entries")?;
+        let mut seen = std::collections::HashSet::new();
+        for (i, r) in self.static_routes.iter().enumerate() {
+            let f = |n: &str| format!("static_routes[{i}].{n}");
+            ensure(r.switch < self.switches, &f("switch"), r.switch, &format!("a switch id in 0..{}", self.switches))?;
+            ensure(r.dst < self.endpoints(), &f("dst"), r.dst, &format!("an endpoint id in 0..{}", self.endpoints()))?;
+            ensure(!r.ports.is_empty() && r.ports.len() <= self.switch_ports as usize, &f("ports"), format!("{:?}", r.ports), "1..=switch_ports output ports")?;
+            ensure(seen.insert((r.switch, r.dst)), &f("dst"), r.dst, &format!("one entry per (switch, dst): {} already has one for this dst", self.element_name(r.switch)))?;
+            for &o in &r.ports {
+                ensure(o < self.switch_ports, &f("ports"), o, &format!("a port in 0..{}", self.switch_ports))?;
+                let si = (r.switch * self.switch_ports + o) as usize;
+                ensure(sw_used[si] != u32::MAX, &f("ports"), format!("{} port {o}", self.element_name(r.switch)), "a wired port (this one leads nowhere)")?;
+            }
+        }
         let topo = super::topology::Topology::new(self);
+        if !self.static_routes.is_empty() {
+            self.check_route_loops(&topo)?;
+        }
         self.check_graph_reachable(&topo, "")
+    }
+
+    /// With static routes: from every switch that routes towards a
+    /// destination, following the tables must reach it, never revisiting a
+    /// switch (a loop) and never stopping at a switch without a route (a dead end).
+    fn check_route_loops(&self, topo: &super::topology::Topology) -> Result<()> {
+        use super::topology::Peer;
+        let n = self.switches as usize;
+        let mut state = vec![0u8; n];
+        let mut stack: Vec<(u32, usize)> = Vec::new();
+        for d in 0..self.endpoints() {
+            state.iter_mut().for_each(|x| *x = 0);
+            for s0 in 0..self.switches {
+                if state[s0 as usize] != 0 || topo.routes(s0, d).is_empty() {
+                    continue;
+                }
+                // Iterative DFS: 1 = on the stack, 2 = done.
+                state[s0 as usize] = 1;
+                stack.push((s0, 0));
+                while let Some(&mut (s, ref mut k)) = stack.last_mut() {
+                    let r = topo.routes(s, d);
+                    if *k >= r.len() {
+                        state[s as usize] = 2;
+                        stack.pop();
+                        continue;
+                    }
+                    let o = r[*k];
+                    *k += 1;
+                    match topo.peer(s, o) {
+                        Peer::Switch { switch: v, .. } => {
+                            if topo.routes(v, d).is_empty() {
+                                return Err(FlitsimError::config("static_routes", format!("{} port {o} towards {}", self.element_name(s), self.endpoint_name(d)), &format!("routes without dead ends: it leads to {}, which has no route to that endpoint", self.element_name(v))));
+                            }
+                            match state[v as usize] {
+                                0 => {
+                                    state[v as usize] = 1;
+                                    stack.push((v, 0));
+                                }
+                                1 => {
+                                    return Err(FlitsimError::config("static_routes", format!("{} port {o} towards {}", self.element_name(s), self.endpoint_name(d)), &format!("loop-free routes: this one returns to {} (a route loop)", self.element_name(v))));
+                                }
+                                _ => {}
+                            }
+                        }
+                        Peer::Endpoint(g) if g / self.gpu_ports != d => {
+                            return Err(FlitsimError::config("static_routes", format!("{} port {o} towards {}", self.element_name(s), self.endpoint_name(d)), &format!("routes that end at their destination: this port reaches {}", self.endpoint_name(g / self.gpu_ports))));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every GPU reaches every other endpoint (GPU or host) over the graph, both ways.

@@ -157,8 +157,20 @@ impl Topology {
                     }
                 }
             }
+            let fixed: std::collections::HashMap<(u32, u32), &Vec<u32>> = spec.static_routes.iter().map(|r| ((r.switch, r.dst), &r.ports)).collect();
             for s in 0..spec.switches {
                 for d in 0..ne {
+                    if let Some(ports) = fixed.get(&(s, d)) {
+                        let live = |o: u32| {
+                            let i = (s * spp + o) as usize;
+                            !sw_dead(s) && (switch_port_to[i].is_some_and(|g| !port_dead(g)) || (!trunk_to.is_empty() && trunk_to[i].is_some_and(|(v, _)| !sw_dead(v))))
+                        };
+                        let mut l: Vec<u32> = ports.iter().copied().filter(|&o| live(o)).collect();
+                        l.sort_unstable();
+                        route_ports.extend(l);
+                        route_off.push(route_ports.len() as u32);
+                        continue;
+                    }
                     let ds = dist[s as usize * e_n + d as usize];
                     if ds != INF && !sw_dead(s) {
                         for o in 0..spp {

@@ -83,7 +83,7 @@ pub fn run_batch_at(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dy
         Fidelity::Auto => {
             let mut s = spec.clone();
             s.fidelity = Fidelity::Flow;
-            let why = match crate::flow::FlowFabric::new(&s)?.packet_bound {
+            let why = match if spec.is_graph() { Some(crate::fabric::GRAPH_FLOW_REASON.to_string()) } else { crate::flow::FlowFabric::new(&s)?.packet_bound } {
                 Some(w) => Some(w),
                 None => {
                     let r = run_batch_flow(&s, batch, interrupt)?;

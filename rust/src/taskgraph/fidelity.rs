@@ -46,7 +46,7 @@ pub fn execute_on_fabric(graph: &TaskGraph, spec: &FabricSpec, params: Collectiv
         }
         Fidelity::Auto => {
             s.fidelity = Fidelity::Flow;
-            match FlowFabric::new(&s)?.packet_bound {
+            match if spec.is_graph() { Some(crate::fabric::GRAPH_FLOW_REASON.to_string()) } else { FlowFabric::new(&s)?.packet_bound } {
                 Some(w) => w,
                 None => {
                     let (result, network) = run(&s, interrupt)?;
