@@ -435,3 +435,10 @@ def as_fabric(fabric: "FabricSpec | str") -> FabricSpec:
     if not isinstance(fabric, FabricSpec):
         raise ConfigError(f"fabric = {fabric!r}: expected a FabricSpec or a preset name")
     return fabric
+
+
+# Multi-tier presets (PCIe boxes, scale-out nodes, two-tier NVLink) live in
+# their own module and register here (imported last: they build FabricSpecs).
+from flitsim.hardware.tier_presets import TIER_PRESETS as _TIER_PRESETS  # noqa: E402
+
+FABRIC_PRESETS.update({_n: _p.build for _n, _p in _TIER_PRESETS.items()})
