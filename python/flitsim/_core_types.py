@@ -206,6 +206,7 @@ class CollectiveResult(TypedDict):
     estimate_ps: float
     faults: FaultAccounting
     rx_payload_bytes: npt.NDArray[np.uint64]
+    link_class_payload_bytes: npt.NDArray[np.uint64]
 
 class CollectiveParams(TypedDict):
     algorithm: str

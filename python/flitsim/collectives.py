@@ -109,7 +109,10 @@ class CollectiveResult:
             and the bytes delivered to the GPU: the physics check of the above.
         stats: fabric statistics (packets, events, sim_packet_bytes,
             folded_planes, fold_reason, max_link_utilization,
-            credit_exhaustion_episodes, arbitration_conflicts, transfers).
+            credit_exhaustion_episodes, arbitration_conflicts, transfers;
+            ``link_class_payload_bytes``: on graph fabrics, payload bytes the
+            switch-output links carried per link spec index, from link
+            statistics: what each link class carried).
     """
 
     op: str
@@ -260,6 +263,7 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
     stats = {k: r[k] for k in ("transfers", "sim_packet_bytes", "folded_planes", "fold_reason", "sim_packet_note",
                                "packets", "events",
                                "max_link_utilization", "credit_exhaustion_episodes", "arbitration_conflicts", "fidelity", "fidelity_reason")}
+    stats["link_class_payload_bytes"] = np.asarray(r["link_class_payload_bytes"])
     stats["auto_candidates"] = [(str(a), str(b), int(t)) for a, b, t in r["auto_candidates"]]
     stats["faults"] = {**{k: int(v) for k, v in r["faults"].items()},
                        "link_rx_payload_bytes": int(np.asarray(r["rx_payload_bytes"]).sum())}

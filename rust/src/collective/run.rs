@@ -50,6 +50,10 @@ pub struct CollectiveResult {
     /// Per GPU: payload bytes delivered to it over its links (link statistics;
     /// per plane when folded).
     pub rx_payload_bytes: Vec<u64>,
+    /// Graph fabrics: payload bytes carried by switch-output links, summed
+    /// per link spec index (length `links`; empty for one switch layer): what
+    /// each link class (PCIe, socket link, Ethernet, ...) carried.
+    pub link_class_payload_bytes: Vec<u64>,
     /// Fidelity that ran (`packet` or `flow`) and why (see `crate::flow`).
     pub fidelity: String,
     pub fidelity_reason: String,
@@ -134,8 +138,8 @@ pub(crate) fn calibrated_spec(spec: &FabricSpec, link_efficiency: f64) -> Result
     let mut s = spec.clone();
     if s.gpu.injection_bytes_per_s == 0 {
         let info = fabric_info(spec)?;
-        let ports = if spec.is_graph() { info.gpu_ports } else { spec.gpu_ports };
-        s.gpu.injection_bytes_per_s = (info.port_bytes_per_s * ports as f64 * link_efficiency) as u64;
+        // the fabric splits the cap evenly over every port slot (wired or not)
+        s.gpu.injection_bytes_per_s = (info.port_bytes_per_s * spec.gpu_ports as f64 * link_efficiency) as u64;
         s.gpu.injection_packet_overhead_bytes = INJECTION_PACKET_OVERHEAD_BYTES;
     }
     Ok(s)
@@ -236,9 +240,12 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
     let pl = planes as u64;
     let mut link_sent = vec![0u64; spec.gpus as usize];
     for (i, (_, l)) in sim.ports_iter().enumerate() {
-        link_sent[i / run_spec.gpu_ports as usize] += l.stats().payload_bytes * pl;
+        // host endpoints' ports follow the GPUs': not a GPU's link
+        if let Some(x) = link_sent.get_mut(i / run_spec.gpu_ports as usize) {
+            *x += l.stats().payload_bytes * pl;
+        }
     }
-    let link_recv: Vec<u64> = sim.delivered_bytes.iter().map(|&b| b * pl).collect();
+    let link_recv: Vec<u64> = sim.delivered_bytes.iter().take(spec.gpus as usize).map(|&b| b * pl).collect();
     let mut max_u: f64 = 0.0;
     let mut exh = 0;
     for (_, l) in sim.ports_iter() {
@@ -271,6 +278,7 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
         faults: sim.fault_stats(),
         sent_bytes_on_fabric: sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum(),
         rx_payload_bytes: gpu_rx_bytes(sim, spec.gpus, run_spec.gpu_ports),
+        link_class_payload_bytes: by_link_class(&crate::fabric::stats_of(sim, run_spec.gpu_ports, 0), spec.links.len()),
         fidelity: "packet".into(),
         fidelity_reason: String::new(),
     })
@@ -339,6 +347,7 @@ fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, inter
         auto_candidates: Vec::new(),
         faults: Default::default(),
         sent_bytes_on_fabric: st.sent_bytes,
+        link_class_payload_bytes: by_link_class(&st, spec.links.len()),
         fidelity: "flow".into(),
         fidelity_reason: match outside_validation(sim) {
             Some(w) => format!("warning: flow level asked for outside its validation: {w}"),
@@ -347,11 +356,27 @@ fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, inter
     })
 }
 
+/// Switch-output link payload summed per link spec index (empty without switch links).
+fn by_link_class(st: &crate::fabric::FabricStats, links: usize) -> Vec<u64> {
+    if st.switch_links.is_empty() {
+        return Vec::new();
+    }
+    let mut v = vec![0u64; links];
+    for l in &st.switch_links {
+        if let Some(x) = v.get_mut(l.link_index as usize) {
+            *x += l.link.payload_bytes;
+        }
+    }
+    v
+}
+
 /// Payload bytes delivered to each GPU over its links (link statistics).
 fn gpu_rx_bytes(sim: &FabricSim, gpus: u32, gpu_ports: u32) -> Vec<u64> {
     let mut v = vec![0u64; gpus as usize];
     for (i, (rx, _, _)) in sim.port_fault_stats().enumerate() {
-        v[i / gpu_ports as usize] += rx;
+        if let Some(x) = v.get_mut(i / gpu_ports as usize) {
+            *x += rx;
+        }
     }
     v
 }
