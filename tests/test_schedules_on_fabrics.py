@@ -23,6 +23,7 @@ from flitsim.networks import FabricNetwork
 from flitsim.workloads import dit_workload, llmperf_workload
 
 DIT = dit_workload("dit-xl/2", 256, steps=2, cfg=False)
+DIT1 = dit_workload("dit-xl/2", 256, steps=1, cfg=False)
 
 
 def _spread(gpus: int, k: int) -> list[int]:
@@ -30,8 +31,12 @@ def _spread(gpus: int, k: int) -> list[int]:
     return sorted({int(i * gpus // k) for i in range(k)})
 
 
-def _cases(gpus: int):
-    k = 2 if gpus < 4 else 4
+def _cases(gpus: int, graph: bool):
+    # graph fabrics (packet level, multi-hop): 2 devices in the two halves of
+    # the fabric (across the NICs / the socket link) and one denoising step,
+    # to keep the packet-level runs small
+    k = 2 if gpus < 4 or graph else 4
+    DIT = DIT1 if graph else globals()["DIT"]
     dev = _spread(gpus, k)
     return {
         "layer_pipeline": dict(model="llama-3-8b", workload=256, stages=k, batch=2, micro_batches=2),
@@ -50,7 +55,12 @@ def _cases(gpus: int):
 @pytest.mark.parametrize("name", sorted(S.SCHEDULES))
 def test_every_schedule_runs_on_every_preset(preset, name):
     fab = fabric_preset(preset)
-    cases, dev = _cases(fab.gpus)
+    graph = bool(fab.hosts or fab.switch_kinds or fab.trunks)
+    cases, dev = _cases(fab.gpus, graph)
+    if graph:
+        # packet level only on graph fabrics: coalesce 16 KiB simulated packets
+        # (the bounded speed lever, docs/fidelity.md) to keep the case small
+        fab = fab.replace(sim_packet_bytes=16384)
     c = dict(cases[name])
     model, workload = c.pop("model"), c.pop("workload")
     sched = S.build(name, model, workload, devices=dev, fabric=fab, **c)
