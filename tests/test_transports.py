@@ -114,3 +114,19 @@ def test_nccl_tests_table_and_cli_on_a_multi_node_preset():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "busbw" in out.stdout and "1048576" in out.stdout
+
+
+def test_pxn_relays_to_the_gpu_on_the_receivers_rail():
+    # ib-4xhgx-h100: GPU 0 (rail 0) -> GPU 9 (node 1, rail 1). PXN: over the node's
+    # fabric to GPU 1 (rail 1) first, then over rail 1's leaf; without PXN the
+    # fabric's own route. Either way the InfiniBand links carry S twice (NIC ->
+    # leaf -> NIC, no spine); PXN adds one relay of S to the GPU-side links.
+    fab = fabric_preset("ib-4xhgx-h100")
+    on = flitsim.transfers(fab, [0], [9], S, transport="auto", transport_params={"pxn": True})
+    off = flitsim.transfers(fab, [0], [9], S, transport="auto", transport_params={"pxn": False})
+    assert int(on.links.payload_bytes.sum()) == 2 * S
+    assert int(off.links.payload_bytes.sum()) == S
+    ib = flitsim.route(fab, 0, 9).hops[3]
+    assert ib.kind == "infiniband"
+    for t in (on, off):
+        assert int(t.switch_links[t.switch_links.link_index == ib.link].payload_bytes.sum()) == 2 * S

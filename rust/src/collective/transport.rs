@@ -228,9 +228,25 @@ impl Reach {
         // rail: the network element the GPU's nearest NIC attaches to
         let mut rail = vec![NONE; g as usize];
         let mut rate = vec![0.0f64; g as usize];
+        // each GPU's NIC: the nearest; GPUs sharing the same nearest set (two
+        // GPUs and two NICs under one PCIe switch, as in DGX H100) take them
+        // in id order, one each (NCCL gives every GPU its own NIC there)
+        let nics: Vec<u32> = (0..spec.switches).filter(|&s| kind(s) == Some(K::Nic)).collect();
+        let mut sets: Vec<Vec<u32>> = Vec::with_capacity(g as usize);
         for a in 0..g {
-            let nic = (0..spec.switches).filter(|&s| kind(s) == Some(K::Nic)).filter_map(|s| topo.distance(s, a).map(|d| (d, s))).min();
-            let Some((_, nic)) = nic else { continue };
+            let best = nics.iter().filter_map(|&s| topo.distance(s, a)).min();
+            sets.push(match best {
+                Some(b) => nics.iter().copied().filter(|&s| topo.distance(s, a) == Some(b)).collect(),
+                None => Vec::new(),
+            });
+        }
+        for a in 0..g {
+            let set = &sets[a as usize];
+            if set.is_empty() {
+                continue;
+            }
+            let rank = (0..a).filter(|&b| sets[b as usize] == *set).count();
+            let nic = set[rank % set.len()];
             for o in 0..spec.switch_ports {
                 if let Peer::Switch { switch, .. } = topo.peer(nic, o) {
                     if matches!(kind(switch), Some(K::Ethernet | K::Infiniband | K::Nic)) {
@@ -293,15 +309,15 @@ impl Reach {
     }
 
     /// PXN proxy for src -> dst across the network: a GPU in src's domain on
-    /// dst's rail that src reaches over NVLink (lowest id), or None when src is
-    /// on that rail already or no such GPU exists.
+    /// dst's rail that src reaches peer to peer inside the domain (lowest id),
+    /// or None when src is on that rail already or no such GPU exists.
     pub fn pxn_proxy(&self, src: u32, dst: u32) -> Option<u32> {
         let (rs, rd) = (self.rail[src as usize], self.rail[dst as usize]);
         if rd == NONE || rs == rd || !self.nvlink_domain {
             return None;
         }
         let ds = self.domain[src as usize];
-        (0..self.gpus).find(|&g| g != src && self.domain[g as usize] == ds && self.rail[g as usize] == rd && self.class(src, g) == PathClass::NvLink && self.p2p_blocker(src, g).is_none())
+        (0..self.gpus).find(|&g| g != src && self.domain[g as usize] == ds && self.rail[g as usize] == rd && self.class(src, g) != PathClass::Network && self.p2p_blocker(src, g).is_none())
     }
 }
 
