@@ -9,7 +9,8 @@
 use super::dag::{Backend, CEv, DagExec};
 use super::lower::{Dag, NodeKind};
 use super::params::{CollectiveParams, Protocol};
-use super::transport::{expand_each, Reach, Transport};
+use super::params::Transport;
+use super::transport::{expand_each, Reach};
 use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
 use crate::error::{ensure, FlitsimError, Result};
 use crate::fabric::{BatchResult, FabricSim, FabricSpec, Fidelity, TransferBatch};

@@ -33,5 +33,5 @@ pub use run::{run_collective, run_collective_ideal, CollectiveResult};
 pub use lower::{candidates, estimate, lower, lower_as, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
 pub use batch::run_batch_with_transports;
 pub use tiers::{lower_best, lower_in, plan};
-pub use transport::{expand, expand_each, route, PathClass, Reach, Route, Transport, TransportParams};
-pub use params::{Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};
+pub use transport::{expand, expand_each, route, PathClass, Reach, Route};
+pub use params::{Transport, TransportParams, Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};

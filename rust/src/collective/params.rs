@@ -2,7 +2,6 @@
 //! parameters of their lowering. Every value that is not public is a field
 //! here with its calibration written next to it (docs/collectives.md).
 
-use super::transport::{Transport, TransportParams};
 use crate::error::{ensure, FlitsimError, Result};
 use serde::{Deserialize, Serialize};
 
@@ -76,6 +75,47 @@ impl Protocol {
             _ => 1.0,
         }
     }
+}
+
+/// Transport selector for a transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// P2P where the path allows it, else host-staged; RDMA across nodes.
+    #[default]
+    Auto,
+    /// Peer to peer over the route (a ConfigError where the path forbids it).
+    P2p,
+    /// Through host memory (the staging host nearest the destination).
+    Host,
+    /// GPUDirect RDMA through the NICs (only across a network).
+    Rdma,
+}
+
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Auto => "auto",
+            Transport::P2p => "p2p",
+            Transport::Host => "host",
+            Transport::Rdma => "rdma",
+        }
+    }
+}
+
+/// Transport settings (part of [`super::CollectiveParams`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TransportParams {
+    pub transport: Transport,
+    /// Host-staged / PXN chunk, bytes; 0 = the whole transfer in one chunk (unpipelined).
+    pub chunk_bytes: u64,
+    /// Chunks the intermediate buffer holds (NCCL_STEPS).
+    pub slots: u32,
+    /// PXN rail routing on (NCCL default) or off (`NCCL_PXN_DISABLE=1`).
+    pub pxn: bool,
+    /// Extra latency of a PCIe / network path over NVLink, ps (u64::MAX = by protocol).
+    pub pcie_extra_ps: u64,
+    pub net_extra_ps: u64,
 }
 
 /// What to run.

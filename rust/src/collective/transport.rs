@@ -34,36 +34,9 @@
 //! unchanged.
 
 use super::lower::{Dag, NodeKind};
-use super::params::Protocol;
+use super::params::{Protocol, Transport, TransportParams};
 use crate::error::{FlitsimError, Result};
 use crate::fabric::{FabricSpec, Peer, Topology};
-use serde::{Deserialize, Serialize};
-
-/// Transport selector for a transfer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Transport {
-    /// P2P where the path allows it, else host-staged; RDMA across nodes.
-    #[default]
-    Auto,
-    /// Peer to peer over the route (a ConfigError where the path forbids it).
-    P2p,
-    /// Through host memory (the staging host nearest the destination).
-    Host,
-    /// GPUDirect RDMA through the NICs (only across a network).
-    Rdma,
-}
-
-impl Transport {
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Auto => "auto",
-            Transport::P2p => "p2p",
-            Transport::Host => "host",
-            Transport::Rdma => "rdma",
-        }
-    }
-}
 
 /// Hardware class of a GPU pair's route (NCCL's NCCL_HW_NVLINK / PCI / NET).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -319,21 +292,6 @@ impl Reach {
         let ds = self.domain[src as usize];
         (0..self.gpus).find(|&g| g != src && self.domain[g as usize] == ds && self.rail[g as usize] == rd && self.class(src, g) != PathClass::Network && self.p2p_blocker(src, g).is_none())
     }
-}
-
-/// Transport settings (part of [`super::CollectiveParams`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TransportParams {
-    pub transport: Transport,
-    /// Host-staged / PXN chunk, bytes; 0 = the whole transfer in one chunk (unpipelined).
-    pub chunk_bytes: u64,
-    /// Chunks the intermediate buffer holds (NCCL_STEPS).
-    pub slots: u32,
-    /// PXN rail routing on (NCCL default) or off (`NCCL_PXN_DISABLE=1`).
-    pub pxn: bool,
-    /// Extra latency of a PCIe / network path over NVLink, ps (u64::MAX = by protocol).
-    pub pcie_extra_ps: u64,
-    pub net_extra_ps: u64,
 }
 
 /// NCCL tuning.cc hwLat (ring row) differences over NVLink, ps: (PCI, NET) by protocol.
