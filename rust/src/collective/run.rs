@@ -474,6 +474,13 @@ pub(crate) fn choose_sim_packets(spec: FabricSpec, requested: u64, xfers: &[(u32
         };
         return (spec, note);
     }
+    if spec.is_graph() {
+        // Adaptive coalescing is refused on graph fabrics (FabricSpec::validate):
+        // fixed packets of at most 4 KiB, still >= MIN per lane.
+        let s = largest_safe(4096);
+        spec.sim_packet_bytes = if s == pay { 0 } else { s };
+        return (spec, format!("fixed simulated packets of {s} bytes (graph fabric: adaptive coalescing is refused on multi-hop paths; >= {MIN_PACKETS_PER_LANE} per median transfer)"));
+    }
     // One lane per GPU per plane, and folding exact with the chosen packet:
     // every transfer a whole number of planes x packet units.
     let folds = |s: u64| match folded {

@@ -7,6 +7,7 @@ mod sim;
 mod spec;
 mod stats;
 mod topology;
+mod validate;
 
 pub(crate) use fold::fold_spec;
 pub use fold::FoldPlan;

@@ -365,13 +365,15 @@ fn d_true() -> bool {
 }
 
 impl FabricSpec {
-    /// Validate: ids in range, every port wired at most once, link specs valid
-    /// and equal at both ends of every wire, every GPU reachable from every
-    /// other through a shared switch.
+    /// Field checks: ids in range, every port wired at most once, link specs
+    /// valid and equal at both ends of every wire and trunk, kinds, NICs,
+    /// bridges, faults; for a one-layer fabric also every GPU pair sharing a
+    /// switch. [`FabricSpec::validate`] (fabric/validate.rs) adds the checks
+    /// of graph fabrics that need the routing tables.
     ///
     /// # Errors
-    /// `Config` naming the wire or GPU at fault.
-    pub fn validate(&self) -> Result<()> {
+    /// `Config` naming the wire, GPU or element at fault.
+    pub(crate) fn validate_fields(&self) -> Result<()> {
         // Size limits come first, before anything is allocated from them: the
         // largest scale-up domain built is 576 GPUs (NVL576), so 2^20 GPUs or
         // switches leave room for studies while keeping per-port tables
@@ -462,6 +464,12 @@ impl FabricSpec {
             sw_used[si] = w as u32;
         }
         if self.is_graph() {
+            ensure(
+                self.sim_packets_per_lane == 0,
+                "sim_packets_per_lane",
+                self.sim_packets_per_lane,
+                "0 on a graph fabric: adaptive coalescing makes packets so large that the pipeline fill over several hops (one packet time per store point) moves the time by several %; use sim_packet_bytes (<= 4 KiB keeps it within 1 %: docs/graph.md)",
+            )?;
             if self.fidelity == Fidelity::Flow {
                 return Err(FlitsimError::config("fidelity", "flow", &format!("\"packet\" or \"auto\" on a graph fabric: {GRAPH_FLOW_REASON}")));
             }
@@ -679,111 +687,23 @@ impl FabricSpec {
                 ensure(sw_used[si] != u32::MAX, &f("ports"), format!("{} port {o}", self.element_name(r.switch)), "a wired port (this one leads nowhere)")?;
             }
         }
-        let topo = super::topology::Topology::new(self);
-        if !self.static_routes.is_empty() {
-            self.check_route_loops(&topo)?;
-        }
-        self.check_graph_reachable(&topo, "")
-    }
-
-    /// With static routes: from every switch that routes towards a
-    /// destination, following the tables must reach it, never revisiting a
-    /// switch (a loop) and never stopping at a switch without a route (a dead end).
-    fn check_route_loops(&self, topo: &super::topology::Topology) -> Result<()> {
-        use super::topology::Peer;
-        let n = self.switches as usize;
-        let mut state = vec![0u8; n];
-        let mut stack: Vec<(u32, usize)> = Vec::new();
-        for d in 0..self.endpoints() {
-            state.iter_mut().for_each(|x| *x = 0);
-            for s0 in 0..self.switches {
-                if state[s0 as usize] != 0 || topo.routes(s0, d).is_empty() {
-                    continue;
-                }
-                // Iterative DFS: 1 = on the stack, 2 = done.
-                state[s0 as usize] = 1;
-                stack.push((s0, 0));
-                while let Some(&mut (s, ref mut k)) = stack.last_mut() {
-                    let r = topo.routes(s, d);
-                    if *k >= r.len() {
-                        state[s as usize] = 2;
-                        stack.pop();
-                        continue;
-                    }
-                    let o = r[*k];
-                    *k += 1;
-                    match topo.peer(s, o) {
-                        Peer::Switch { switch: v, .. } => {
-                            if topo.routes(v, d).is_empty() {
-                                return Err(FlitsimError::config("static_routes", format!("{} port {o} towards {}", self.element_name(s), self.endpoint_name(d)), &format!("routes without dead ends: it leads to {}, which has no route to that endpoint", self.element_name(v))));
-                            }
-                            match state[v as usize] {
-                                0 => {
-                                    state[v as usize] = 1;
-                                    stack.push((v, 0));
-                                }
-                                1 => {
-                                    return Err(FlitsimError::config("static_routes", format!("{} port {o} towards {}", self.element_name(s), self.endpoint_name(d)), &format!("loop-free routes: this one returns to {} (a route loop)", self.element_name(v))));
-                                }
-                                _ => {}
-                            }
-                        }
-                        Peer::Endpoint(g) if g / self.gpu_ports != d => {
-                            return Err(FlitsimError::config("static_routes", format!("{} port {o} towards {}", self.element_name(s), self.endpoint_name(d)), &format!("routes that end at their destination: this port reaches {}", self.endpoint_name(g / self.gpu_ports))));
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
         Ok(())
     }
 
-    /// Every GPU reaches every other endpoint (GPU or host) over the graph, both ways.
-    fn check_graph_reachable(&self, topo: &super::topology::Topology, when: &str) -> Result<()> {
-        let field = if when.is_empty() { "wires" } else { "faults" };
-        let mut elig = Vec::new();
-        for a in 0..self.gpus {
-            for b in 0..self.endpoints() {
-                if a == b {
-                    continue;
-                }
-                for (x, y) in [(a, b), (b, a)] {
-                    topo.eligible_ports(x, y, &mut elig);
-                    if elig.is_empty() {
-                        return Err(FlitsimError::config(
-                            field,
-                            format!("{} -> {}", self.endpoint_name(x), self.endpoint_name(y)),
-                            &format!("a path of wires and trunks from every GPU to every other endpoint and back{when}; this pair has none (unreachable)"),
-                        ));
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn validate_faults_graph(&self) -> Result<()> {
+    pub(crate) fn validate_faults_graph(&self) -> Result<()> {
         if self.faults.is_empty() {
             return Ok(());
         }
         ensure(self.faults.len() <= 1 << 16, "faults", self.faults.len(), "at most 65536 faults")?;
         let mut dead_sw = vec![false; self.switches as usize];
         let mut dead_port = vec![false; (self.endpoints() * self.gpu_ports) as usize];
+        // Graph fabrics may lose every path of some pair (one NIC per GPU):
+        // transfers started after that fail at their start with a
+        // ConfigError, so the run up to then still counts.
         for (i, f) in self.faults.iter().enumerate() {
             self.check_fault(i, f, &mut dead_sw, &mut dead_port)?;
         }
-        let topo = super::topology::Topology::with_dead(self, &dead_sw, &dead_port);
-        self.check_graph_reachable(&topo, " after the faults")
-    }
-
-    /// For a GPU -> GPU transfer: the first element on its routes that
-    /// forbids peer-to-peer traffic, if any (transfers with a host are not P2P).
-    pub fn p2p_blocker(&self, topo: &super::topology::Topology, src: u32, dst: u32) -> Option<u32> {
-        if src >= self.gpus || dst >= self.gpus || src == dst || self.switch_kinds.iter().all(|k| k.allow_p2p) {
-            return None;
-        }
-        topo.route_switches(src, dst).into_iter().find(|&s| self.kind_of(s).is_some_and(|k| !k.allow_p2p))
+        Ok(())
     }
 
     /// Every GPU wired to a switch and every pair sharing one, by `on[gpu * switches + switch]`.
