@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "sendrecv")
 ALGORITHMS = ("auto", "ring", "tree", "direct", "nvls", "hierarchical")
-TRANSPORTS = ("auto", "p2p", "host", "rdma")
 PROTOCOLS = ("auto", "simple", "ll128", "ll")
 _DTYPES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int8": 1, "int32": 4}
 _REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}

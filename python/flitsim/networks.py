@@ -146,7 +146,7 @@ class FabricNetwork:
         if self.collective_params is not None or self.transport is not None:
             cp = load_params(self.collective_params)
             if self.transport is not None:
-                from flitsim.collectives import TRANSPORTS
+                from flitsim.transfers import TRANSPORTS
 
                 if self.transport not in TRANSPORTS:
                     raise ConfigError(f"FabricNetwork.transport = {self.transport!r}: expected one of {list(TRANSPORTS)}")

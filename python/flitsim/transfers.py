@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+TRANSPORTS = ("auto", "p2p", "host", "rdma")
+"""Transport names (docs/collectives.md "Transports")."""
+
+
 def with_fidelity(fabric: FabricSpec, fidelity: str | None) -> FabricSpec:
     """``fabric`` at ``fidelity`` (None: unchanged). A flow-level run outside
     the flow level's validation warns (:class:`flitsim.errors.FidelityWarning`).
@@ -194,15 +198,14 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
     if transport is None:
         r = _core.fabric_transfers(fabric.core_dict(), batch)
     else:
-        from flitsim.collectives import TRANSPORTS, load_params
-
         names = [transport] if isinstance(transport, str) else list(transport)
         if len(names) not in (1, n):
             raise ConfigError(f"transport: {len(names)} entries, expected one or one per transfer ({n})")
         for i, t in enumerate(names):
             if t not in TRANSPORTS:
                 raise ConfigError(f"transport[{i}] = {t!r}: expected one of {list(TRANSPORTS)}")
-        extra = load_params(transport_params)
+        # unknown fields are refused by the engine's parameter parser, named
+        extra = dict(transport_params or {})
         r = _core.fabric_transfers_transport(fabric.core_dict(), batch, [str(t) for t in names], extra)
     return _result(r, batch, fabric)
 
