@@ -10,7 +10,7 @@ import numpy.typing as npt
 __version__: str
 __all__ = [
     "ConfigError", "StalledError", "__version__", "cancel_all", "collective_defaults", "collective_ideal", "collective_run",
-    "execute_taskgraph", "fabric_check", "fabric_route", "fabric_transfers", "fec_error_model", "hold_model_events_per_s", "link_timing",
+    "execute_taskgraph", "fabric_check", "fabric_route", "fabric_transfers", "fabric_transfers_transport", "fec_error_model", "hold_model_events_per_s", "link_timing",
     "link_transfer", "serdes_rates", "switch_lab",
 ]
 
@@ -65,6 +65,11 @@ def fabric_transfers(spec: Any, batch: dict[str, Any]) -> BatchResult:
     (``faults_applied``, ``lost_packets``, ``lost_bytes``, ``delivered_bytes``,
     ``replayed_delivered_bytes``, ``sent_bytes``); it runs at the spec's ``fidelity`` (packet, flow
     or auto) and says which ran in ``fidelity`` and why in ``fidelity_reason``."""
+
+def fabric_transfers_transport(spec: Any, batch: dict[str, Any], transports: list[str], params: Any) -> BatchResult:
+    """As :func:`fabric_transfers`, each transfer by its transport (``transports``: one name or one per
+    transfer: auto, p2p, host, rdma) with transport parameters ``params`` (CollectiveParams fields);
+    ConfigError naming the element where a forced transport's route forbids it."""
 
 def fec_error_model(serdes: Any, ber: float) -> dict[str, Any]:
     """Closed-form error probabilities of a SerDes spec dict at raw bit error rate ``ber``:

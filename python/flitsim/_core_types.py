@@ -212,6 +212,7 @@ class CollectiveResult(TypedDict):
     estimate_ps: float
     faults: FaultAccounting
     rx_payload_bytes: npt.NDArray[np.uint64]
+    link_class_payload_bytes: npt.NDArray[np.uint64]
 
 class CollectiveParams(TypedDict):
     algorithm: str
@@ -228,6 +229,12 @@ class CollectiveParams(TypedDict):
     nvls_per_rank_ps: int
     reduce_bytes_per_s: int
     sim_packet_bytes: int
+    transport: str
+    host_chunk_bytes: int
+    host_slots: int
+    pxn: bool
+    pcie_extra_latency_ps: int
+    net_extra_latency_ps: int
 
 class TaskGraphNetworkStats(TypedDict, total=False):
     """``kind`` "analytic" (with ``bytes_moved``) or "fabric" (with the rest)."""

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "sendrecv")
-ALGORITHMS = ("auto", "ring", "tree", "direct", "nvls")
+ALGORITHMS = ("auto", "ring", "tree", "direct", "nvls", "hierarchical")
 PROTOCOLS = ("auto", "simple", "ll128", "ll")
 _DTYPES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int8": 1, "int32": 4}
 _REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
@@ -108,7 +108,10 @@ class CollectiveResult:
             and the bytes delivered to the GPU: the physics check of the above.
         stats: fabric statistics (packets, events, sim_packet_bytes,
             folded_planes, fold_reason, max_link_utilization,
-            credit_exhaustion_episodes, arbitration_conflicts, transfers).
+            credit_exhaustion_episodes, arbitration_conflicts, transfers;
+            ``link_class_payload_bytes``: on graph fabrics, payload bytes the
+            switch-output links carried per link spec index, from link
+            statistics: what each link class carried).
     """
 
     op: str
@@ -184,7 +187,11 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             for sendrecv).
         algorithm: ``auto`` (fastest by closed-form estimate), ``ring``,
             ``tree`` (all_reduce), ``direct`` (all_to_all, sendrecv), ``nvls``
-            (all_reduce on NVLS-capable switches).
+            (all_reduce on NVLS-capable switches), ``hierarchical`` (all_reduce
+            over a group spanning several domains: reduce-scatter inside each
+            domain, all_reduce per rail across domains, all-gather inside;
+            docs/collectives.md "Across tiers"). A group spanning domains
+            (GPUs joined only through NICs) runs ring / hierarchical / direct.
         protocol: ``auto``, ``simple``, ``ll128`` (120/128 useful), ``ll`` (50 %).
         channels, chunk_bytes: ring channels (default auto, <= 8) and pipeline
             chunk (default 1 MiB).
@@ -202,13 +209,20 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
         options: further CollectiveParams fields (``link_efficiency``,
             ``nvls_efficiency``, ``nvls_base_ps``, ``nvls_per_rank_ps``,
             ``launch_ps``, ``step_latency_ps``, ``reduce_bytes_per_s``,
-            ``sim_packet_bytes``).
+            ``sim_packet_bytes``) and the transport fields: ``transport``
+            (``auto``: P2P where the route allows it, else host-staged; RDMA
+            across nodes; or forced ``p2p`` / ``host`` / ``rdma``),
+            ``host_chunk_bytes`` (512 KiB; 0 = unpipelined), ``host_slots``
+            (8), ``pxn`` (True), ``pcie_extra_latency_ps`` and
+            ``net_extra_latency_ps`` (0 = NCCL tuning.cc hwLat by protocol).
 
     Raises:
         ConfigError: a repeated GPU, a GPU outside the fabric, a size that is not
             whole elements (or not n x elements for all_gather/reduce_scatter/
             all_to_all: NCCL takes per-rank counts; pad the buffer), NVLS on a
-            fabric without it, an algorithm the operation lacks.
+            fabric without it, an algorithm the operation lacks, a transport
+            the route forbids (forced P2P across an element with
+            ``allow_p2p = False`` names it), tree / NVLS across domains.
     """
     from flitsim.transfers import warn_fidelity, with_fidelity
 
@@ -248,6 +262,7 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
     stats = {k: r[k] for k in ("transfers", "sim_packet_bytes", "folded_planes", "fold_reason", "sim_packet_note",
                                "packets", "events",
                                "max_link_utilization", "credit_exhaustion_episodes", "arbitration_conflicts", "fidelity", "fidelity_reason")}
+    stats["link_class_payload_bytes"] = np.asarray(r["link_class_payload_bytes"])
     stats["auto_candidates"] = [(str(a), str(b), int(t)) for a, b, t in r["auto_candidates"]]
     stats["faults"] = {**{k: int(v) for k, v in r["faults"].items()},
                        "link_rx_payload_bytes": int(np.asarray(r["rx_payload_bytes"]).sum())}

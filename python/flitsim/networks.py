@@ -102,6 +102,11 @@ class FabricNetwork:
     ``collective_params``: a ``flitsim calibrate`` parameter file (or dict)
     for the collective tasks (default: the calibrated defaults).
 
+    ``transport``: the transport of every transfer and collective step
+    (``auto``, ``p2p``, ``host``, ``rdma``; default None: the parameters'
+    own, ``auto``: P2P where the route allows it, else host-staged, RDMA
+    across nodes; docs/collectives.md "Transports").
+
     ``faults``: :class:`flitsim.Fault` entries (or dicts) added to the
     fabric's own (dead links/planes at given times, ps from the start of the
     run; docs/faults.md). The run's ``network["faults"]`` holds the accounting.
@@ -121,6 +126,7 @@ class FabricNetwork:
     fidelity: str | None = None
     faults: Sequence[Any] = ()
     collective_params: Any = None
+    transport: str | None = None
 
     def __post_init__(self) -> None:
         # A preset name is accepted like everywhere else (flitsim.transfers,
@@ -137,8 +143,15 @@ class FabricNetwork:
         fab = with_fidelity(self.fabric, self.fidelity)
         fab = fab.with_faults(self.faults) if self.faults else fab
         d: dict[str, Any] = {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
-        if self.collective_params is not None:
-            d["collective_params"] = load_params(self.collective_params)
+        if self.collective_params is not None or self.transport is not None:
+            cp = load_params(self.collective_params)
+            if self.transport is not None:
+                from flitsim.transfers import TRANSPORTS
+
+                if self.transport not in TRANSPORTS:
+                    raise ConfigError(f"FabricNetwork.transport = {self.transport!r}: expected one of {list(TRANSPORTS)}")
+                cp["transport"] = self.transport
+            d["collective_params"] = cp
         return d
 
 

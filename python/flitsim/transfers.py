@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+TRANSPORTS = ("auto", "p2p", "host", "rdma")
+"""Transport names (docs/collectives.md "Transports")."""
+
+
 def with_fidelity(fabric: FabricSpec, fidelity: str | None) -> FabricSpec:
     """``fabric`` at ``fidelity`` (None: unchanged). A flow-level run outside
     the flow level's validation warns (:class:`flitsim.errors.FidelityWarning`).
@@ -147,7 +151,8 @@ def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None, hi: 
 
 def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray,
               nbytes: Sequence[int] | np.ndarray | int, *, start_ps: Any = None, after: Any = None,
-              faults: Any = None, fidelity: str | None = None) -> TransferResult:
+              faults: Any = None, fidelity: str | None = None, transport: "str | Sequence[str] | None" = None,
+              transport_params: "dict[str, Any] | None" = None) -> TransferResult:
     """Run transfers on a fabric.
 
     Args:
@@ -159,6 +164,16 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         faults: :class:`flitsim.Fault` entries (or dicts) added to the fabric's
             (see ``FabricSpec.with_faults``).
         fidelity: ``packet``, ``flow`` or ``auto`` (default: the fabric's own).
+        transport: None (default: every transfer straight over its route, as
+            the fabric is specified), or a transport for all transfers or one
+            per transfer: ``auto`` (P2P where the route allows it, else
+            host-staged through the receiver's host memory; RDMA through the
+            NICs across nodes, PXN rail routing), ``p2p``, ``host``, ``rdma``
+            (docs/collectives.md "Transports"). Start and end times are then
+            those of the whole staged copy.
+        transport_params: transport fields of the collective parameters
+            (``host_chunk_bytes``, ``host_slots``, ``pxn``,
+            ``pcie_extra_latency_ps``, ``net_extra_latency_ps``).
 
     Returns:
         :class:`TransferResult`.
@@ -180,7 +195,18 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
     batch = {"src": _col("src", src, n, np.uint32, hi=g), "dst": _col("dst", dst, n, np.uint32, hi=g),
              "bytes": _col("nbytes", nbytes, n, np.uint64), "start_ps": _col("start_ps", start_ps, n, np.uint64, 0),
              "after": _col("after", after, n, np.int64, -1, hi=n)}
-    r = _core.fabric_transfers(fabric.core_dict(), batch)
+    if transport is None:
+        r = _core.fabric_transfers(fabric.core_dict(), batch)
+    else:
+        names = [transport] if isinstance(transport, str) else list(transport)
+        if len(names) not in (1, n):
+            raise ConfigError(f"transport: {len(names)} entries, expected one or one per transfer ({n})")
+        for i, t in enumerate(names):
+            if t not in TRANSPORTS:
+                raise ConfigError(f"transport[{i}] = {t!r}: expected one of {list(TRANSPORTS)}")
+        # unknown fields are refused by the engine's parameter parser, named
+        extra = dict(transport_params or {})
+        r = _core.fabric_transfers_transport(fabric.core_dict(), batch, [str(t) for t in names], extra)
     return _result(r, batch, fabric)
 
 

@@ -73,6 +73,8 @@ pub struct DagExec {
     pub done: Vec<(u32, TimePs)>,
     /// Finished plain transfers: (tag, time).
     pub plain_done: Vec<(u32, TimePs)>,
+    /// When set (before `start`), every node's end time, ps (batch API).
+    pub(crate) node_end: Option<Vec<TimePs>>,
 }
 
 impl DagExec {
@@ -89,6 +91,7 @@ impl DagExec {
             xfer_node: Vec::new(),
             done: Vec::new(),
             plain_done: Vec::new(),
+            node_end: None,
         }
     }
 
@@ -170,6 +173,9 @@ impl DagExec {
                 Ok(())
             }
             Backend::Ideal { alpha_ps, bytes_per_s, port_free } => {
+                if port_free.len() <= src as usize {
+                    port_free.resize(src as usize + 1, 0);
+                }
                 let s = now.max(port_free[src as usize]);
                 let e = s + (bytes as f64 * 1e12 / *bytes_per_s).ceil() as u64;
                 port_free[src as usize] = e;
@@ -196,7 +202,18 @@ impl DagExec {
         self.xfer_node[x] = node;
     }
 
+    /// Start (ready) time of node `i`, ps.
+    pub(crate) fn node_start(&self, i: u32) -> TimePs {
+        self.ready_ps[i as usize]
+    }
+
     fn node_done(&mut self, i: u32, t: TimePs, q: &mut dyn Scheduler<CEv>) {
+        if let Some(e) = self.node_end.as_mut() {
+            if e.len() <= i as usize {
+                e.resize(i as usize + 1, 0);
+            }
+            e[i as usize] = t;
+        }
         let (a, b) = (self.succ_off[i as usize], self.succ_off[i as usize + 1]);
         for k in a..b {
             let (s, d) = self.succ[k as usize];
@@ -297,6 +314,10 @@ impl DagExec {
                         self.collect(q);
                     }
                     Backend::Ideal { alpha_ps, bytes_per_s, port_free } => {
+                        // host endpoints (staging) get a port on first use
+                        if port_free.len() <= src as usize {
+                            port_free.resize(src as usize + 1, 0);
+                        }
                         let s = now.max(port_free[src as usize]);
                         let e = s + (bytes as f64 * 1e12 / *bytes_per_s).ceil() as u64;
                         port_free[src as usize] = e;

@@ -40,10 +40,14 @@ impl Dag {
         Ok(d)
     }
     fn add(&mut self, k: NodeKind) -> u32 {
+        self.push(k)
+    }
+    /// Append a node; its id.
+    pub(crate) fn push(&mut self, k: NodeKind) -> u32 {
         self.nodes.push(k);
         (self.nodes.len() - 1) as u32
     }
-    fn edge(&mut self, a: u32, b: u32, delay: u64) {
+    pub(crate) fn edge(&mut self, a: u32, b: u32, delay: u64) {
         self.edges.push((a, b, delay));
     }
     /// Sum of transfer bytes leaving each GPU (loopback counted), length `gpus`.
@@ -107,6 +111,7 @@ pub(crate) fn algo_name(a: Algorithm) -> &'static str {
         Algorithm::Tree => "tree",
         Algorithm::Direct => "direct",
         Algorithm::Nvls => "nvls",
+        Algorithm::Hierarchical => "hierarchical",
     }
 }
 
@@ -218,7 +223,7 @@ pub fn candidates(op: Op, n: u32, p: &CollectiveParams, f: &FabricInfo) -> Resul
 }
 
 /// Check the request (group, size, root) against the fabric.
-fn check_request(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &FabricInfo) -> Result<()> {
+pub(crate) fn check_request(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &FabricInfo) -> Result<()> {
     p.validate()?;
     let n = members.len() as u32;
     if n == 0 {

@@ -16,16 +16,22 @@
 //! Protocols Simple, LL128 (120 of 128 B useful) and LL (50 %) scale the bytes
 //! on the wire.
 
+mod batch;
 mod dag;
 mod flow_run;
 mod lower;
 mod params;
 mod run;
+pub mod tiers;
+pub mod transport;
 
 pub use dag::{CEv, DagExec};
 pub(crate) use dag::Backend;
-pub(crate) use run::{calibrated_spec, fabric_info};
+pub(crate) use run::{calibrated_spec, fabric_info, reach_of, transported};
 pub use flow_run::run_collective_at;
 pub use run::{run_collective, run_collective_ideal, CollectiveResult};
 pub use lower::{candidates, estimate, lower, lower_as, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
-pub use params::{Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};
+pub use batch::run_batch_with_transports;
+pub use tiers::{lower_best, lower_in, plan};
+pub use transport::{expand, expand_each, route, PathClass, Reach, Route};
+pub use params::{Transport, TransportParams, Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};

@@ -48,6 +48,10 @@ pub enum Algorithm {
     Tree,
     Direct,
     Nvls,
+    /// Across domains (all_reduce): reduce-scatter inside each domain, an
+    /// all_reduce per rail across domains, all-gather inside each domain
+    /// (`super::tiers`).
+    Hierarchical,
 }
 
 /// NCCL protocol: bytes on the wire per user byte.
@@ -71,6 +75,47 @@ impl Protocol {
             _ => 1.0,
         }
     }
+}
+
+/// Transport selector for a transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// P2P where the path allows it, else host-staged; RDMA across nodes.
+    #[default]
+    Auto,
+    /// Peer to peer over the route (a ConfigError where the path forbids it).
+    P2p,
+    /// Through host memory (the staging host nearest the destination).
+    Host,
+    /// GPUDirect RDMA through the NICs (only across a network).
+    Rdma,
+}
+
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Auto => "auto",
+            Transport::P2p => "p2p",
+            Transport::Host => "host",
+            Transport::Rdma => "rdma",
+        }
+    }
+}
+
+/// Transport settings (part of [`super::CollectiveParams`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TransportParams {
+    pub transport: Transport,
+    /// Host-staged / PXN chunk, bytes; 0 = the whole transfer in one chunk (unpipelined).
+    pub chunk_bytes: u64,
+    /// Chunks the intermediate buffer holds (NCCL_STEPS).
+    pub slots: u32,
+    /// PXN rail routing on (NCCL default) or off (`NCCL_PXN_DISABLE=1`).
+    pub pxn: bool,
+    /// Extra latency of a PCIe / network path over NVLink, ps (u64::MAX = by protocol).
+    pub pcie_extra_ps: u64,
+    pub net_extra_ps: u64,
 }
 
 /// What to run.
@@ -181,6 +226,39 @@ pub struct CollectiveParams {
     /// more than 1 % is lowered and reported. Used only if the fabric's is 0.
     #[serde(default)]
     pub sim_packet_bytes: u64,
+    /// Transport of every GPU -> GPU transfer (`super::transport`): `auto`
+    /// (P2P where the path allows it, else host-staged; RDMA across nodes),
+    /// or forced `p2p`, `host`, `rdma`.
+    #[serde(default)]
+    pub transport: Transport,
+    /// Host-staged / PXN pipelining chunk, bytes (default 512 KiB: NCCL_BUFFSIZE
+    /// 4 MiB / NCCL_STEPS 8); 0 = the whole transfer in one chunk (unpipelined).
+    #[serde(default = "d_host_chunk")]
+    pub host_chunk_bytes: u64,
+    /// Chunks an intermediate buffer holds (default 8 = NCCL_STEPS).
+    #[serde(default = "d_host_slots")]
+    pub host_slots: u32,
+    /// PXN rail routing across nodes (NCCL default on; NCCL_PXN_DISABLE=1 turns it off).
+    #[serde(default = "d_true")]
+    pub pxn: bool,
+    /// Extra per-transfer latency of a PCIe / host-staged path over NVLink,
+    /// ps (0 = by protocol: NCCL tuning.cc hwLat PCI - NVLink, Simple 2.3 us).
+    #[serde(default)]
+    pub pcie_extra_latency_ps: u64,
+    /// Extra per-transfer latency of a network path over NVLink, ps (0 = by
+    /// protocol: NCCL tuning.cc hwLat NET - NVLink, Simple 10.6 us).
+    #[serde(default)]
+    pub net_extra_latency_ps: u64,
+}
+
+fn d_host_chunk() -> u64 {
+    512 * 1024
+}
+fn d_host_slots() -> u32 {
+    8
+}
+fn d_true() -> bool {
+    true
 }
 
 fn d_algo() -> Algorithm {
@@ -250,6 +328,12 @@ impl Default for CollectiveParams {
             nvls_per_rank_ps: d_nvls_rank(),
             reduce_bytes_per_s: 0,
             sim_packet_bytes: 0,
+            transport: Transport::Auto,
+            host_chunk_bytes: d_host_chunk(),
+            host_slots: d_host_slots(),
+            pxn: true,
+            pcie_extra_latency_ps: 0,
+            net_extra_latency_ps: 0,
         }
     }
 }
@@ -285,6 +369,19 @@ impl CollectiveParams {
         hw - FABRIC_STEP_PS
     }
 
+    /// The transport settings.
+    pub fn transport_params(&self) -> TransportParams {
+        let or_auto = |v: u64| if v == 0 { u64::MAX } else { v };
+        TransportParams {
+            transport: self.transport,
+            chunk_bytes: self.host_chunk_bytes,
+            slots: self.host_slots,
+            pxn: self.pxn,
+            pcie_extra_ps: or_auto(self.pcie_extra_latency_ps),
+            net_extra_ps: or_auto(self.net_extra_latency_ps),
+        }
+    }
+
     /// NVLS latency for `n` ranks (host launch included), ps.
     pub fn nvls_latency(&self, n: u32) -> u64 {
         self.host_launch_ps + self.nvls_base_ps + self.nvls_per_rank_ps * n as u64
@@ -310,6 +407,11 @@ impl CollectiveParams {
             ensure(v <= MAX_LATENCY_PS, name, v, "0..=10^12 ps (1 s)")?;
         }
         ensure(self.reduce_bytes_per_s == 0 || self.reduce_bytes_per_s >= 1_000_000, "reduce_bytes_per_s", self.reduce_bytes_per_s, "0 (free) or at least 10^6 bytes/s")?;
+        ensure(self.host_chunk_bytes == 0 || (self.host_chunk_bytes >= 4096 && self.host_chunk_bytes <= 1 << 36), "host_chunk_bytes", self.host_chunk_bytes, "0 (unpipelined) or 4 KiB..=64 GiB")?;
+        ensure((1..=1024).contains(&self.host_slots), "host_slots", self.host_slots, "1..=1024 buffer slots")?;
+        for (name, v) in [("pcie_extra_latency_ps", self.pcie_extra_latency_ps), ("net_extra_latency_ps", self.net_extra_latency_ps)] {
+            ensure(v <= MAX_LATENCY_PS, name, v, "0 (by protocol) ..=10^12 ps (1 s)")?;
+        }
         if self.sim_packet_bytes > 1 << 20 {
             return Err(FlitsimError::config("sim_packet_bytes", self.sim_packet_bytes, "0 (auto) or up to 1 MiB"));
         }

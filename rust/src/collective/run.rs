@@ -2,8 +2,10 @@
 //! size, plane folding, statistics) and on the ideal port model.
 
 use super::dag::{Backend, CEv, DagExec};
-use super::lower::{algo_name, candidates, estimate, lower, lower_as, FabricInfo, Lowered, NodeKind};
-use super::params::{Algorithm, CollectiveRequest, Protocol};
+use super::lower::{algo_name, lower, FabricInfo, Lowered, NodeKind};
+use super::tiers::{lower_best, lower_in, plan};
+use super::params::{Algorithm, CollectiveParams, CollectiveRequest, Protocol};
+use super::transport::{expand, Reach};
 use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
 use crate::error::{FlitsimError, Result};
 use crate::fabric::{fold_spec, FabricSim, FabricSpec, FoldPlan};
@@ -48,6 +50,10 @@ pub struct CollectiveResult {
     /// Per GPU: payload bytes delivered to it over its links (link statistics;
     /// per plane when folded).
     pub rx_payload_bytes: Vec<u64>,
+    /// Graph fabrics: payload bytes carried by switch-output links, summed
+    /// per link spec index (length `links`; empty for one switch layer): what
+    /// each link class (PCIe, socket link, Ethernet, ...) carried.
+    pub link_class_payload_bytes: Vec<u64>,
     /// Fidelity that ran (`packet` or `flow`) and why (see `crate::flow`).
     pub fidelity: String,
     pub fidelity_reason: String,
@@ -82,7 +88,40 @@ pub(crate) fn fabric_info(spec: &FabricSpec) -> Result<FabricInfo> {
         };
         live = (0..spec.gpus).map(|g| spec.wires.iter().filter(|w| w.gpu == g && !dead_at_start(w)).count() as u32).min().unwrap_or(spec.gpu_ports);
     }
+    if spec.is_graph() {
+        // a graph GPU's ports may differ in kind (PCIe + NVLink bridge): the
+        // GPU's total over its wired ports, as that many equal ports (GPU 0)
+        let mut total = 0.0;
+        let mut count = 0u32;
+        for w in spec.wires.iter().filter(|w| w.gpu == 0) {
+            total += spec.links[w.link as usize].derive()?.1.rate_bps as f64 / 8.0;
+            count += 1;
+        }
+        if count > 0 {
+            let nvls = spec.switch.nvls || spec.switch_kinds.iter().any(|k| k.nvls);
+            return Ok(FabricInfo { gpus: spec.gpus, gpu_ports: count, port_bytes_per_s: total / count as f64, nvls });
+        }
+    }
     Ok(FabricInfo { gpus: spec.gpus, gpu_ports: live.max(1), port_bytes_per_s: t.rate_bps as f64 / 8.0, nvls: spec.switch.nvls })
+}
+
+/// The route facts transports need (see [`super::transport`], [`Reach::of_spec`]).
+///
+/// # Errors
+/// `Config` for an invalid fabric.
+pub(crate) fn reach_of(spec: &FabricSpec) -> Result<Reach> {
+    Reach::of_spec(spec)
+}
+
+/// `low` with its transfers expanded into their transports' sub-DAGs.
+///
+/// # Errors
+/// As [`super::transport::expand`].
+pub(crate) fn transported(mut low: Lowered, reach: &Reach, p: &CollectiveParams) -> Result<Lowered> {
+    if let Some(d) = expand(&low.dag, reach, &p.transport_params(), low.protocol)? {
+        low.dag = d;
+    }
+    Ok(low)
 }
 
 /// Calibrated injection overhead per protocol packet, bytes at the
@@ -99,6 +138,7 @@ pub(crate) fn calibrated_spec(spec: &FabricSpec, link_efficiency: f64) -> Result
     let mut s = spec.clone();
     if s.gpu.injection_bytes_per_s == 0 {
         let info = fabric_info(spec)?;
+        // the fabric splits the cap evenly over every port slot (wired or not)
         s.gpu.injection_bytes_per_s = (info.port_bytes_per_s * spec.gpu_ports as f64 * link_efficiency) as u64;
         s.gpu.injection_packet_overhead_bytes = INJECTION_PACKET_OVERHEAD_BYTES;
     }
@@ -124,22 +164,21 @@ pub const AUTO_PRUNE_FACTOR: f64 = 2.0;
 pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
     spec.validate()?;
     let info = fabric_info(spec)?;
-    let n = req.members.len() as u32;
+    let reach = reach_of(spec)?;
     // validates the request and parameters before anything is simulated
-    let first = lower(req.op, &req.members, req.bytes, &req.params, &info)?;
-    let cands = candidates(req.op, n.max(1), &req.params, &info)?;
+    let first = lower_best(req.op, &req.members, req.bytes, &req.params, &info, &reach)?;
+    let cands = plan(req.op, &req.members, req.bytes, &req.params, &info, &reach)?;
     if cands.len() <= 1 {
         return simulate(spec, req, first, interrupt);
     }
-    let est: Vec<f64> = cands.iter().map(|&(a, p)| estimate(req.op, a, p, n, req.bytes, &req.params, &info)).collect();
-    let best_est = est.iter().copied().fold(f64::INFINITY, f64::min);
+    let best_est = cands.iter().map(|c| c.2).fold(f64::INFINITY, f64::min);
     let mut best: Option<CollectiveResult> = None;
     let mut tried = Vec::new();
-    for (&(a, p), &e) in cands.iter().zip(&est) {
+    for &(a, p, e) in &cands {
         if e > best_est * AUTO_PRUNE_FACTOR {
             continue;
         }
-        let low = lower_as(req.op, &req.members, req.bytes, a, p, &req.params, &info)?;
+        let low = lower_in(req.op, &req.members, req.bytes, a, p, &req.params, &info, &reach)?;
         let r = simulate(spec, req, low, interrupt)?;
         tried.push((algo_name(a).to_string(), format!("{p:?}").to_lowercase(), r.time_ps));
         if best.as_ref().is_none_or(|b| r.time_ps < b.time_ps) {
@@ -158,6 +197,7 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
     if spec.fidelity == crate::fabric::Fidelity::Flow {
         return simulate_flow(spec, req, low, interrupt);
     }
+    let low = transported(low, &reach_of(spec)?, &req.params)?;
     let spec = calibrated_spec(spec, req.params.link_efficiency)?;
     let xfers = || low.dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { src, dst, bytes, loopback, .. } = *n { Some((src, if loopback { u32::MAX } else { dst }, bytes)) } else { None });
     let list: Vec<(u32, u32, u64)> = xfers().collect();
@@ -188,15 +228,22 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
     let mut recv = vec![0u64; spec.gpus as usize];
     for nd in &low.dag.nodes {
         if let NodeKind::Transfer { src, dst, bytes, .. } = *nd {
-            sent[src as usize] += bytes;
-            recv[dst as usize] += bytes;
+            // host endpoints (staging) are not GPUs: their bytes are not a GPU's
+            if let Some(x) = sent.get_mut(src as usize) {
+                *x += bytes;
+            }
+            if let Some(x) = recv.get_mut(dst as usize) {
+                *x += bytes;
+            }
         }
     }
     let pl = planes as u64;
     let mut link_sent = vec![0u64; spec.gpus as usize];
-    // Host-memory endpoints' ports and deliveries (graph fabrics) are not GPUs'.
-    for (i, (_, l)) in sim.ports_iter().enumerate().filter(|(i, _)| i / (run_spec.gpu_ports as usize) < spec.gpus as usize) {
-        link_sent[i / run_spec.gpu_ports as usize] += l.stats().payload_bytes * pl;
+    for (i, (_, l)) in sim.ports_iter().enumerate() {
+        // host endpoints' ports follow the GPUs': not a GPU's link
+        if let Some(x) = link_sent.get_mut(i / run_spec.gpu_ports as usize) {
+            *x += l.stats().payload_bytes * pl;
+        }
     }
     let link_recv: Vec<u64> = sim.delivered_bytes.iter().take(spec.gpus as usize).map(|&b| b * pl).collect();
     let mut max_u: f64 = 0.0;
@@ -231,6 +278,7 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
         faults: sim.fault_stats(),
         sent_bytes_on_fabric: sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum(),
         rx_payload_bytes: gpu_rx_bytes(sim, spec.gpus, run_spec.gpu_ports),
+        link_class_payload_bytes: by_link_class(&crate::fabric::stats_of(sim, run_spec.gpu_ports, 0), spec.links.len()),
         fidelity: "packet".into(),
         fidelity_reason: String::new(),
     })
@@ -240,6 +288,7 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
 /// (simulated packet size chosen as for packet level: it sets the flow
 /// level's packet quantization).
 fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
+    let low = transported(low, &reach_of(spec)?, &req.params)?;
     use crate::flow::{flow_stats, outside_validation, FlowSim, FLOW_VALID};
     let spec = calibrated_spec(spec, req.params.link_efficiency)?;
     let list: Vec<(u32, u32, u64)> = low.dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { src, dst, bytes, loopback, .. } = *n { Some((src, if loopback { u32::MAX } else { dst }, bytes)) } else { None }).collect();
@@ -258,8 +307,13 @@ fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, inter
     let (mut sent, mut recv, mut link_sent, mut link_recv) = (vec![0u64; g], vec![0u64; g], vec![0u64; g], vec![0u64; g]);
     for nd in &low.dag.nodes {
         if let NodeKind::Transfer { src, dst, bytes, .. } = *nd {
-            sent[src as usize] += bytes;
-            recv[dst as usize] += bytes;
+            // host endpoints (staging) are not GPUs: their bytes are not a GPU's
+            if let Some(x) = sent.get_mut(src as usize) {
+                *x += bytes;
+            }
+            if let Some(x) = recv.get_mut(dst as usize) {
+                *x += bytes;
+            }
         }
     }
     // Host-memory endpoints' ports (graph fabrics) are not GPUs' links.
@@ -293,12 +347,27 @@ fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, inter
         auto_candidates: Vec::new(),
         faults: Default::default(),
         sent_bytes_on_fabric: st.sent_bytes,
+        link_class_payload_bytes: by_link_class(&st, spec.links.len()),
         fidelity: "flow".into(),
         fidelity_reason: match outside_validation(sim) {
             Some(w) => format!("warning: flow level asked for outside its validation: {w}"),
             None => FLOW_VALID.into(),
         },
     })
+}
+
+/// Switch-output link payload summed per link spec index (empty without switch links).
+fn by_link_class(st: &crate::fabric::FabricStats, links: usize) -> Vec<u64> {
+    if st.switch_links.is_empty() {
+        return Vec::new();
+    }
+    let mut v = vec![0u64; links];
+    for l in &st.switch_links {
+        if let Some(x) = v.get_mut(l.link_index as usize) {
+            *x += l.link.payload_bytes;
+        }
+    }
+    v
 }
 
 /// Payload bytes delivered to each GPU over its links (link statistics).

@@ -40,6 +40,7 @@ pub fn collective_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, request: &
     d.set_item("transfers", r.transfers)?;
     d.set_item("bytes_sent", r.bytes_sent.into_pyarray(py))?;
     d.set_item("bytes_received", r.bytes_received.into_pyarray(py))?;
+    d.set_item("link_class_payload_bytes", r.link_class_payload_bytes.clone().into_pyarray(py))?;
     d.set_item("link_bytes_sent", r.link_bytes_sent.into_pyarray(py))?;
     d.set_item("link_bytes_received", r.link_bytes_received.into_pyarray(py))?;
     d.set_item("sim_packet_bytes", r.sim_packet_bytes)?;

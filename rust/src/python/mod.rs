@@ -8,6 +8,7 @@
 mod convert;
 mod fabric;
 mod taskgraph;
+mod transports;
 
 use crate::error::FlitsimError;
 use crate::experiments::link_transfer as lt;
@@ -187,6 +188,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fabric_check, m)?)?;
     m.add_function(wrap_pyfunction!(switch_lab, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::fabric_transfers, m)?)?;
+    m.add_function(wrap_pyfunction!(transports::fabric_transfers_transport, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::fabric_route, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::collective_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::collective_run, m)?)?;

@@ -7,7 +7,7 @@
 
 use super::graph::CollectiveKind;
 use super::network::{Network, NetworkDone};
-use crate::collective::{calibrated_spec, fabric_info, lower, Backend, CEv, CollectiveParams, DagExec, FabricInfo, Op};
+use crate::collective::{calibrated_spec, expand, fabric_info, lower_best, reach_of, transported, Backend, CEv, CollectiveParams, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
 use crate::engine::{Scheduler, TimePs};
 use crate::error::Result;
 use crate::fabric::{FabricSim, FabricSpec};
@@ -30,6 +30,8 @@ pub struct FabricNetwork {
     params: CollectiveParams,
     devices: u32,
     gpu_ports: u32,
+    /// Route facts for the transports of every transfer.
+    reach: Reach,
 }
 
 impl FabricNetwork {
@@ -50,7 +52,7 @@ impl FabricNetwork {
             crate::fabric::Fidelity::Flow => Backend::Flow(crate::flow::FlowSim::new(&s)?),
             _ => Backend::Fabric(FabricSim::new(&s, s.gpu_ports)?),
         };
-        Ok(FabricNetwork { exec: DagExec::new(backend), info: fabric_info(spec)?, params, devices: spec.gpus, gpu_ports: spec.gpu_ports })
+        Ok(FabricNetwork { exec: DagExec::new(backend), info: fabric_info(spec)?, params, devices: spec.gpus, gpu_ports: spec.gpu_ports, reach: reach_of(spec)? })
     }
 
     /// Fabric statistics after the task graph ran (links, switch ports,
@@ -119,13 +121,19 @@ impl Network for FabricNetwork {
     }
 
     fn start_transfer(&mut self, now: TimePs, tag: u32, src: u32, dst: u32, bytes: u64, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
-        self.exec.start_plain(now, tag, src, dst, bytes, sched)?;
+        // A plain transfer whose transport is more than one P2P hop runs as
+        // its transport's sub-DAG (Simple protocol overheads: a bulk copy).
+        let one = Dag { nodes: vec![NodeKind::Transfer { src, dst, bytes, loopback: false, min_ps: 0 }], edges: Vec::new() };
+        match expand(&one, &self.reach, &self.params.transport_params(), Protocol::Simple)? {
+            Some(d) => self.exec.start(now, tag, &d, sched)?,
+            None => self.exec.start_plain(now, tag, src, dst, bytes, sched)?,
+        }
         self.drain(done);
         Ok(())
     }
 
     fn start_collective(&mut self, now: TimePs, tag: u32, members: &[u32], kind: CollectiveKind, bytes: u64, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
-        let low = lower(op_of(kind), members, bytes, &self.params, &self.info)?;
+        let low = transported(lower_best(op_of(kind), members, bytes, &self.params, &self.info, &self.reach)?, &self.reach, &self.params)?;
         self.exec.start(now, tag, &low.dag, sched)?;
         self.drain(done);
         Ok(())

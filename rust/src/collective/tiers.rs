@@ -1,0 +1,406 @@
+//! Collectives across tiers: groups whose GPUs sit in more than one domain
+//! (GPUs connected without crossing a NIC or network switch, see
+//! [`Reach`]), lowered the way NCCL runs them across nodes.
+//!
+//! - **ring**: one ring through all ranks, ordered domain by domain; channel
+//!   group c enters each domain at its c-th GPU and leaves from the one before
+//!   it (NCCL's rings use a different NIC per channel), so the C groups spread
+//!   over the rails. The hop between domains is a network transfer; with PXN
+//!   the transport first moves it over NVLink to the GPU on the receiver's
+//!   rail ([`super::transport`]). Broadcast / reduce chain domain by domain.
+//! - **hierarchical** (all_reduce; NCCL's NVLS-tree / 2D structure): a
+//!   reduce-scatter inside every domain (ring or NVLS, whichever the estimate
+//!   prefers), an all_reduce of each GPU's 1/L share among the GPUs of the same
+//!   local index across domains (one rail each: ring over the nodes), and an
+//!   all-gather inside every domain. The phases are separated by barriers, so
+//!   its time is intra + inter + intra (NCCL pipelines them by chunks: a
+//!   conservative simplification).
+//! - **direct** all_to_all: as in one domain; the transports route each pair
+//!   (RDMA, PXN).
+//!
+//! Not modelled across domains: NCCL's inter-node double binary tree and
+//! NVLS spanning domains (ConfigError when forced; `auto` never picks them).
+
+use super::lower::{candidates, check_request, estimate, lower_as, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
+use super::params::{Algorithm, CollectiveParams, Op, Protocol};
+use super::transport::{hw_extra_ps, Reach};
+use crate::error::{FlitsimError, Result};
+
+/// The group's GPUs by domain (domain order of first appearance), or None
+/// when they all sit in one domain.
+fn split_domains(members: &[u32], reach: &Reach) -> Option<Vec<Vec<u32>>> {
+    if reach.domains <= 1 {
+        return None;
+    }
+    let mut order: Vec<u32> = Vec::new();
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    for &m in members {
+        let d = reach.domain.get(m as usize).copied().unwrap_or(0);
+        match order.iter().position(|&x| x == d) {
+            Some(i) => groups[i].push(m),
+            None => {
+                order.push(d);
+                groups.push(vec![m]);
+            }
+        }
+    }
+    (groups.len() > 1).then_some(groups)
+}
+
+/// Aggregate NIC rate of the smallest-bandwidth domain, bytes/s (0 = unknown).
+fn domain_net_rate(groups: &[Vec<u32>], reach: &Reach) -> f64 {
+    let mut best = f64::INFINITY;
+    for g in groups {
+        // GPUs sharing a rail share its NIC: count each rail once
+        let mut rails: Vec<(u32, f64)> = Vec::new();
+        for &m in g {
+            let (r, b) = (reach.rail[m as usize], reach.net_bytes_per_s.get(m as usize).copied().unwrap_or(0.0));
+            if !rails.iter().any(|x| x.0 == r) {
+                rails.push((r, b));
+            }
+        }
+        best = best.min(rails.iter().map(|x| x.1).sum());
+    }
+    if best.is_finite() {
+        best
+    } else {
+        0.0
+    }
+}
+
+fn equal_domains(groups: &[Vec<u32>]) -> bool {
+    groups.iter().all(|g| g.len() == groups[0].len())
+}
+
+/// (algorithm, protocol, estimate ps) for every candidate `auto` may pick
+/// for this group; one domain: [`candidates`] with [`estimate`].
+///
+/// # Errors
+/// As [`candidates`]; `Config` for tree or NVLS forced across domains.
+pub fn plan(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &FabricInfo, reach: &Reach) -> Result<Vec<(Algorithm, Protocol, f64)>> {
+    let n = members.len().max(1) as u32;
+    let Some(groups) = split_domains(members, reach) else {
+        if p.algorithm == Algorithm::Hierarchical {
+            return Err(FlitsimError::config("algorithm", "hierarchical", "a group spanning more than one domain (these GPUs share one; use ring, tree or nvls)"));
+        }
+        return Ok(candidates(op, n, p, f)?.into_iter().map(|(a, pr)| (a, pr, estimate(op, a, pr, n, bytes, p, f))).collect());
+    };
+    let algos: Vec<Algorithm> = match (p.algorithm, op) {
+        (Algorithm::Auto, Op::AllReduce) => {
+            let e = p.dtype_bytes as u64 * groups[0].len() as u64;
+            if equal_domains(&groups) && bytes % e == 0 {
+                vec![Algorithm::Ring, Algorithm::Hierarchical]
+            } else {
+                vec![Algorithm::Ring]
+            }
+        }
+        (Algorithm::Auto, Op::AllToAll | Op::SendRecv) => vec![Algorithm::Direct],
+        (Algorithm::Auto, _) => vec![Algorithm::Ring],
+        (Algorithm::Tree | Algorithm::Nvls, _) => {
+            let a = if p.algorithm == Algorithm::Tree { "tree" } else { "nvls" };
+            return Err(FlitsimError::config("algorithm", a, &format!("ring or hierarchical for a group spanning {} domains (NCCL's inter-node tree and multi-domain NVLS are not modelled)", groups.len())));
+        }
+        (Algorithm::Hierarchical, Op::AllReduce) => {
+            let e = p.dtype_bytes as u64 * groups[0].len() as u64;
+            if !equal_domains(&groups) {
+                return Err(FlitsimError::config("group", format!("{members:?}"), "the same number of GPUs in every domain for algorithm = hierarchical"));
+            }
+            if bytes % e != 0 {
+                return Err(FlitsimError::config("nbytes", bytes, &format!("a multiple of {e} bytes for hierarchical all_reduce (every GPU's share a whole number of elements)")));
+            }
+            vec![Algorithm::Hierarchical]
+        }
+        (Algorithm::Hierarchical, _) => return Err(FlitsimError::config("algorithm", "hierarchical", "all_reduce only (other operations across domains: ring or direct)")),
+        (a, _) => vec![a],
+    };
+    let protos: &[Protocol] = if p.protocol == Protocol::Auto { &[Protocol::Simple, Protocol::Ll128, Protocol::Ll] } else { std::slice::from_ref(&p.protocol) };
+    let net = domain_net_rate(&groups, reach);
+    let mut out = Vec::new();
+    for &a in &algos {
+        for &pr in protos {
+            // validates the algorithm against the operation like one domain does
+            let mut one = p.clone();
+            one.algorithm = if a == Algorithm::Hierarchical { Algorithm::Ring } else { a };
+            one.protocol = pr;
+            candidates(op, n, &one, f)?;
+            out.push((a, pr, estimate_across(op, a, pr, &groups, bytes, p, f, net)));
+        }
+    }
+    Ok(out)
+}
+
+/// Closed-form estimate across domains, ps: the one-domain estimate of the
+/// same algorithm with the network bound and latency added (`net` = the
+/// smallest domain's NIC rate, bytes/s).
+#[allow(clippy::too_many_arguments)]
+fn estimate_across(op: Op, a: Algorithm, pr: Protocol, groups: &[Vec<u32>], bytes: u64, p: &CollectiveParams, f: &FabricInfo, net: f64) -> f64 {
+    let n: u32 = groups.iter().map(|g| g.len() as u32).sum();
+    let d = groups.len() as f64;
+    let extra = hw_extra_ps(pr).1 as f64;
+    let s = bytes as f64;
+    let wire = pr.wire_factor();
+    if a == Algorithm::Hierarchical {
+        let l = groups[0].len() as u32;
+        let intra = |o: Op| candidates(o, l, &{ let mut q = p.clone(); q.algorithm = Algorithm::Auto; q.protocol = pr; q }, f).map(|c| c.iter().map(|&(x, y)| estimate(o, x, y, l, bytes, p, f)).fold(f64::INFINITY, f64::min)).unwrap_or(f64::INFINITY);
+        let share = s / l as f64;
+        let per_gpu_net = if net > 0.0 { net / l as f64 } else { f64::INFINITY };
+        let inter = 2.0 * (d - 1.0) * (p.step_for(Algorithm::Ring, pr) as f64 + extra) + 2.0 * (d - 1.0) / d * share * wire / per_gpu_net * 1e12;
+        return intra(Op::ReduceScatter) + inter + intra(Op::AllGather);
+    }
+    let base = estimate(op, a, pr, n, bytes, p, f);
+    let bound = if net > 0.0 { s * op.busbw_factor(n) * wire / net * 1e12 } else { 0.0 };
+    let crossings = match op {
+        Op::AllReduce => 2.0 * (d - 1.0),
+        Op::AllToAll | Op::SendRecv => 1.0,
+        _ => d - 1.0,
+    };
+    base.max(p.launch_for(a, pr) as f64 + bound) + crossings * extra
+}
+
+/// Append `sub` to `out`; its node 0 (the launch delay) becomes a zero
+/// delay when `zero_start`. Returns the offset of its nodes.
+fn append(out: &mut Dag, sub: &Dag, zero_start: bool) -> u32 {
+    let base = out.nodes.len() as u32;
+    for (i, n) in sub.nodes.iter().enumerate() {
+        out.push(if i == 0 && zero_start { NodeKind::Delay { ps: 0 } } else { *n });
+    }
+    for &(a, b, d) in &sub.edges {
+        out.edge(base + a, base + b, d);
+    }
+    base
+}
+
+/// Nodes of `sub` without successors.
+fn sinks(sub: &Dag) -> Vec<u32> {
+    let mut has = vec![false; sub.nodes.len()];
+    for &(a, _, _) in &sub.edges {
+        has[a as usize] = true;
+    }
+    (0..sub.nodes.len() as u32).filter(|&i| !has[i as usize]).collect()
+}
+
+/// Lower with a given (algorithm, protocol); one domain: [`lower_as`].
+///
+/// # Errors
+/// As [`lower_as`] and [`plan`].
+#[allow(clippy::too_many_arguments)]
+pub fn lower_in(op: Op, members: &[u32], bytes: u64, a: Algorithm, pr: Protocol, p: &CollectiveParams, f: &FabricInfo, reach: &Reach) -> Result<Lowered> {
+    let Some(groups) = split_domains(members, reach) else {
+        return lower_as(op, members, bytes, a, pr, p, f);
+    };
+    check_request(op, members, bytes, p, f)?;
+    let net = domain_net_rate(&groups, reach);
+    let est = estimate_across(op, a, pr, &groups, bytes, p, f, net);
+    let e = p.dtype_bytes as u64;
+    let mut dag = Dag::default();
+    let (channels, chunk) = match (op, a) {
+        (Op::AllReduce, Algorithm::Hierarchical) => {
+            let l = groups[0].len();
+            let root = dag.push(NodeKind::Delay { ps: p.launch_for(Algorithm::Ring, pr) });
+            let mut inner = p.clone();
+            inner.algorithm = Algorithm::Auto;
+            inner.protocol = pr;
+            let best = |o: Op, g: &[u32], b: u64| -> Result<Lowered> {
+                let c = candidates(o, g.len() as u32, &inner, f)?;
+                let (x, y) = c.iter().copied().min_by(|u, v| estimate(o, u.0, u.1, g.len() as u32, b, p, f).total_cmp(&estimate(o, v.0, v.1, g.len() as u32, b, p, f))).expect("a candidate");
+                lower_as(o, g, b, x, y, p, f)
+            };
+            // phase 1: reduce-scatter in every domain
+            let mut prev = vec![root];
+            let phase = |dag: &mut Dag, subs: Vec<Dag>, prev: &[u32]| -> Vec<u32> {
+                let bar = if prev.len() == 1 { prev[0] } else {
+                    let b = dag.push(NodeKind::Delay { ps: 0 });
+                    for &x in prev {
+                        dag.edge(x, b, 0);
+                    }
+                    b
+                };
+                let mut out = Vec::new();
+                for s in subs {
+                    let base = append(dag, &s, true);
+                    dag.edge(bar, base, 0);
+                    out.extend(sinks(&s).into_iter().map(|x| x + base));
+                }
+                out
+            };
+            let rs: Vec<Dag> = groups.iter().map(|g| best(Op::ReduceScatter, g, bytes).map(|x| x.dag)).collect::<Result<_>>()?;
+            prev = phase(&mut dag, rs, &prev);
+            // phase 2: all_reduce of each 1/L share across domains, one rail per local index
+            let share = bytes / l as u64;
+            let mut ar = Vec::new();
+            for j in 0..l {
+                let rail: Vec<u32> = groups.iter().map(|g| g[j]).collect();
+                ar.push(lower_as(Op::AllReduce, &rail, share, Algorithm::Ring, pr, p, f)?.dag);
+            }
+            prev = phase(&mut dag, ar, &prev);
+            let ag: Vec<Dag> = groups.iter().map(|g| best(Op::AllGather, g, bytes).map(|x| x.dag)).collect::<Result<_>>()?;
+            phase(&mut dag, ag, &prev);
+            (1, p.chunk_bytes)
+        }
+        (Op::AllToAll | Op::SendRecv, _) => {
+            let low = lower_as(op, members, bytes, Algorithm::Direct, pr, p, f)?;
+            return Ok(Lowered { estimate_ps: est, ..low });
+        }
+        (Op::Broadcast | Op::Reduce, _) => {
+            // a chain domain by domain, starting in the root's domain with the root
+            let root = members[p.root as usize];
+            let mut gs = groups.clone();
+            let ri = gs.iter().position(|g| g.contains(&root)).expect("root in a group");
+            gs.rotate_left(ri);
+            let g0 = &mut gs[0];
+            let k = g0.iter().position(|&x| x == root).expect("root");
+            g0.rotate_left(k);
+            let order: Vec<u32> = gs.concat();
+            let mut q = p.clone();
+            q.root = 0;
+            let low = lower_as(op, &order, bytes, Algorithm::Ring, pr, &q, f)?;
+            return Ok(Lowered { estimate_ps: est, ..low });
+        }
+        (_, Algorithm::Ring | Algorithm::Auto) => {
+            // C channel groups, group c rotated by c inside every domain
+            let n = members.len() as u64;
+            let lmin = groups.iter().map(|g| g.len()).min().unwrap_or(1) as u32;
+            let per_rank = matches!(op, Op::AllGather | Op::ReduceScatter);
+            let part = bytes / n;
+            let ch = if p.channels > 0 { p.channels } else { (part / (32 * 1024)).clamp(1, p.max_channels as u64) as u32 };
+            let c_groups = ch.min(lmin).max(1);
+            // elements split over groups in units that keep every group's size legal
+            let unit = if per_rank { e * n } else { e };
+            let units = bytes / unit;
+            let root = dag.push(NodeKind::Delay { ps: p.launch_for(Algorithm::Ring, pr) });
+            let mut q = p.clone();
+            q.channels = (ch / c_groups).max(1);
+            for c in 0..c_groups {
+                let u = units / c_groups as u64 + u64::from((c as u64) < units % c_groups as u64);
+                if u == 0 {
+                    continue;
+                }
+                let order: Vec<u32> = groups
+                    .iter()
+                    .flat_map(|g| {
+                        let r = c as usize % g.len();
+                        g[r..].iter().chain(&g[..r]).copied().collect::<Vec<u32>>()
+                    })
+                    .collect();
+                let sub = lower_as(op, &order, u * unit, Algorithm::Ring, pr, &q, f)?;
+                let base = append(&mut dag, &sub.dag, true);
+                dag.edge(root, base, 0);
+            }
+            (ch, p.chunk_bytes)
+        }
+        (_, x) => return Err(FlitsimError::config("algorithm", super::lower::algo_name(x), "ring or hierarchical across domains")),
+    };
+    if dag.nodes.len() as u64 > MAX_DAG_NODES {
+        return Err(FlitsimError::config("nbytes", bytes, &format!("a collective whose transfer DAG stays under {MAX_DAG_NODES} nodes; raise chunk_bytes")));
+    }
+    Ok(Lowered { dag, algorithm: a, protocol: pr, channels, chunk_bytes: if chunk > 0 { chunk } else { 1 << 20 }, estimate_ps: est })
+}
+
+/// Lower with `auto` resolved by the closed-form estimates of [`plan`].
+///
+/// # Errors
+/// As [`lower_in`].
+pub fn lower_best(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &FabricInfo, reach: &Reach) -> Result<Lowered> {
+    let c = plan(op, members, bytes, p, f, reach)?;
+    let (a, pr, _) = c.iter().copied().min_by(|x, y| x.2.total_cmp(&y.2)).ok_or_else(|| FlitsimError::config("algorithm", "auto", "an algorithm the operation supports"))?;
+    lower_in(op, members, bytes, a, pr, p, f, reach)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::transport::PathClass;
+
+    /// D domains of L GPUs (ids domain-major), NVLink inside, network between, rail = local index.
+    fn nodes(d: u32, l: u32) -> Reach {
+        let g = d * l;
+        let dom: Vec<u32> = (0..g).map(|x| x / l).collect();
+        let mut class = Vec::new();
+        for a in 0..g {
+            for b in 0..g {
+                class.push(if a / l == b / l { PathClass::NvLink } else { PathClass::Network });
+            }
+        }
+        Reach::from_tables(g, g, dom, vec![u32::MAX; g as usize], (0..g).map(|x| x % l).collect(), class, vec![None; (g * g) as usize], true).unwrap().with_net_rates(vec![50e9; g as usize])
+    }
+
+    fn info(g: u32) -> FabricInfo {
+        FabricInfo { gpus: g, gpu_ports: 18, port_bytes_per_s: 25e9, nvls: false }
+    }
+
+    /// (bytes between domains, bytes inside domains) of a DAG.
+    fn split_bytes(dag: &Dag, l: u32) -> (u64, u64) {
+        let (mut net, mut intra) = (0, 0);
+        for n in &dag.nodes {
+            if let NodeKind::Transfer { src, dst, bytes, .. } = *n {
+                if src / l == dst / l {
+                    intra += bytes;
+                } else {
+                    net += bytes;
+                }
+            }
+        }
+        (net, intra)
+    }
+
+    #[test]
+    fn hierarchical_all_reduce_moves_the_closed_form_bytes() {
+        // intra reduce-scatter + all-gather: 2 D (L-1) S; inter all_reduce of S/L per rail: 2 (D-1) S.
+        let (d, l, s) = (2u32, 4u32, 64u64 << 20);
+        let mut p = CollectiveParams { algorithm: Algorithm::Hierarchical, protocol: Protocol::Simple, ..Default::default() };
+        p.chunk_bytes = 1 << 20;
+        let members: Vec<u32> = (0..d * l).collect();
+        let low = lower_in(Op::AllReduce, &members, s, Algorithm::Hierarchical, Protocol::Simple, &p, &info(d * l), &nodes(d, l)).unwrap();
+        let (net, intra) = split_bytes(&low.dag, l);
+        assert_eq!(net, 2 * (d as u64 - 1) * s);
+        assert_eq!(intra, 2 * d as u64 * (l as u64 - 1) * s);
+        // forced on one domain, or with unequal domains: refused
+        assert!(plan(Op::AllReduce, &[0, 1, 2], s, &p, &info(8), &nodes(2, 4)).unwrap_err().to_string().contains("one domain"));
+        assert!(plan(Op::AllReduce, &[0, 1, 2, 4], s, &p, &info(8), &nodes(2, 4)).unwrap_err().to_string().contains("same number"));
+    }
+
+    #[test]
+    fn ring_across_domains_crosses_each_boundary_once_per_channel_group() {
+        // flat ring: 2 (n-1) S in all; D crossings of every group's ring carry 2 (n-1)/n of its share.
+        let (d, l, s) = (2u32, 4u32, 64u64 << 20);
+        let n = (d * l) as u64;
+        let p = CollectiveParams { chunk_bytes: 1 << 20, ..Default::default() };
+        let members: Vec<u32> = (0..d * l).collect();
+        let low = lower_in(Op::AllReduce, &members, s, Algorithm::Ring, Protocol::Simple, &p, &info(d * l), &nodes(d, l)).unwrap();
+        let (net, intra) = split_bytes(&low.dag, l);
+        assert_eq!(net + intra, 2 * (n - 1) * s);
+        assert_eq!(net, d as u64 * 2 * (n - 1) * s / n);
+        // every rail's GPU is some group's entry: the crossings land on all L local indices
+        let mut entry = std::collections::BTreeSet::new();
+        for nd in &low.dag.nodes {
+            if let NodeKind::Transfer { src, dst, .. } = *nd {
+                if src / l != dst / l {
+                    entry.insert(dst % l);
+                }
+            }
+        }
+        assert_eq!(entry.len(), l as usize);
+        // tree / NVLS across domains are refused by name
+        let t = CollectiveParams { algorithm: Algorithm::Tree, ..Default::default() };
+        assert!(plan(Op::AllReduce, &members, s, &t, &info(8), &nodes(d, l)).unwrap_err().to_string().contains("tree"));
+        // auto offers ring and hierarchical for all_reduce, direct for all_to_all
+        let a = plan(Op::AllReduce, &members, s, &CollectiveParams::default(), &info(8), &nodes(d, l)).unwrap();
+        assert!(a.iter().any(|x| x.0 == Algorithm::Hierarchical) && a.iter().any(|x| x.0 == Algorithm::Ring));
+        let a2 = plan(Op::AllToAll, &members, s, &CollectiveParams::default(), &info(8), &nodes(d, l)).unwrap();
+        assert!(a2.iter().all(|x| x.0 == Algorithm::Direct));
+    }
+
+    #[test]
+    fn broadcast_across_domains_chains_domain_by_domain() {
+        let (d, l, s) = (2u32, 4u32, 8u64 << 20);
+        let p = CollectiveParams { root: 5, ..Default::default() };
+        let members: Vec<u32> = (0..d * l).collect();
+        let low = lower_in(Op::Broadcast, &members, s, Algorithm::Ring, Protocol::Simple, &p, &info(8), &nodes(d, l)).unwrap();
+        // the chain crosses the network once: S bytes between domains, (n-2) S inside
+        let (net, intra) = split_bytes(&low.dag, l);
+        assert_eq!((net, intra), (s, 6 * s));
+        // and starts at the root
+        let first = low.dag.nodes.iter().find_map(|n| if let NodeKind::Transfer { src, .. } = *n { Some(src) } else { None });
+        assert_eq!(first, Some(5));
+    }
+}
