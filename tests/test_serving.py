@@ -117,8 +117,6 @@ def test_kv_blocks_never_exceed_capacity_and_preemption_exactly_when_needed():
 
 
 def test_kv_capacity_from_memory_model():
-    cap = kv_capacity(flitsim.models.model_preset("llama-3-70b") if hasattr(flitsim, "models") else "llama-3-70b",
-                      "h100", tp=8, dtype="bf16") if False else None
     from flitsim.models.zoo import model_preset
     cfg = model_preset("llama-3-70b")
     cap = kv_capacity(cfg, "h100", tp=8, dtype="bf16", token_budget=2048)
@@ -228,3 +226,69 @@ def test_stalled_when_a_request_can_never_fit_and_it_pickles():
         assert "request 1" in str(e.value)
         again = pickle.loads(pickle.dumps(e.value))
         assert isinstance(again, flitsim.StalledError) and str(again) == str(e.value)
+
+
+STUDY = """
+[serve]
+model = "llama-3-8b"
+n = 20
+slo_ttft_s = 1.0
+slo_tpot_s = 0.05
+policies = ["static", "chunked"]
+
+[[fabric]]
+name = "hgx-h100"
+rates = "4"
+layouts = [{ tp = 2 }]
+
+[[workload]]
+name = "llmperf"
+llmperf = { mean_input_tokens = 550, stddev_input_tokens = 150, mean_output_tokens = 150, stddev_output_tokens = 10 }
+
+[[workload]]
+name = "llmperf in llama-3 tokens"
+llmperf = { mean_input_tokens = 550, stddev_input_tokens = 150, mean_output_tokens = 150, stddev_output_tokens = 10 }
+recount = "llama-3"
+"""
+
+
+def test_study_and_cli(tmp_path):
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+    from flitsim.serving.study import best_at_slo, read_study, run_study
+
+    f = tmp_path / "s.toml"
+    f.write_text(STUDY)
+    df = run_study(read_study(str(f)))
+    assert len(df) == 4 and set(df.policy) == {"static", "chunked"}
+    # the recount restates Llama-2 counts in Llama-3 tokens: x 3.2 / 4.0 chars per token
+    a = df[df.workload == "llmperf"].iloc[0]
+    b = df[df.workload == "llmperf in llama-3 tokens"].iloc[0]
+    assert b.tokenizer == "llama-3" and a.tokenizer == "llama-2"
+    best = best_at_slo(df)
+    assert set(best.workload) == {"llmperf", "llmperf in llama-3 tokens"}
+    out = CliRunner().invoke(cli, ["serve", str(f), "--json"])
+    assert out.exit_code == 0, out.output
+    bad = CliRunner().invoke(cli, ["serve", "--model", "llama-3-8b", "--rate", "0:4", "--n", "5"])
+    assert bad.exit_code != 0 and "rate" in bad.output
+
+
+def test_recount_factor():
+    from flitsim.serving.study import TOKENIZER_CHARS_PER_TOKEN as C
+    from flitsim.serving.study import _workload
+
+    _, wl, tok = _workload({"name": "x", "llmperf": {"mean_input_tokens": 550, "stddev_input_tokens": 0,
+                                                      "mean_output_tokens": 150, "stddev_output_tokens": 0},
+                            "recount": "llama-3"}, 5)
+    assert tok == "llama-3"
+    assert (wl.requests.input_tokens == round(550 * C["llama-2"] / C["llama-3"])).all()  # 440
+    assert (wl.requests.output_tokens == 120).all()
+
+
+def test_memory_bounded_by_requests_in_flight():
+    # no per-token or per-iteration storage unless asked: the gap histogram has a fixed size
+    t = _poisson(n=300, rate=50.0)
+    r = run_instance(t, COST, policy="chunked", kv_blocks=4000)
+    assert r.log is None
+    assert len(r.gaps.counts) == 100 * 13 + 2 and r.gaps.n == int((t.output_tokens - 1).sum())

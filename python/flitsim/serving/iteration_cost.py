@@ -56,6 +56,15 @@ __all__ = ["AffineIterationCost", "ModelIterationCost", "CommModel", "COMM_GRID_
 COMM_GRID_POINTS_PER_OCTAVE = 4
 """Grid points per factor of two in collective size (interpolated between)."""
 
+COMM_EXACT_MAX_BYTES = 64 << 20
+"""Largest collective simulated (64 MiB); beyond it the time is extrapolated
+along the line through the 32 MiB and 64 MiB points (bandwidth-bound:
+a collective's time is affine in its size there)."""
+
+_MEMO: dict[tuple[Any, ...], float] = {}
+# process-wide: (fabric, group, fidelity, op, bytes) -> s, so a study's many
+# serve() calls on one fabric simulate each collective once
+
 
 class AffineIterationCost:
     """A closed-form iteration cost for tests and what-ifs:
@@ -125,8 +134,17 @@ class CommModel:
         self.calls = 0
 
     def _exact(self, op: str, nbytes: int) -> float:
+        if nbytes > COMM_EXACT_MAX_BYTES:
+            a, b = COMM_EXACT_MAX_BYTES // 2, COMM_EXACT_MAX_BYTES
+            ta, tb = self._exact(op, a), self._exact(op, b)
+            return tb + (tb - ta) * (nbytes - b) / (b - a)
         key = (op, nbytes)
         hit = self._memo.get(key)
+        gkey = (self.fabric, tuple(self.group), self.fidelity, op, nbytes)
+        if hit is None:
+            hit = _MEMO.get(gkey)
+            if hit is not None:
+                self._memo[key] = hit
         if hit is None:
             import warnings
 
@@ -138,6 +156,8 @@ class CommModel:
                 r = collective(self.fabric, op, nbytes, grp, dtype="half", fidelity=self.fidelity)
             hit = r.time_us * 1e-6
             self._memo[key] = hit
+            if len(_MEMO) < 100_000:
+                _MEMO[gkey] = hit
             self.calls += 1
         return hit
 
