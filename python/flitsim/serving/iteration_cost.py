@@ -250,6 +250,8 @@ class ModelIterationCost:
         self._embed = np.zeros(1)
         self._grow(check_int("max_tokens", max_tokens, 1))
         self._attn_memo: dict[tuple[int, int, int], float] = {}
+        self.totals = {"linear_s": 0.0, "attention_s": 0.0, "comm_s": 0.0, "embed_head_s": 0.0}
+        """Where the iteration time went, summed over every iteration costed (all replicas sharing this model)."""
 
     def _grow(self, n: int) -> None:
         T = np.arange(1, n + 1)
@@ -309,4 +311,10 @@ class ModelIterationCost:
             self._grow(max(T, 2 * (len(self._lin) - 1)))
         s = min(max(n_sample, 1), len(self._head) - 1)
         L = self.cfg.n_layers
-        return L * (float(self._lin[T]) + attn) + float(self._embed[T]) + float(self._head[s]) + self.comm_s(T)
+        lin, eh, comm = L * float(self._lin[T]), float(self._embed[T]) + float(self._head[s]), self.comm_s(T)
+        tot = self.totals
+        tot["linear_s"] += lin
+        tot["attention_s"] += L * attn
+        tot["comm_s"] += comm
+        tot["embed_head_s"] += eh
+        return lin + L * attn + eh + comm

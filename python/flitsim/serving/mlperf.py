@@ -85,5 +85,7 @@ def mlperf_offline(row: str, *, layouts: Sequence[dict] = ({"tp": 1, "replicas":
         rows.append({"row": row, "layout": r.config["layout"], "sim_tokens_per_s": tps,
                      "published_tokens_per_s": spec["tokens_per_s"], "rel_error": tps / spec["tokens_per_s"] - 1,
                      "kv_blocks_per_instance": r.config["kv_blocks_per_instance"], "preemptions": s["preemptions"],
+                     **{f"share_{k[:-2]}": v / max(sum(r.config["iteration_time_s"].values()), 1e-30)
+                        for k, v in r.config["iteration_time_s"].items()},
                      "wall_s": time.perf_counter() - t0})
     return pd.DataFrame(rows)

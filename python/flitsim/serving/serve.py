@@ -254,7 +254,8 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
         runs = _run_replicas(table, lay.replicas, c, blocks, common)
         res = _assemble(table, runs, lay.replicas, np.full(len(table), np.nan))
         res.config = {**base, "layout": lay.label(), "tp": lay.tp, "pp": lay.pp, "replicas": lay.replicas,
-                      "kv_blocks_per_instance": blocks}
+                      "kv_blocks_per_instance": blocks,
+                      "iteration_time_s": dict(getattr(c, "totals", {}))}
         return res
     return _serve_disaggregated(cfg, fab, g, table, disaggregated, common, base, instance_cost, capacity, fits,
                                 kv_dtype or dtype, kv_fidelity, contention, max_num_batched_tokens, max_num_seqs)
