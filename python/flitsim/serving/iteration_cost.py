@@ -88,17 +88,6 @@ class AffineIterationCost:
         T = sum(c[0] for c in chunks) + n_decode
         return self.fixed_s + self.per_token_s * T + self.per_context_token_s * decode_context
 
-    def _decode_attn(self, n: int, context: int) -> float:
-        """One batched decode-attention kernel per layer: ``n`` queries (one per
-        request) over ``context`` K/V tokens in total (module docstring)."""
-        g = self.cm.gpu
-        kv_b = dtype_bytes(self.kv_dtype)
-        ctx = context + n  # each decode also attends to its own new token
-        nbytes = ctx * 2 * self._kvh * self._hd * kv_b + n * 2 * self._heads * self._hd * self._eb
-        flops = 4.0 * self._heads * self._hd * ctx
-        return max(nbytes / (g.hbm_bytes_per_s * g.memory_efficiency),
-                   flops / (self.cm.peak * g.attention_efficiency)) + self._gap
-
     def comm_s(self, tokens: int) -> float:
         """Communication time inside an iteration of ``tokens`` tokens, s (none here)."""
         return 0.0

@@ -70,7 +70,7 @@ def mlperf_offline(row: str, *, layouts: Sequence[dict] = ({"tp": 1, "replicas":
     spec = MLPERF_OFFLINE_ROWS[row]
     wl = llmperf_workload(n_requests=n, mean_input_tokens=mean_input_tokens, stddev_input_tokens=stddev_input_tokens,
                           mean_output_tokens=mean_output_tokens, stddev_output_tokens=stddev_output_tokens, seed=seed)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for lay in layouts:
         t0 = time.perf_counter()
         try:

@@ -105,7 +105,7 @@ class ServeResult:
         return M.side_by_side(self.per_request(), self.gaps, self.input_tokens, self.output_tokens,
                               self.arrival_s, self.finish_s)
 
-    def goodput_rps(self, **slo: float) -> float:
+    def goodput_rps(self, **slo: float | None) -> float:
         """vLLM goodput at ``slo_ttft_s`` / ``slo_tpot_s`` / ``slo_e2e_s``."""
         r = self.per_request()
         return M.goodput_rps(r["ttft_s"], r["tpot_s"], r["e2e_s"], self.duration_s, **slo)
@@ -267,12 +267,13 @@ def _split(table: RequestTable, replicas: int) -> list[np.ndarray]:
 
 
 def _sub(table: RequestTable, ix: np.ndarray, arrival: np.ndarray | None = None,
-         out: np.ndarray | None = None) -> RequestTable:
+         out: np.ndarray | None = None) -> tuple[RequestTable, np.ndarray]:
+    """The requests ``ix`` (with new arrival times / outputs), sorted by arrival, and their indices in that order."""
     a = table.arrival_s[ix] if arrival is None else arrival
     o = table.output_tokens[ix] if out is None else out
     order = np.argsort(a, kind="stable")
     return RequestTable(a[order], table.input_tokens[ix][order], o[order], table.tokenizer, table.source,
-                        table.arrival), ix[order]  # type: ignore[return-value]
+                        table.arrival), ix[order]
 
 
 def _run_replicas(table: RequestTable, replicas: int, cost: Any, blocks: int, common: dict,

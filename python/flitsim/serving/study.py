@@ -119,9 +119,9 @@ def run_study(study: dict[str, Any], *, rates: str | None = None, n: int | None 
     npts = int(n if n is not None else s.pop("n", 300))
     s.pop("n", None)
     model = s.pop("model")
-    rows = []
+    rows: list[dict[str, Any]] = []
     works = [_workload(w, npts) for w in study["workload"]]
-    entries = []
+    entries: list[tuple[Any, ...]] = []
     for f in study["fabric"]:
         for lay in f.get("layouts", [{"tp": 1}]):
             for pol in policies:
@@ -165,7 +165,7 @@ def best_at_slo(df: Any, min_share: float = 0.9) -> Any:
     if "goodput_share" not in df:
         raise config_error("slo", None, "slo_ttft_s and/or slo_tpot_s in [serve] to rank at an SLO")
     ok = df[df["goodput_share"] >= min_share]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (w, f), g in df.groupby(["workload", "fabric"], sort=False):
         okg = ok[(ok.workload == w) & (ok.fabric == f)]
         if okg.empty:
