@@ -18,6 +18,8 @@ from flitsim.cli._common import check_plot_path, echo_json, friendly_errors
 @click.option("--policy", type=click.Choice(["static", "continuous", "chunked"]), default="chunked", show_default=True)
 @click.option("--workload", default="llmperf", show_default=True,
               help="'llmperf' (550/150, Llama-2 tokens), a shipped trace name or a CSV path.")
+@click.option("--columns", default=None,
+              help="CSV column mapping, e.g. 'timestamp=TS,input_tokens=In,output_tokens=Out'.")
 @click.option("--rate", "rates", default="1:64", show_default=True,
               help="Request rates: 'lo:hi' doubling, 'lo:hi:n' log-spaced, or 'r1,r2'.")
 @click.option("--n", "n", type=int, default=300, show_default=True, help="Requests per rate.")
@@ -30,7 +32,7 @@ from flitsim.cli._common import check_plot_path, echo_json, friendly_errors
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @friendly_errors
 def serve_cmd(study: str | None, model: str, fabric: str, tp: int, pp: int, replicas: int, policy: str,
-              workload: str, rates: str, n: int, dtype: str, max_num_batched_tokens: int, max_num_seqs: int,
+              workload: str, columns: str | None, rates: str, n: int, dtype: str, max_num_batched_tokens: int, max_num_seqs: int,
               slo_ttft: float | None, slo_tpot: float | None, plot: str | None, as_json: bool) -> None:
     """Serve a workload at each request rate: TTFT, TPOT, ITL, throughput and
     goodput (vLLM definitions; ``metrics()`` in Python gives LLMPerf,
@@ -72,11 +74,19 @@ def serve_cmd(study: str | None, model: str, fabric: str, tp: int, pp: int, repl
                       for (w, f, l, p), g in ok.groupby(["workload", "fabric", "layout", "policy"], sort=False)}
             plot_sweep(curves, plot)
         return
+    cols = None
+    if columns:
+        from flitsim.errors import config_error
+
+        try:
+            cols = dict(kv.split("=", 1) for kv in columns.split(","))
+        except ValueError:
+            raise config_error("columns", columns, "'field=CSV column' pairs separated by commas") from None
     wl = {"mean_input_tokens": 550, "stddev_input_tokens": 150, "mean_output_tokens": 150,
           "stddev_output_tokens": 10} if workload == "llmperf" else workload
     df = sweep_rates(model, wl, parse_rates(rates), fabric=fabric, layout={"tp": tp, "pp": pp, "replicas": replicas},
                      policy=policy, n=n, dtype=dtype, max_num_batched_tokens=max_num_batched_tokens,
-                     max_num_seqs=max_num_seqs, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot)
+                     max_num_seqs=max_num_seqs, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot, columns=cols)
     if as_json:
         echo_json(df.reset_index().to_dict(orient="records"))
     else:
