@@ -9,6 +9,7 @@ and :func:`nccl_tests` (collectives, nccl-tests style), :mod:`flitsim.networks`
 :mod:`flitsim.schedules`
 (TeraPipe, PipeFusion and baselines as task graphs), :mod:`flitsim.scenario`
 (``flitsim run``: scenario files, the main job's runner, writing the report),
+:mod:`flitsim.serving` (``flitsim serve``: arrival-driven LLM serving on a fabric),
 :mod:`flitsim.report` (metrics, critical path, scorecard, plots, traces), :func:`sweep`,
 and faults: :func:`goodput_vs_ber`, :func:`fec_error_model`, :class:`Fault`
 (dead links and planes, ``FabricSpec.with_faults``).
@@ -39,7 +40,7 @@ __all__ = [
     "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
     "link_transfer", "switchlab", "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "TransferResult", "transfers",
-    "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario", "Fault",
+    "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario", "serving", "Fault",
     "fec_error_model", "goodput_vs_ber", "cancel_all", "SwitchKind", "Trunk", "Route", "RouteHop", "route",
 ]
 
@@ -47,8 +48,8 @@ __all__ = [
 def __getattr__(name: str) -> object:
     # flitsim.scenario loads on first use: it pulls in schedules, models and
     # pandas, which ``import flitsim`` alone does not need.
-    if name == "scenario":
+    if name in ("scenario", "serving"):
         import importlib
 
-        return importlib.import_module("flitsim.scenario")
+        return importlib.import_module(f"flitsim.{name}")
     raise AttributeError(f"module 'flitsim' has no attribute {name!r}")
