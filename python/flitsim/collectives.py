@@ -315,17 +315,17 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
     while s <= hi:
         sizes.append(s)
         s *= stepfactor
-    it: Any = sizes
+    bar: Any = None
     if progress:
-        try:
-            from tqdm.auto import tqdm
-            it = tqdm(sizes, desc=f"{op} on {fab.name}")
-        except ImportError:
-            pass
+        from flitsim._progress import progress_bar
+
+        bar = progress_bar(len(sizes), f"{op} on {fab.name}", "size")
     if not any(s // unit for s in sizes):
         raise ConfigError(f"sizes = {lo}..{hi} bytes: every size is below one unit of {unit} bytes "
                           f"({dtype} x ranks for {op}); raise maxbytes")
-    for s in it:
+    for s in sizes:
+        if bar is not None:
+            bar.update(1)
         size = (s // unit) * unit
         if size == 0:
             continue
@@ -337,4 +337,6 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
                      "root": kwargs.get("root", 0) if op in ("broadcast", "reduce") else -1,
                      "time_us": r.time_us, "algbw_GBps": r.algbw_GBps, "busbw_GBps": r.busbw_GBps,
                      "algorithm": r.algorithm, "protocol": r.protocol, "wall_s": wall})
+    if bar is not None:
+        bar.close()
     return pd.DataFrame(rows)
