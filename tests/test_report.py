@@ -119,10 +119,24 @@ def test_llm_latency_definitions():
     assert df.vllm_tpot_s[0] == pytest.approx(1.5) and np.isnan(df.vllm_tpot_s[1])
     tab = llm_latency_table(tt)
     # vLLM ITL pools gaps: [1, 2] -> mean 1.5, p50 1.5; output throughput 4 tokens / 4 s
-    assert tab.loc[("vLLM", "itl_s (pooled token gaps)"), "mean"] == pytest.approx(1.5)
+    assert tab.loc[("vLLM", "itl_s (pooled gaps between streamed chunks)"), "mean"] == pytest.approx(1.5)
     assert tab.loc[("vLLM", "output_throughput_tokens_per_s"), "mean"] == pytest.approx(1.0)
     assert tab.loc[("vLLM", "tpot_s ((E2E-TTFT)/(out-1), per request)"), "count"] == 1
     assert set(tab.index.get_level_values(0)) == {"LLMPerf", "vLLM"}
+
+
+def test_vllm_itl_counts_chunks_not_tokens():
+    # vLLM / sglang benchmark_serving: one ITL sample per streamed chunk after
+    # the first. A chunk of 10 tokens every 10 s (TTFT 10 s, 5 chunks) gives
+    # ITL 10 s for every sample; the per-token diff would give 1 s on average.
+    tt = [np.repeat(np.array([10.0, 20.0, 30.0, 40.0, 50.0]), 10)]
+    tab = llm_latency_table(tt)
+    itl = tab.loc[("vLLM", "itl_s (pooled gaps between streamed chunks)")]
+    assert itl["count"] == 4
+    assert itl["mean"] == pytest.approx(10.0) and itl["p50"] == pytest.approx(10.0) and itl["min"] == 10.0
+    # TPOT stays per token: (50 - 10) / (50 - 1)
+    tpot = tab.loc[("vLLM", "tpot_s ((E2E-TTFT)/(out-1), per request)"), "mean"]
+    assert tpot == pytest.approx(40 / 49)
 
 
 def test_summarize_percentiles():
