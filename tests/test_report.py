@@ -4,6 +4,7 @@ tiny end-to-end scenario. Every expected value is derived here by hand."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import subprocess
@@ -159,23 +160,30 @@ def test_trace_event_format():
     for e in ev:
         for k in ("name", "ph", "ts", "pid", "tid"):
             assert k in e
-        assert e["ph"] in ("X", "M")
+        assert e["ph"] in ("X", "M", "s", "f", "C")
         assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
         if e["ph"] == "X":
             assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0
-    comp = [e for e in ev if e["ph"] == "X" and e["name"] == "a"][0]
+    crit_pid = [e["pid"] for e in ev if e["ph"] == "M" and e["args"].get("name") == "critical path"][0]
+    comp = [e for e in ev if e["ph"] == "X" and e["name"] == "a" and e["pid"] != crit_pid][0]
     assert comp["ts"] == 0 and comp["dur"] == pytest.approx(2.5)  # 2,500,000 ps = 2.5 us
-    xs = [e for e in ev if e["ph"] == "X" and e["name"] == "x"]
-    assert len(xs) == 2  # the sender's comm stream and the link track
-    assert xs[0]["ts"] == pytest.approx(2.5)
-    names = {e["args"]["name"] for e in ev if e["ph"] == "M"}
-    assert {"GPU 0", "GPU 1", "compute", "comm", "links", "link 0->1"} <= names
-    assert len([e for e in ev if e["ph"] == "X" and e["name"] == "ar"]) == 2  # one per member
+    xs = [e for e in ev if e["ph"] == "X" and e["name"] == "x" and e["pid"] != crit_pid]
+    assert len(xs) == 1 and xs[0]["pid"] == 0 and xs[0]["tid"] == 1  # the sender's comm stream
+    assert xs[0]["ts"] == pytest.approx(2.5) and xs[0]["args"]["dst"] == 1
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and "name" in e["args"]}
+    assert {"GPU 0", "GPU 1", "compute", "comm", "critical path"} <= names
+    assert len([e for e in ev if e["ph"] == "X" and e["name"] == "ar" and e["pid"] != crit_pid]) == 2  # per member
+    # the chain a -> x -> ar is the critical path: copied to its track, flows along both edges
+    assert [e["name"] for e in ev if e["ph"] == "X" and e["pid"] == crit_pid] == ["a", "x", "ar"]
+    assert len([e for e in ev if e["ph"] == "s" and e["cat"] == "critical"]) == 2
     assert obj["otherData"]["truncated"] is False
-    # Capped traces keep the earliest-starting tasks and say so.
+    # Capped traces keep the earliest-starting tasks and say so, in the UI too (a NOTE slice).
     cut = trace_events(run, max_tasks=1)
-    assert [e["name"] for e in cut["traceEvents"] if e["ph"] == "X"] == ["a"]
+    shown = [e for e in cut["traceEvents"] if e["ph"] == "X" and e.get("cat") != "note"]
+    assert {e["name"] for e in shown} == {"a"}
     assert cut["otherData"]["truncated"] is True and cut["otherData"]["tasks_total"] == 3
+    note = [e for e in cut["traceEvents"] if e.get("cat") == "note"]
+    assert len(note) == 1 and "1 of 3 tasks" in note[0]["name"]
 
 
 def _write(tmp_path, text):
@@ -286,8 +294,8 @@ def test_tiny_scenario_end_to_end(tmp_path):
     assert {x["definition"] for x in lat} == {"LLMPerf", "vLLM"}
     for f in ("summary.parquet", "scorecard.parquet", "critical_path.parquet", "report.html", "results.json"):
         assert (out / f).exists()
-    traces = list((out / "traces").glob("*.json"))
-    assert traces and all("traceEvents" in json.loads(p.read_text()) for p in traces)
+    traces = list((out / "traces").glob("*.json.gz"))  # gzip: the Perfetto UI opens it as is
+    assert traces and all("traceEvents" in json.loads(gzip.decompress(p.read_bytes())) for p in traces)
     page = (out / "report.html").read_text()
     p = _Check()
     p.feed(page)

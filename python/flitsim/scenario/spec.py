@@ -154,6 +154,8 @@ class Scenario(Spec):
     cases: list[CaseSection] = Field(min_length=1)
     output: OutputSection = OutputSection()
     base_dir: str = "."
+    #: The scenario file's text as read (for the report's provenance block); "" when built in code.
+    source_text: str = ""
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
@@ -165,6 +167,7 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     p = Path(path) if isinstance(path, (str, os.PathLike)) else path
     data = read_toml(p, "scenario")
     data.setdefault("base_dir", str(p.resolve().parent))
+    data.setdefault("source_text", p.read_text(encoding="utf-8", errors="replace"))
     return Scenario.from_dict(data)  # type: ignore[return-value]
 
 
