@@ -87,6 +87,11 @@ def check_plot_path(path: str) -> None:
     import os
 
     check_out_dir("plot", path)
+    d = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ConfigError(f"plot = {path!r}: is a directory; give a file name such as {os.path.join(path, 'plot.png')!r}")
+    if not os.access(d, os.W_OK):
+        raise ConfigError(f"plot = {path!r}: directory {d!r} is not writable")
     ext = os.path.splitext(path)[1].lstrip(".").lower()
     ok = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
     if ext not in ok:

@@ -65,16 +65,22 @@ MAX_COUNTER_TRACKS = 1024
 """At most this many link / port counter tracks (busiest first)."""
 
 _INDEX = re.compile(r"^([A-Za-z_]*?)(\d+)$")
+_HOP = re.compile(r"^(\d+)->(\d+)$")
 
 
 def stable_name(label: str, kind: str) -> tuple[str, dict[str, int]]:
     """Split a task label into a stable slice name and its indices:
     ``"step0.L3.attn.d1"`` -> ``("attn", {"step": 0, "L": 3, "d": 1})``. A
     dot-separated part that ends in digits after letters (or is all digits) is an
-    index; the rest joined by dots is the name (``kind`` when nothing is left)."""
+    index, and so is ``a->b`` (``from`` / ``to``); the rest joined by dots is the
+    name (``kind`` when nothing is left)."""
     name_parts: list[str] = []
     idx: dict[str, int] = {}
     for part in str(label).split("."):
+        h = _HOP.match(part)
+        if h:  # "0->1": a stage-to-stage hand-off
+            idx["from"], idx["to"] = int(h.group(1)), int(h.group(2))
+            continue
         m = _INDEX.match(part)
         if m and (m.group(1) == "" or not m.group(1).endswith("_")):
             key = m.group(1) or "i"

@@ -137,10 +137,12 @@ class CaseSection(Spec):
 
 class OutputSection(Spec):
     """What the report writes besides tables: figures (PNG + HTML), one
-    Perfetto trace per run, task tables as Parquet."""
+    Perfetto trace per run (``trace_max_tasks``: at most this many tasks per
+    trace, >= 1; the cut is stated in the trace), task tables as Parquet."""
 
     figures: bool = True
     traces: bool = True
+    trace_max_tasks: int = Field(default=50_000, ge=1)
     task_tables: bool = True
 
 

@@ -119,7 +119,7 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
         if o.traces:
             (out / "traces").mkdir(exist_ok=True)
             tp = to_perfetto(r.schedule, out / "traces" / f"{slug}.json.gz", title=f"{r.case} / {r.label}",
-                             critical=r.critical)
+                             critical=r.critical, max_tasks=o.trace_max_tasks)
             lst.append({"name": f"{r.label}: Perfetto trace", "href": f"traces/{Path(tp).name}",
                         "note": "open at ui.perfetto.dev (gzip JSON)"})
     case_figs: dict[str, list[dict[str, str]]] = {}
