@@ -88,10 +88,11 @@ def show_cmd(path: str | None, execution: str, as_json: bool, fmt: str | None) -
     for r in rows:
         t.add_row(r["kernel"], r["gpu"], r["dtype"], r["shape"], f"{r['measured_us']:.2f}", f"{r['model_us']:.2f}",
                   f"{r['model_over_measured']:.3f}")
-    Printer(fmt).print(t)
+    out = Printer(fmt)
+    out.print(t)
     src = sorted(set(p.frame["source"].dropna().astype(str))) if "source" in p.frame.columns else []
     if src:
-        click.echo("source: " + "; ".join(src))
+        out.print("source: " + "; ".join(src))
 
 
 @profile_cmd.command("example")

@@ -279,7 +279,7 @@ def _provenance(res: "ScenarioResult") -> dict[str, Any]:
     import subprocess
     import sys
 
-    from flitsim import __version__
+    from flitsim._core import __version__
 
     git = ""
     try:
