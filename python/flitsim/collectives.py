@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from flitsim._notebook import notebook
 from flitsim import _core
 from flitsim.errors import ConfigError, check_int
 from flitsim.hardware.fabric import FabricSpec, as_fabric
@@ -91,6 +92,16 @@ def _op(op: str) -> str:
     return k
 
 
+def _per_gpu_frame(r: "CollectiveResult") -> "pd.DataFrame":
+    """Per fabric GPU: bytes the lowering sent / received and the bytes its links carried."""
+    import pandas as pd
+
+    return pd.DataFrame({"gpu": np.arange(len(r.bytes_sent)), "bytes_sent": r.bytes_sent,
+                         "bytes_received": r.bytes_received, "link_bytes_sent": r.link_bytes_sent,
+                         "link_bytes_received": r.link_bytes_received})
+
+
+@notebook("op", "n", "nbytes", "time_us", "busbw_GBps", "algorithm", "protocol", frame=_per_gpu_frame)
 @dataclass(frozen=True)
 class CollectiveResult:
     """One collective.

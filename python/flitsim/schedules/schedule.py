@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from flitsim._notebook import notebook
 from flitsim.collectives import busbw_factor
 from flitsim.errors import config_error
 from flitsim.taskgraph import COLLECTIVES, TaskGraph, TaskGraphRun, execute
@@ -48,6 +49,7 @@ def _warn_gpu_mismatch(schedule: "Schedule", network: Any) -> None:
                       "to build", stacklevel=3)
 
 
+@notebook("name", "devices", "stages", "steps", "makespan_ps", frame="tasks")
 @dataclass(frozen=True)
 class Schedule:
     """A lowered schedule: the task graph, what each task is, and (after
