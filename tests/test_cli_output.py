@@ -104,3 +104,15 @@ def test_scenario_progress_in_a_log(tiny_progress):
     assert "\r" not in tiny_progress
     lines = [ln for ln in tiny_progress.splitlines() if ln.startswith("simulating:")]
     assert 2 <= len(lines) and "(100%)" in lines[-1]
+
+
+def test_unwritable_figure_path_fails_before_simulating(tmp_path):
+    base = ["switch", "--ports", "4", "--load", "0.2", "--cycles", "200", "--warmup", "10"]
+    for bad, why in ((tmp_path / "missing" / "c.png", "does not exist"), (tmp_path, "is a directory"),
+                     (tmp_path / "c.xyz", "extension")):
+        r = CliRunner().invoke(cli, base + ["--plot", str(bad)])
+        assert r.exit_code == 2 and why in r.output, r.output
+    # a file in the way of the folder
+    (tmp_path / "f").write_text("")
+    r = CliRunner().invoke(cli, base + ["--plot", str(tmp_path / "f" / "c.png")])
+    assert r.exit_code == 2 and "plot" in r.output

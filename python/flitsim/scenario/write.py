@@ -162,9 +162,18 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
                     lst.append(save(timeline(r.schedule, title=f"{case} / {r.label}: compute by {by}"),
                                     f"{cs}__{ls}__timeline", f"{case} / {r.label}: timeline per GPU, compute coloured by {by}"))
                 if want["utilization"]:
-                    if r.fabric:
-                        fig = link_heatmap(r.fabric["links"], title=f"{case} / {r.label}: link utilization (fabric)")
+                    lk = r.fabric["links"] if r.fabric else None
+                    used = lk[lk.utilization > 0].utilization if lk is not None else None
+                    if used is not None and len(used) and used.max() - used.min() > 0.05 * used.max():
+                        fig = link_heatmap(lk, title=f"{case} / {r.label}: link utilization (fabric)")
                         cap = f"{case} / {r.label}: link utilization per GPU port (busy / makespan, autoscaled)"
+                    elif used is not None and len(used):
+                        # every used port equally busy (even spraying): a port map would be one colour;
+                        # show when the communication happens instead, with the measured level in the title
+                        fig = link_heatmap(None, r.schedule, title=f"{case} / {r.label}: comm occupancy over time "
+                                           f"(ports evenly loaded, {used.mean():.1%} busy on average, measured)")
+                        cap = (f"{case} / {r.label}: communication-stream occupancy over time; the fabric's "
+                               f"{len(used)} used ports were each {used.mean():.1%} busy over the run")
                     else:
                         fig = link_heatmap(None, r.schedule, title=f"{case} / {r.label}: comm occupancy")
                         cap = f"{case} / {r.label}: communication-stream occupancy over time (autoscaled)"
