@@ -116,3 +116,23 @@ def test_unwritable_figure_path_fails_before_simulating(tmp_path):
     (tmp_path / "f").write_text("")
     r = CliRunner().invoke(cli, base + ["--plot", str(tmp_path / "f" / "c.png")])
     assert r.exit_code == 2 and "plot" in r.output
+
+
+def _commands(group, prefix=()):
+    import click
+
+    for name, cmd in group.commands.items():
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, prefix + (name,))
+        else:
+            yield prefix + (name,), cmd
+
+
+def test_every_command_with_json_output_takes_format():
+    # a command that prints a table (it has --json for scripts) must take --format too
+    missing = []
+    for path, cmd in _commands(cli):
+        opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
+        if "--json" in opts and "--format" not in opts:
+            missing.append(" ".join(path))
+    assert not missing, f"add format_option() (flitsim.cli._common) and print with flitsim.cli._table.Printer: {missing}"

@@ -229,14 +229,20 @@ def _run_headline(r: Any, best_s: float) -> str:
 
 def _scorecard_pivot(cards: Any) -> Any:
     """One row per figure, one column per schedule ('value [verdict]'), the
-    meaning once: the per-case scorecard without repeated text."""
+    meaning once: the per-case scorecard without repeated text. Uses a ``text``
+    column when the scorecard has one (else ``value``, with ``unit`` when numeric)
+    and shows ``threshold`` when present."""
     if cards is None or not len(cards):
         return cards
     rows = []
     for (grp, fig), g in cards.groupby(["group", "figure"], sort=False):
         row = {"group": grp, "figure": fig}
-        for r in g.itertuples():
-            row[str(r.schedule)] = f"{r.value} [{r.verdict}]"
+        for r in g.to_dict(orient="records"):
+            # text first (the value with its context); a numeric value with its unit otherwise
+            txt = r.get("text") if isinstance(r.get("text"), str) and r.get("text") else r.get("value")
+            if isinstance(txt, float) and r.get("unit"):
+                txt = f"{txt:.4g} {r['unit']}"
+            row[str(r["schedule"])] = f"{txt} [{r['verdict']}]"
         row["meaning"] = g["meaning"].iloc[0]
         if "threshold" in g.columns:
             row["threshold"] = g["threshold"].iloc[0]
