@@ -183,3 +183,23 @@ def test_trace_cap_below_one_in_a_scenario_fails_before_simulating(tmp_path):
     r = CliRunner().invoke(cli, ["run", str(sc), "--out", str(tmp_path / "o"), "--no-progress"])
     assert r.exit_code == 2 and "trace_max_tasks" in r.output
     assert not (tmp_path / "o").exists()
+
+
+def test_comm_activity_closed_form():
+    # 1 GB/s, no latency: a 1000 B all-reduce on 2 ranks moves busbw = 1000 B -> 1 us; a 3000 B
+    # all-gather on 3 ranks moves 2/3 x 3000 B -> 2 us after the 5 us transfer 3 -> 0 frees GPU 3
+    from flitsim.networks import AnalyticNetwork
+    from flitsim.report.activity import comm_activity
+    from flitsim.taskgraph import TaskGraphBuilder, execute
+
+    b = TaskGraphBuilder(4)
+    b.add_collective([0, 1], "all_reduce", 1000)
+    b.add_collective([1, 2, 3], "all_gather", 3000)
+    b.add_transfer(3, 0, 5000)
+    r = execute(b.build(), AnalyticNetwork(bandwidth_GBps=1.0, alpha_ps=0))
+    tx, rx = comm_activity(r.tasks, r.graph, r.makespan_ps, 1)
+    us = 1_000_000
+    assert tx.ravel().tolist() == [1 * us, 3 * us, 2 * us, 7 * us]  # GPU 3 sends the transfer too
+    assert rx.ravel().tolist() == [6 * us, 3 * us, 2 * us, 2 * us]  # GPU 0 receives it
+    tx2, _ = comm_activity(r.tasks, r.graph, r.makespan_ps, 7)  # 1 us bins: conserved
+    assert tx2.sum() == tx.sum()

@@ -147,16 +147,10 @@ def link_heatmap(links: "pd.DataFrame | None" = None, schedule: Any = None, *, b
         devs = list(schedule.devices)
         mk = max(run.makespan_ps, 1)
         edges = np.linspace(0, mk, bins + 1)
-        grid = np.zeros((len(devs), bins))
-        comm = t[t.kind != "compute"]
-        offs, mem = run.graph.columns["group_offsets"], run.graph.columns["group_members"]
-        for i, k, d, s, e in zip(comm.index, comm.kind, comm.device, comm.start_ps, comm.end_ps):
-            members = [d] if k == "transfer" else list(mem[offs[run.graph.columns["group"][i]]:
-                                                               offs[run.graph.columns["group"][i] + 1]])
-            ov = np.clip(np.minimum(edges[1:], e) - np.maximum(edges[:-1], s), 0, None)
-            for m in members:
-                if m in devs:
-                    grid[devs.index(m)] += ov
+        from flitsim.report.activity import comm_activity
+
+        tx, _ = comm_activity(t, run.graph, mk, bins)
+        grid = tx[devs]
         grid /= (edges[1] - edges[0])
         vmax = float(min(grid.max(), 1.0)) or 1.0
         im = ax.imshow(np.clip(grid, 0, 1), aspect="auto", cmap="viridis", vmin=0, vmax=vmax,

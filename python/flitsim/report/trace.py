@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from flitsim.errors import check_int
+from flitsim.report.activity import comm_activity
 
 __all__ = ["trace_events", "to_perfetto", "stable_name", "REQUIRED_KEYS", "MAX_TASKS", "MAX_FLOWS",
            "COUNTER_SAMPLES"]
@@ -92,31 +93,6 @@ def stable_name(label: str, kind: str) -> tuple[str, dict[str, int]]:
     return (".".join(name_parts) or kind), idx
 
 
-def _activity(t: Any, g: Any, ndev: int, mk: int, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per GPU and time bin: seconds of communication tasks sending from
-    (tx) and delivering to (rx) it, shape (ndev, bins) each."""
-    edges = np.linspace(0, mk, bins + 1)
-    tx = np.zeros((ndev, bins))
-    rx = np.zeros((ndev, bins))
-    kinds = t.kind.to_numpy()
-    dev, peer = t.device.to_numpy(), t.peer.to_numpy()
-    st, en = t.start_ps.to_numpy(), t.end_ps.to_numpy()
-    offs, mem, grp = g.columns["group_offsets"], g.columns["group_members"], g.columns["group"]
-    for i in np.nonzero(kinds != "compute")[0].tolist():
-        ov = np.clip(np.minimum(edges[1:], en[i]) - np.maximum(edges[:-1], st[i]), 0, None)
-        if not ov.any():
-            continue
-        if kinds[i] == "transfer":
-            if int(dev[i]) != int(peer[i]):
-                tx[int(dev[i])] += ov
-                rx[int(peer[i])] += ov
-        else:
-            for m in mem[offs[grp[i]]:offs[grp[i] + 1]].tolist():
-                tx[m] += ov
-                rx[m] += ov
-    return tx, rx
-
-
 def _counters(run: Any, pid0: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Counter events and their process metadata (fabric runs only)."""
     net = run.network
@@ -125,7 +101,7 @@ def _counters(run: Any, pid0: int) -> tuple[list[dict[str, Any]], list[dict[str,
     mk = max(int(run.makespan_ps), 1)
     g = run.graph
     bins = COUNTER_SAMPLES
-    tx, rx = _activity(run.tasks, g, g.devices, mk, bins)
+    tx, rx = comm_activity(run.tasks, g, mk, bins)
     ts = np.linspace(0, mk, bins + 1)[:-1] / 1e6
     ev: list[dict[str, Any]] = []
     tracks: list[tuple[float, int, str, np.ndarray, dict[str, float]]] = []

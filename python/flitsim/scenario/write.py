@@ -16,7 +16,7 @@ import pandas as pd
 
 from flitsim.errors import config_error
 from flitsim.report.metrics import llm_request_latencies
-from flitsim.report.plots import (figure_png_base64, latency_cdf, link_heatmap, relative_bars, stage_time_bars,
+from flitsim.report.plots import (latency_cdf, link_heatmap, relative_bars, stage_time_bars,
                                   timeline, timeline_colour)
 from flitsim.report.trace import to_perfetto
 
@@ -135,8 +135,13 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
         (out / "figures").mkdir(exist_ok=True)
 
         def save(fig: Any, name: str, caption: str) -> dict[str, str]:
-            fig.savefig(out / "figures" / f"{name}.png")
-            return {"id": f"fig-{name}", "caption": caption, "b64": figure_png_base64(fig),
+            import base64
+            import io
+
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png")  # drawn once: the file and the embedded copy are the same bytes
+            (out / "figures" / f"{name}.png").write_bytes(buf.getvalue())
+            return {"id": f"fig-{name}", "caption": caption, "b64": base64.b64encode(buf.getvalue()).decode("ascii"),
                     "file": f"figures/{name}.png"}
 
         map_section = _map_section(res, save)
