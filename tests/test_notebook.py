@@ -16,8 +16,11 @@ def test_quickstart_notebook_runs(monkeypatch):
     from nbclient import NotebookClient
 
     nb = nbformat.read(ROOT / "examples" / "quickstart.ipynb", as_version=4)
-    env_path = os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")])
-    monkeypatch.setenv("PYTHONPATH", env_path)  # the kernel imports this tree's flitsim, like the tests
+    import flitsim
+
+    # the kernel imports the flitsim these tests import (this tree's, or the installed one in CI)
+    here = str(Path(flitsim.__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
     outs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outs if o.get("output_type") == "error"]
