@@ -79,6 +79,10 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
     res.scorecards.to_parquet(out / "scorecard.parquet", index=False)
     res.scorecards.to_csv(out / "scorecard.csv", index=False)
     paths.update(summary=str(out / "summary.parquet"), scorecard=str(out / "scorecard.parquet"))
+    if getattr(res, "map", None) is not None:  # the map's tables and heatmap (flitsim.scenario.map.write_map)
+        write_map = _map_module().write_map
+        (out / "figures").mkdir(exist_ok=True)
+        paths.update(write_map(res.map, out, figures=res.scenario.output.figures, title=res.scenario.title))
     files: list[dict[str, str]] = [
         {"name": "summary.csv", "href": "summary.csv", "note": "one row per (case, schedule); also .parquet"},
         {"name": "scorecard.csv", "href": "scorecard.csv", "note": "every scorecard figure; also .parquet"},
@@ -124,7 +128,6 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
                         "note": "open at ui.perfetto.dev (gzip JSON)"})
     case_figs: dict[str, list[dict[str, str]]] = {}
     relative: list[dict[str, str]] = []
-    map_section = None
     by_case: dict[str, list[tuple[int, Any]]] = {}
     for i, r in enumerate(res.runs):
         by_case.setdefault(r.case, []).append((i, r))
@@ -144,7 +147,6 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
             return {"id": f"fig-{name}", "caption": caption, "b64": base64.b64encode(buf.getvalue()).decode("ascii"),
                     "file": f"figures/{name}.png"}
 
-        map_section = _map_section(res, save)
         for case, irs in by_case.items():
             rs = [r for _, r in irs]
             cs = _slug(case)
@@ -199,6 +201,7 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
                 lst.append(save(latency_cdf(samples, xlabel="prefill latency (ms)",
                                             title=f"{case}: prefill latency over representative lengths"),
                                 f"{cs}__prefill_cdf", f"{case}: prefill latency CDF"))
+    map_section = _map_section(res, paths)
     page = html_report(res, case_figs, relative=relative, files=files, run_files=run_files, map_section=map_section)
     (out / "report.html").write_text(page, encoding="utf-8")
     paths["html"] = str(out / "report.html")
@@ -213,18 +216,36 @@ MIN_CDF_POINTS = 5
 representative lengths are a table, not a distribution)."""
 
 
-def _map_section(res: "ScenarioResult", save: Any) -> dict[str, Any] | None:
-    """The map section when :mod:`flitsim.report.map_plot` provides
-    ``map_figure(result) -> Figure | None`` (the map heatmap); else None."""
-    try:
-        from flitsim.report import map_plot  # type: ignore[attr-defined]
-    except ImportError:
+def _map_module() -> Any:
+    """flitsim.scenario.map (the PMF map's writer), imported only when a result
+    has a map: by name, because a build without the map feature lacks the module."""
+    import importlib
+
+    return importlib.import_module("flitsim.scenario.map")
+
+
+def _map_section(res: "ScenarioResult", paths: dict[str, str]) -> dict[str, Any] | None:
+    """The map section: the heatmap the map writer saved (``paths["map_png"]``,
+    :func:`flitsim.scenario.map.write_map`), the cell table and the published
+    checks, when the result has a map (``res.map``); else None."""
+    m = getattr(res, "map", None)
+    if m is None:
         return None
-    make = getattr(map_plot, "map_figure", None)
-    fig = make(res) if make is not None else None
-    if fig is None:
-        return None
-    return {"figures": [save(fig, "map", "the map: verdict per cell")]}
+    import base64
+
+    from flitsim.report.html import table_html
+
+    figs = []
+    if "map_png" in paths:
+        figs.append({"id": "fig-map", "caption": "the PMF map: one cell per (workload, fabric)",
+                     "b64": base64.b64encode(Path(paths["map_png"]).read_bytes()).decode("ascii"),
+                     "file": "figures/map.png"})
+    t = m.table()
+    html = table_html(t, verdict_col="verdict")
+    ref = getattr(m, "reference", None)
+    if ref is not None and len(ref):
+        html += "<h3>Published measurements vs the map</h3>" + table_html(ref, verdict_col=None)
+    return {"figures": figs, "html": html}
 
 
 def _run_headline(r: Any, best_s: float) -> str:
@@ -410,4 +431,6 @@ def scenario_json(res: "ScenarioResult") -> dict[str, Any]:
            "llm_latency": {f"{r.case} / {r.label}": r.llm_latency.reset_index().to_dict(orient="records")
                            for r in res.runs if r.llm_latency is not None},
            "dit_latency": {f"{r.case} / {r.label}": r.dit for r in res.runs if r.dit}}
+    if getattr(res, "map", None) is not None:
+        out["map"] = _map_module().map_json(res.map)
     return clean(json.loads(json.dumps(out, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))))
