@@ -203,3 +203,27 @@ def test_comm_activity_closed_form():
     assert rx.ravel().tolist() == [6 * us, 3 * us, 2 * us, 2 * us]  # GPU 0 receives it
     tx2, _ = comm_activity(r.tasks, r.graph, r.makespan_ps, 7)  # 1 us bins: conserved
     assert tx2.sum() == tx.sum()
+
+
+def test_map_section_slots_in_first(tiny_result, tmp_path):
+    # the hook the map writer fills: res.map (table(), reference) + figures/map.png
+    import copy
+
+    from matplotlib.figure import Figure
+
+    from flitsim.scenario.write import _map_section, html_report
+
+    png = tmp_path / "map.png"
+    fig = Figure(figsize=(2, 2))
+    fig.add_subplot().imshow([[0, 1], [1, 0]])
+    fig.savefig(png)
+    res = copy.copy(tiny_result)
+    res.map = SimpleNamespace(table=lambda: pd.DataFrame({"workload": ["w"], "fabric": ["f"], "verdict": ["fits"]}),
+                              reference=None)
+    sec = _map_section(res, {"map_png": str(png)})
+    page = html_report(res, {}, map_section=sec)
+    p = _Page()
+    p.feed(page)
+    assert p.order[:2] == ["answer", "map"] and "#map" in p.hrefs
+    assert "fig-map" in p.ids and "class='v good'" in page
+    assert _map_section(tiny_result, {}) is None  # no map: no section
