@@ -88,12 +88,17 @@ def test_provenance_block(tiny_report, tiny_result):
 def test_figures_only_where_they_carry_information(tiny_report, tiny_result):
     out, _ = tiny_report
     figs = {p.name for p in (out / "figures").glob("*.png")}
-    for r in tiny_result.runs:
-        comm = r.metrics["comm_bytes"] > 0
-        slug = re.sub(r"[^A-Za-z0-9]+", "-", r.label).strip("-").lower()
-        has_util = any(f.endswith(f"__{slug}__links.png") and f.startswith(
-            re.sub(r"[^A-Za-z0-9]+", "-", r.case).strip("-").lower()) for f in figs)
-        assert has_util == comm, (r.case, r.label)
+
+    def slug(x):
+        return re.sub(r"[^A-Za-z0-9]+", "-", x).strip("-").lower()
+
+    for case in {r.case for r in tiny_result.runs}:
+        rs = [r for r in tiny_result.runs if r.case == case]
+        talks = [r for r in rs if r.fabric and r.fabric["link_utilization_max"] > 0]
+        assert (f"{slug(case)}__utilization.png" in figs) == bool(talks)  # utilization only for runs that communicate
+        for r in rs:
+            has_tl = f"{slug(case)}__{slug(r.label)}__timeline.png" in figs
+            assert has_tl == (r.stages >= 2 or r.name == "decode"), (case, r.label)
     # a prefill run at 2 representative lengths gets no 2-point "CDF"
     assert not any(f.endswith("__prefill_cdf.png") for f in figs)
 
@@ -101,12 +106,23 @@ def test_figures_only_where_they_carry_information(tiny_report, tiny_result):
 def test_figure_gate_skips_silent_runs():
     from flitsim.scenario.write import _figures_wanted
 
-    quiet = SimpleNamespace(metrics={"comm_bytes": 0.0}, fabric=None, stages=1, name="tensor_parallel",
-                            schedule=SimpleNamespace(steps=1))
-    assert _figures_wanted(quiet) == {"timeline": False, "utilization": False}
-    idle_fabric = SimpleNamespace(metrics={"comm_bytes": 1e6}, fabric={"link_utilization_max": 0.0}, stages=4,
-                                  name="terapipe", schedule=SimpleNamespace(steps=1))
-    assert _figures_wanted(idle_fabric) == {"timeline": True, "utilization": False}
+    quiet = SimpleNamespace(metrics={"comm_bytes": 0.0}, fabric=None, stages=1, name="tensor_parallel")
+    assert _figures_wanted(quiet) == {"timeline": False, "ports": False, "occupancy": False}
+    even = pd.DataFrame({"utilization": [0.2, 0.2, 0.0]})
+    sprayed = SimpleNamespace(metrics={"comm_bytes": 1e6}, fabric={"links": even}, stages=4, name="terapipe")
+    assert _figures_wanted(sprayed) == {"timeline": True, "ports": False, "occupancy": False}
+    uneven = SimpleNamespace(metrics={"comm_bytes": 1e6}, fabric={"links": pd.DataFrame({"utilization": [0.2, 0.1]})},
+                             stages=1, name="tensor_parallel")
+    assert _figures_wanted(uneven)["ports"] is True
+    analytic = SimpleNamespace(metrics={"comm_bytes": 1e6}, fabric=None, stages=1, name="ulysses")
+    assert _figures_wanted(analytic)["occupancy"] is True
+
+
+def test_utilization_bars_autoscale():
+    from flitsim.report.plots import utilization_bars
+
+    fig = utilization_bars({"a": (0.007, 0.014), "b": (0.001, 0.002)})
+    assert fig.axes[0].get_xlim()[1] == pytest.approx(1.4 * 1.25)  # percent, to just past the largest
 
 
 def test_utilization_axis_is_autoscaled():

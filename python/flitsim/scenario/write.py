@@ -17,7 +17,7 @@ import pandas as pd
 from flitsim.errors import config_error
 from flitsim.report.metrics import llm_request_latencies
 from flitsim.report.plots import (latency_cdf, link_heatmap, relative_bars, stage_time_bars,
-                                  timeline, timeline_colour)
+                                  timeline, timeline_colour, utilization_bars)
 from flitsim.report.trace import to_perfetto
 
 if TYPE_CHECKING:  # result.py imports this module; the type is only named here
@@ -52,15 +52,18 @@ def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
 
 def _figures_wanted(r: Any) -> dict[str, bool]:
     """Which per-run figures carry information: a timeline for pipelines and
-    multi-step runs; utilization only for a run that communicates."""
+    decode (a non-pipelined run's GPUs all do the same thing); a port map
+    only for a fabric run whose used ports differ (evenly sprayed ports are one
+    number, shown in the case's utilization bars); an occupancy-over-time
+    plot for a communicating run on the analytic network (no port statistics)."""
     comm = float(r.metrics.get("comm_bytes", 0.0) or 0.0) > 0
-    util = False
+    ports = False
     if comm and r.fabric:
-        util = float(r.fabric.get("link_utilization_max", 0.0)) > 0
-    elif comm:
-        util = True
-    return {"timeline": r.stages >= 2 or r.name == "decode" or int(getattr(r.schedule, "steps", 1)) > 1,
-            "utilization": util}
+        lk = r.fabric["links"]
+        used = lk[lk.utilization > 0].utilization
+        ports = bool(len(used)) and float(used.max() - used.min()) > 0.05 * float(used.max())
+    return {"timeline": r.stages >= 2 or r.name == "decode", "ports": ports,
+            "occupancy": comm and not r.fabric}
 
 
 def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict[str, str]:
@@ -166,25 +169,22 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
                 ls = _slug(r.label)
                 if want["timeline"]:
                     by = timeline_colour(r.schedule)
-                    lst.append(save(timeline(r.schedule, title=f"{case} / {r.label}: compute by {by}"),
+                    lst.append(save(timeline(r.schedule, title=f"{case} / {r.label}: compute by {by}", max_tasks=8000),
                                     f"{cs}__{ls}__timeline", f"{case} / {r.label}: timeline per GPU, compute coloured by {by}"))
-                if want["utilization"]:
-                    lk = r.fabric["links"] if r.fabric else None
-                    used = lk[lk.utilization > 0].utilization if lk is not None else None
-                    if used is not None and len(used) and used.max() - used.min() > 0.05 * used.max():
-                        fig = link_heatmap(lk, title=f"{case} / {r.label}: link utilization (fabric)")
-                        cap = f"{case} / {r.label}: link utilization per GPU port (busy / makespan, autoscaled)"
-                    elif used is not None and len(used):
-                        # every used port equally busy (even spraying): a port map would be one colour;
-                        # show when the communication happens instead, with the measured level in the title
-                        fig = link_heatmap(None, r.schedule, title=f"{case} / {r.label}: comm occupancy over time "
-                                           f"(ports evenly loaded, {used.mean():.1%} busy on average, measured)")
-                        cap = (f"{case} / {r.label}: communication-stream occupancy over time; the fabric's "
-                               f"{len(used)} used ports were each {used.mean():.1%} busy over the run")
-                    else:
-                        fig = link_heatmap(None, r.schedule, title=f"{case} / {r.label}: comm occupancy")
-                        cap = f"{case} / {r.label}: communication-stream occupancy over time (autoscaled)"
-                    lst.append(save(fig, f"{cs}__{ls}__links", cap))
+                if want["ports"]:
+                    lst.append(save(link_heatmap(r.fabric["links"], title=f"{case} / {r.label}: link utilization (fabric)"),
+                                    f"{cs}__{ls}__links",
+                                    f"{case} / {r.label}: link utilization per GPU port (busy / makespan, autoscaled)"))
+                if want["occupancy"]:
+                    lst.append(save(link_heatmap(None, r.schedule, title=f"{case} / {r.label}: comm occupancy"),
+                                    f"{cs}__{ls}__occupancy",
+                                    f"{case} / {r.label}: communication-stream occupancy over time (autoscaled)"))
+            util = {r.label: (r.fabric["link_utilization_mean_used"], r.fabric["link_utilization_max"]) for r in rs
+                    if r.fabric and r.fabric.get("link_utilization_max", 0.0) > 0}
+            if util:
+                lst.insert(0, save(utilization_bars(util, title=f"{case}: measured link utilization (runs that communicate)"),
+                                   f"{cs}__utilization", f"{case}: link utilization per schedule, mean of the used GPU "
+                                   "ports and the busiest one (busy / makespan, measured by the fabric, autoscaled)"))
             dec = [r for r in rs if r.token_times is not None]
             if dec:
                 samples = {}
