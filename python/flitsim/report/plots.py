@@ -181,7 +181,7 @@ def utilization_bars(util: Mapping[str, tuple[float, float]], *, title: str = "l
     ax.set_xlim(0, (mx.max() if len(mx) else 1) * 1.25 or 1)
     ax.set_xlabel("utilization (%), busy / makespan")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return fig
 
 

@@ -50,6 +50,12 @@ def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     return out
 
 
+PORT_SPREAD = 0.25
+"""A per-port map is drawn when a run's busiest used port is this much (share of
+its utilization) busier than its idlest: a real imbalance (a hot port, a dead
+plane), not the last packet's remainder."""
+
+
 def _figures_wanted(r: Any) -> dict[str, bool]:
     """Which per-run figures carry information: a timeline for pipelines and
     decode (a non-pipelined run's GPUs all do the same thing); a port map
@@ -61,7 +67,7 @@ def _figures_wanted(r: Any) -> dict[str, bool]:
     if comm and r.fabric:
         lk = r.fabric["links"]
         used = lk[lk.utilization > 0].utilization
-        ports = bool(len(used)) and float(used.max() - used.min()) > 0.05 * float(used.max())
+        ports = bool(len(used)) and float(used.max() - used.min()) > PORT_SPREAD * float(used.max())
     return {"timeline": r.stages >= 2 or r.name == "decode", "ports": ports,
             "occupancy": comm and not r.fabric}
 
