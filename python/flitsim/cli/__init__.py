@@ -18,6 +18,7 @@ from flitsim.cli.workload_cmd import workload_cmd
 from flitsim.cli.switch_cmd import switch_cmd
 from flitsim.cli.run_cmd import run_cmd
 from flitsim.cli.sweep_cmd import sweep_cmd
+from flitsim.cli.validate_cmd import validate_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -37,6 +38,7 @@ cli.add_command(calibrate_cmd)
 cli.add_command(profile_cmd)
 cli.add_command(ber_cmd)
 cli.add_command(presets_cmd)
+cli.add_command(validate_cmd)
 
 
 def main() -> None:
