@@ -24,6 +24,19 @@ def docstring_sources(fn: Callable[..., Any]) -> str:
     return " ".join(m.group(1).split()) if m else ""
 
 
+def _sources_or_pointer(fn: Callable[..., Any]) -> str:
+    """The builder's "Sources:" paragraph; else its docstring (which names its
+    sources inline); else where its module documents them."""
+    src = docstring_sources(fn)
+    if src:
+        return src
+    doc = _first_line(fn)
+    if doc:
+        return f"as its docstring states: {doc}"
+    mod = inspect.getmodule(fn)
+    return f"the {mod.__name__} module docstring (each constant's source)" if mod is not None else ""
+
+
 def _first_line(fn: Callable[..., Any]) -> str:
     doc = inspect.getdoc(fn) or ""
     para = doc.split("\n\n")[0]
@@ -73,12 +86,14 @@ def preset_catalog() -> "Any":
             src = "; ".join(sys_p().sources) if callable(sys_p) else "; ".join(sys_p.sources)
         if not src:
             src = next((bullets[n] for n in names if n in bullets), "")
+        if not src:
+            src = _sources_or_pointer(fn)
         gpu = fabric_gpu(spec) or "?"
         rows.append({"kind": "fabric", "name": names[0], "aliases": ", ".join(names[1:]),
                      "what": f"{spec.gpus} GPUs ({gpu}); {_first_line(fn)}", "sources": src or "(none stated)"})
     for names, fn in _group(LINK_PRESETS):
-        rows.append({"kind": "link", "name": names[0], "aliases": ", ".join(names[1:]), "what": _first_line(fn),
-                     "sources": docstring_sources(fn) or "(none stated)"})
+        rows.append({"kind": "link", "name": names[0], "aliases": ", ".join(names[1:]),
+                     "what": _first_line(fn) or names[0], "sources": _sources_or_pointer(fn) or "(none stated)"})
     for names, fn in _group(GPU_PRESETS):
         g = fn()
         src = "; ".join(g.sources)
