@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from flitsim._notebook import notebook
 from flitsim.errors import ConfigError
 from flitsim.nccl_log import NcclLog, parse
 
@@ -39,6 +40,7 @@ _SMALL = 4 << 20
 _LARGE = 64 << 20
 
 
+@notebook("fabric", "mape_pct", "params")
 @dataclass(frozen=True)
 class Calibration:
     """Outcome of :func:`fit`.

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from flitsim._notebook import notebook
 from flitsim import _core
 from flitsim.errors import ConfigError, check_int
 from flitsim.hardware.fabric import FabricSpec, as_fabric
@@ -91,6 +92,16 @@ def _op(op: str) -> str:
     return k
 
 
+def _per_gpu_frame(r: "CollectiveResult") -> "pd.DataFrame":
+    """Per fabric GPU: bytes the lowering sent / received and the bytes its links carried."""
+    import pandas as pd
+
+    return pd.DataFrame({"gpu": np.arange(len(r.bytes_sent)), "bytes_sent": r.bytes_sent,
+                         "bytes_received": r.bytes_received, "link_bytes_sent": r.link_bytes_sent,
+                         "link_bytes_received": r.link_bytes_received})
+
+
+@notebook("op", "n", "nbytes", "time_us", "busbw_GBps", "algorithm", "protocol", frame=_per_gpu_frame)
 @dataclass(frozen=True)
 class CollectiveResult:
     """One collective.
@@ -330,17 +341,17 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
     while s <= hi:
         sizes.append(s)
         s *= stepfactor
-    it: Any = sizes
+    bar: Any = None
     if progress:
-        try:
-            from tqdm.auto import tqdm
-            it = tqdm(sizes, desc=f"{op} on {fab.name}")
-        except ImportError:
-            pass
+        from flitsim._progress import progress_bar
+
+        bar = progress_bar(len(sizes), f"{op} on {fab.name}", "size")
     if not any(s // unit for s in sizes):
         raise ConfigError(f"sizes = {lo}..{hi} bytes: every size is below one unit of {unit} bytes "
                           f"({dtype} x ranks for {op}); raise maxbytes")
-    for s in it:
+    for s in sizes:
+        if bar is not None:
+            bar.update(1)
         size = (s // unit) * unit
         if size == 0:
             continue
@@ -352,4 +363,6 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
                      "root": kwargs.get("root", 0) if op in ("broadcast", "reduce") else -1,
                      "time_us": r.time_us, "algbw_GBps": r.algbw_GBps, "busbw_GBps": r.busbw_GBps,
                      "algorithm": r.algorithm, "protocol": r.protocol, "wall_s": wall})
+    if bar is not None:
+        bar.close()
     return pd.DataFrame(rows)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from flitsim._notebook import notebook
 from flitsim.errors import ConfigError
 from flitsim.hardware.link_spec import LinkSpec
 from flitsim.hardware.links import LINK_PRESETS, link_preset
@@ -43,6 +44,7 @@ class LedgerRow:
     derivation: str
 
 
+@notebook("name", "rows", "notes")
 @dataclass(frozen=True)
 class Ledger:
     """The ledger of one link or system: ``rows`` in chain order, plus notes."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from flitsim._notebook import notebook
 from flitsim import _core
 from flitsim.errors import ConfigError, check_int
 from flitsim.hardware.link_spec import LinkSpec
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+@notebook("throughput_GBps", "completion_ps", "packets", "credit_wait_ps")
 @dataclass(frozen=True)
 class LinkTransferResult:
     """Outcome of :func:`link_transfer`.

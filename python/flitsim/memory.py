@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from flitsim._notebook import notebook
 from flitsim.errors import config_error
 from flitsim.models.config import ModelConfig, dtype_bytes
 from flitsim.models.cost import param_count
@@ -257,6 +258,7 @@ def _comm_timeline(schedule: Any) -> np.ndarray:
     return peak
 
 
+@notebook("gpu", "status", "peak_bytes", "capacity_bytes", frame="table")
 @dataclass(frozen=True)
 class Footprint:
     """Per-device memory of a schedule.

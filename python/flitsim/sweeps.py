@@ -165,7 +165,7 @@ def sweep(target: Callable[..., Mapping[str, Any]] | str, grid: Any, executor: A
         out: Parquet path for streaming results and resuming (None: not written).
         workers: processes of the default pool (default: CPU count; 1 runs
             in this process).
-        progress: tqdm progress bar on stderr.
+        progress: progress on stderr (a bar on a terminal, periodic lines otherwise).
         fixed: keyword arguments passed to every point (like a sweep file's
             ``[fixed]`` table); a grid parameter of the same name wins.
 
@@ -198,9 +198,9 @@ def sweep(target: Callable[..., Mapping[str, Any]] | str, grid: Any, executor: A
     todo = list(dict.fromkeys(todo))
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from flitsim._progress import progress_bar
 
-        bar = tqdm(total=len(pts), initial=len(pts) - len(todo), desc="sweep", unit="pt", file=sys.stderr)
+        bar = progress_bar(len(pts), "sweep", "pt", sys.stderr, initial=len(pts) - len(todo))
     tgt: Any = target if callable(target) else str(target)
     meta = json.dumps({"target": tname}).encode()
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Sequence
 import numpy as np
 from pydantic import Field
 
+from flitsim._notebook import notebook
 from flitsim import _core
 from flitsim._spec import Spec
 from flitsim.errors import ConfigError, check_int
@@ -143,6 +144,7 @@ def _hist(d: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in d.items()}
 
 
+@notebook("ports", "offered_load", "accepted_throughput", "delivered_flits", "source_dropped_packets")
 @dataclass(frozen=True)
 class SwitchRunResult:
     """Outcome of :func:`run` over the measurement window.
@@ -314,6 +316,7 @@ def run(switch: SwitchSpec | None = None, traffic: TrafficSpec | None = None, *,
     )
 
 
+@notebook("throughput")
 @dataclass(frozen=True)
 class SaturationResult:
     """Outcome of :func:`saturation`.
@@ -354,6 +357,7 @@ def saturation(switch: SwitchSpec | None = None, traffic: TrafficSpec | None = N
     return SaturationResult(throughput=r.accepted_throughput, run=r)
 
 
+@notebook("runs")
 @dataclass(frozen=True)
 class LatencyCurve:
     """Latency versus offered load (:func:`latency_curve`).

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import numpy as np
 
+from flitsim._notebook import notebook
 from flitsim import _core
 from flitsim.errors import ConfigError, check_int
 from flitsim.networks import AnalyticNetwork, FabricNetwork, IdealNetwork, resolve_network
@@ -200,6 +201,7 @@ class TaskGraph:
         return int(c["bytes"][c["kind"] == 1].sum())
 
 
+@notebook("makespan_ps", "events", "tasks", frame="tasks")
 @dataclass(frozen=True)
 class TaskGraphRun:
     """Outcome of :func:`execute`.

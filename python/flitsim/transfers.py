@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
+from flitsim._notebook import notebook
 from flitsim import _core
 from flitsim.errors import ConfigError
 from flitsim.hardware.fabric import FabricSpec, as_fabric
@@ -50,6 +51,7 @@ def warn_fidelity(reason: str) -> None:
         warnings.warn(reason[len("warning: "):], FidelityWarning, stacklevel=3)
 
 
+@notebook("makespan_ps", "packets", "fidelity", "folded_planes", frame="transfers")
 @dataclass(frozen=True)
 class TransferResult:
     """Outcome of :func:`transfers`.

@@ -1,5 +1,6 @@
 """The ``flitsim`` command: a thin shell over the Python API. Every subcommand
-prints a human table by default and JSON with ``--json``."""
+prints a human table by default (boxed on a terminal, plain aligned text when
+piped), ``--format text|markdown|csv|json`` to choose, and JSON with ``--json``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from flitsim.cli.ber_cmd import ber_cmd
 from flitsim.cli.ledger_cmd import ledger_cmd
 from flitsim.cli.link_cmd import link_cmd
 from flitsim.cli.nccl_cmd import nccl_cmd
+from flitsim.cli.presets_cmd import presets_cmd
 from flitsim.cli.profile_cmd import profile_cmd
 from flitsim.cli.workload_cmd import workload_cmd
 from flitsim.cli.switch_cmd import switch_cmd
@@ -38,6 +40,7 @@ cli.add_command(calibrate_cmd)
 cli.add_command(profile_cmd)
 cli.add_command(ber_cmd)
 cli.add_command(serve_cmd)
+cli.add_command(presets_cmd)
 cli.add_command(route_cmd)
 cli.add_command(validate_cmd)
 

@@ -87,7 +87,23 @@ def check_plot_path(path: str) -> None:
     import os
 
     check_out_dir("plot", path)
+    d = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ConfigError(f"plot = {path!r}: is a directory; give a file name such as {os.path.join(path, 'plot.png')!r}")
+    if not os.access(d, os.W_OK):
+        raise ConfigError(f"plot = {path!r}: directory {d!r} is not writable")
     ext = os.path.splitext(path)[1].lstrip(".").lower()
     ok = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
     if ext not in ok:
         raise ConfigError(f"plot = {path!r}: the file extension must be one of {list(ok)}")
+
+
+def format_option(extra: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """``--format text|markdown|csv|json`` (plus ``extra`` choices): default
+    rich on a terminal, plain aligned text when stdout is piped. An unknown
+    value is a usage error before anything runs (click.Choice)."""
+    from flitsim.cli._table import FORMATS
+
+    return click.option("--format", "fmt", type=click.Choice(list(FORMATS) + list(extra)), default=None,
+                        help="Output format (default: a boxed table on a terminal, plain aligned text "
+                             "when piped). json = --json.")

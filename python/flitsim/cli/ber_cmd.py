@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
-from rich.table import Table
+from flitsim.cli._table import Printer, Table
 
-from flitsim.cli._common import ByteSize, echo_json, friendly_errors
+from flitsim.cli._common import ByteSize, echo_json, friendly_errors, format_option
 from flitsim.errors import ConfigError
 from flitsim.faults import goodput_vs_ber
 
@@ -30,16 +29,17 @@ def _bers(text: str) -> list[float]:
 @click.option("--nak-return-ps", type=int, default=None,
               help="NAK return time, ps (default: link latency + one flit, assumed).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@format_option()
 @friendly_errors
 def ber_cmd(preset: str, ber_list: str, total_bytes: int, payload_bytes: int, seed: int,
-            nak_return_ps: int | None, as_json: bool) -> None:
+            nak_return_ps: int | None, as_json: bool, fmt: str | None) -> None:
     """Goodput vs BER of a PRESET link (nvlink3/4/5): FEC codeword outcomes
     (binomial closed form), sampled replays, simulated goodput and the
     go-back-N closed form (1-P)/(1+(R/S-1)P)."""
     extra = {} if nak_return_ps is None else {"nak_return_ps": nak_return_ps}
     df = goodput_vs_ber(preset, _bers(ber_list), total_bytes=total_bytes, payload_bytes=payload_bytes,
                         seed=seed, **extra)
-    if as_json:
+    if as_json or fmt == "json":
         echo_json(df.to_dict(orient="records"))
         return
     t = Table(title=f"Goodput vs BER: {preset}, {total_bytes:,} B in {payload_bytes} B packets, seed {seed}")
@@ -50,4 +50,4 @@ def ber_cmd(preset: str, ber_list: str, total_bytes: int, payload_bytes: int, se
         t.add_row(f"{r.ber:.2e}", f"{r.codeword_corrected_prob:.4f}", f"{r.codeword_uncorrectable_prob:.3e}",
                   f"{r.packet_error_prob:.3e}", f"{r.replays:,}", f"{r.goodput_GBps:.3f}", f"{r.goodput_ratio:.4f}",
                   f"{r.closed_form_ratio:.4f}", f"{r.p99_latency_ns:.1f}")
-    Console().print(t)
+    Printer(fmt).print(t)

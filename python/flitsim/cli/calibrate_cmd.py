@@ -4,10 +4,9 @@ parameters of a fabric to measured nccl-tests logs and write a parameter file.""
 from __future__ import annotations
 
 import click
-from rich.console import Console
-from rich.table import Table
+from flitsim.cli._table import Printer, Table
 
-from flitsim.cli._common import check_out_dir, echo_json, friendly_errors
+from flitsim.cli._common import check_out_dir, echo_json, friendly_errors, format_option
 
 
 @click.group("calibrate")
@@ -27,9 +26,10 @@ def calibrate_cmd() -> None:
 @click.option("-o", "--out", "out", default=None, type=click.Path(dir_okay=False),
               help="Write the parameter file here (TOML).")
 @click.option("--json", "as_json", is_flag=True, help="Print parameters and residuals as JSON.")
+@format_option()
 @friendly_errors
 def calibrate_nccl(logs: tuple[str, ...], fabric: str, op: str | None, placement: str, fit_names: str,
-                   max_bytes: str, out: str | None, as_json: bool) -> None:
+                   max_bytes: str, out: str | None, as_json: bool, fmt: str | None) -> None:
     """Read nccl-tests text output (both placement columns, #wrong, the
     average line), fit the non-public parameters on FABRIC, print residuals
     per size and write a parameter file for collective(), nccl_tests(),
@@ -41,10 +41,10 @@ def calibrate_nccl(logs: tuple[str, ...], fabric: str, op: str | None, placement
         check_out_dir("out", out)  # before minutes of fitting
     names = [x.strip() for x in fit_names.split(",") if x.strip()]
     cal = fit(list(logs), fabric, op=op, placement=placement, fit_params=names, max_bytes=parse_size(max_bytes),
-              progress=None if as_json else (lambda m: click.echo(f"# {m}", err=True)))
+              progress=None if as_json or fmt == "json" else (lambda m: click.echo(f"# {m}", err=True)))
     if out:
         cal.write(out)
-    if as_json:
+    if as_json or fmt == "json":
         echo_json({"fabric": cal.fabric, "params": cal.params, "mape_pct": cal.mape_pct, "residuals": cal.residuals})
         return
     t = Table(title=f"nccl-tests logs vs flitsim on {cal.fabric} (MAPE {cal.mape_pct:.1f} % over fitted rows)")
@@ -54,6 +54,6 @@ def calibrate_nccl(logs: tuple[str, ...], fabric: str, op: str | None, placement
         t.add_row(f"{r['log']}:{r['line']}", str(r["size"]), f"{r['measured_us']:.2f}", f"{r['simulated_us']:.2f}",
                   f"{r['error_pct']:+.1f} %" + ("" if r["used"] else " (not fitted)"),
                   f"{r['algorithm']}/{r['protocol']}")
-    Console().print(t)
-    Console().print("fitted: " + ", ".join(f"{k} = {v:.6g}" for k, v in cal.params.items())
+    Printer(fmt).print(t)
+    Printer(fmt).print("fitted: " + ", ".join(f"{k} = {v:.6g}" for k, v in cal.params.items())
                     + (f"; written to {out}" if out else ""))

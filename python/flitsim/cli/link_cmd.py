@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
-from rich.table import Table
+from flitsim.cli._table import Printer, Table
 
-from flitsim.cli._common import ByteSize, echo_json, friendly_errors
+from flitsim.cli._common import ByteSize, echo_json, friendly_errors, format_option
 from flitsim.hardware import ReplaySpec, link_preset
 from flitsim.linklab import link_transfer
 
@@ -24,9 +23,10 @@ from flitsim.linklab import link_transfer
               help="Raw (pre-FEC) bit error rate: FEC + link-level retry (go-back-N) on; see `flitsim ber`.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Error-sampling seed (with --ber).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@format_option()
 @friendly_errors
 def link_cmd(preset: str, total_bytes: int, payload_bytes: int, credits: int | None,
-             credit_return_ps: int | None, vcs: int | None, ber: float | None, seed: int, as_json: bool) -> None:
+             credit_return_ps: int | None, vcs: int | None, ber: float | None, seed: int, as_json: bool, fmt: str | None) -> None:
     """Move --bytes over one direction of a PRESET link (nvlink3/4/5) and report
     throughput, per-packet latency and credit exhaustion."""
     spec = link_preset(preset)
@@ -34,10 +34,10 @@ def link_cmd(preset: str, total_bytes: int, payload_bytes: int, credits: int | N
     r = link_transfer(link, total_bytes, payload_bytes, credits_per_vc_flits=credits,  # type: ignore[arg-type]
                       credit_return_ps=credit_return_ps, vcs=vcs, max_recorded_packets=0)
     s = r.summary()
-    if as_json:
+    if as_json or fmt == "json":
         echo_json(s)
         return
-    con = Console()
+    con = Printer(fmt)
     t = Table(title=f"Link lab: {preset}, {total_bytes:,} B in {payload_bytes} B packets")
     t.add_column("metric")
     t.add_column("value", justify="right")

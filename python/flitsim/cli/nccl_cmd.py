@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from flitsim.cli._common import echo_json, friendly_errors
+from flitsim.cli._table import FORMATS, Printer, Table
 from flitsim.collectives import OPS, nccl_tests, parse_size
 
 _ALIASES = ["alltoall", "allreduce", "allgather", "reducescatter"]
@@ -39,19 +38,22 @@ _ALIASES = ["alltoall", "allreduce", "allgather", "reducescatter"]
 @click.option("--protocol", default=None, help="auto, simple, ll128, ll (default: $NCCL_PROTO or auto).")
 @click.option("--params", "params", default=None, type=click.Path(dir_okay=False),
               help="A `flitsim calibrate` parameter file.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "nccl-tests"]), default="table",
-              show_default=True, help="nccl-tests: the text layout nccl-tests prints.")
+@click.option("--format", "fmt", type=click.Choice(["table", *FORMATS, "nccl-tests"]), default=None,
+              help="text, markdown, csv, json, or nccl-tests (the text layout nccl-tests prints); default: a boxed "
+                   "table on a terminal, plain aligned text when piped (table = that default).")
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @friendly_errors
 def nccl_cmd(op: str, fabric: str, ngpus: int | None, minbytes: str, maxbytes: str, stepfactor: int, dtype: str,
              redop: str, root: int, iters: int | None, warmup_iters: int | None, check: int | None,
-             nthreads: int | None, algorithm: str | None, protocol: str | None, params: str | None, fmt: str,
+             nthreads: int | None, algorithm: str | None, protocol: str | None, params: str | None, fmt: str | None,
              as_json: bool) -> None:
     """Sweep OP (all_reduce, all_gather, ...) over sizes like nccl-tests'
     ``OP_perf -b 8 -e 8G -f 2`` and print size, count, type, redop, time,
     algbw and busbw (nccl-tests' busbw factors)."""
     if as_json:
         fmt = "json"
+    if fmt == "table":
+        fmt = None
     if redop not in ("sum", "prod", "min", "max", "avg", "all"):
         raise click.BadParameter(f"{redop!r}: expected sum, prod, min, max, avg or all", param_hint="-o/--op")
     ignored = [f for f, v in (("-n", iters), ("-w", warmup_iters), ("-c", check), ("-t", nthreads)) if v is not None]
@@ -81,4 +83,4 @@ def nccl_cmd(op: str, fabric: str, ngpus: int | None, minbytes: str, maxbytes: s
     for r in df.itertuples():
         t.add_row(f"{r.size}", f"{r.count}", r.type, r.redop, f"{r.time_us:.2f}", f"{r.algbw_GBps:.2f}",
                   f"{r.busbw_GBps:.2f}", r.algorithm, r.protocol)
-    Console().print(t)
+    Printer(fmt).print(t)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 
 import click
-from rich.console import Console
-from rich.table import Table
+from flitsim.cli._table import Printer, Table
 
-from flitsim.cli._common import echo_json, friendly_errors
+from flitsim.cli._common import echo_json, friendly_errors, format_option
 
 
 def example_profile_path() -> str:
@@ -38,8 +37,9 @@ def validate_cmd(path: str) -> None:
 @click.argument("path", type=click.Path(dir_okay=False), required=False)
 @click.option("--execution", default="eager", show_default=True, help="eager | cuda_graph | compiled")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@format_option()
 @friendly_errors
-def show_cmd(path: str | None, execution: str, as_json: bool) -> None:
+def show_cmd(path: str | None, execution: str, as_json: bool, fmt: str | None) -> None:
     """Each row's measured time next to the model's time for the same kernel
     on the same GPU (model / measured). Without PATH: the shipped example."""
     import numpy as np
@@ -79,7 +79,7 @@ def show_cmd(path: str | None, execution: str, as_json: bool) -> None:
         model_s = float(row_times_s(cols, cm.gpu, cm.peak, cm.gemm, cm.attention)[0])
         rows.append({"kernel": kind, "gpu": gpu_name, "dtype": dtype, "shape": desc, "measured_us": t_s * 1e6,
                      "model_us": model_s * 1e6, "model_over_measured": model_s / t_s})
-    if as_json:
+    if as_json or fmt == "json":
         echo_json({**p.summary(), "rows": rows})
         return
     t = Table(title=f"{path} ({len(p)} rows)")
@@ -88,10 +88,11 @@ def show_cmd(path: str | None, execution: str, as_json: bool) -> None:
     for r in rows:
         t.add_row(r["kernel"], r["gpu"], r["dtype"], r["shape"], f"{r['measured_us']:.2f}", f"{r['model_us']:.2f}",
                   f"{r['model_over_measured']:.3f}")
-    Console().print(t)
+    out = Printer(fmt)
+    out.print(t)
     src = sorted(set(p.frame["source"].dropna().astype(str))) if "source" in p.frame.columns else []
     if src:
-        click.echo("source: " + "; ".join(src))
+        out.print("source: " + "; ".join(src))
 
 
 @profile_cmd.command("example")

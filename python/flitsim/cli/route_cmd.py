@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
-from rich.table import Table
-
-from flitsim.cli._common import echo_json, friendly_errors
+from flitsim.cli._common import echo_json, format_option, friendly_errors
+from flitsim.cli._table import Printer, Table
 
 
 @click.command("route")
@@ -14,8 +12,9 @@ from flitsim.cli._common import echo_json, friendly_errors
 @click.argument("src", type=int)
 @click.argument("dst", type=int)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@format_option()
 @friendly_errors
-def route_cmd(fabric: str, src: int, dst: int, as_json: bool) -> None:
+def route_cmd(fabric: str, src: int, dst: int, as_json: bool, fmt: str | None) -> None:
     """Print the route from endpoint SRC to DST on FABRIC (a preset name or a
     fabric TOML file): element kind/index/port at each hop, the link it leaves
     over and its payload rate, and the ECMP width (ports packets spread over)."""
@@ -26,7 +25,7 @@ def route_cmd(fabric: str, src: int, dst: int, as_json: bool) -> None:
 
     f = FabricSpec.from_toml(fabric) if Path(fabric).suffix == ".toml" else fabric
     r = route(f, src, dst)
-    if as_json:
+    if as_json or fmt == "json":
         echo_json(r.to_dict())
         return
     t = Table(title=f"route {src} -> {dst} ({r.dst_name})")
@@ -35,7 +34,7 @@ def route_cmd(fabric: str, src: int, dst: int, as_json: bool) -> None:
     for i, h in enumerate(r.hops):
         t.add_row(str(i), f"{h.element} {h.index}", h.kind, h.name, "-" if h.in_port is None else str(h.in_port),
                   str(h.out_port), str(h.link), f"{h.link_GBps:.2f}", f"{h.link_payload_GBps:.2f}", str(h.ecmp))
-    c = Console()
+    c = Printer(fmt)
     c.print(t)
     if r.p2p_blocker:
         c.print(f"GPU peer-to-peer refused on this route: {r.p2p_blocker} forbids P2P (allow_p2p = false)")

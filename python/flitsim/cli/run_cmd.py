@@ -9,16 +9,15 @@ from typing import Any, Callable
 
 import click
 
-from flitsim.cli._common import echo_json, friendly_errors
+from flitsim.cli._common import echo_json, friendly_errors, format_option
 
 
-def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
-    """Rich tables of a ScenarioResult: summary, critical path, LLM latencies,
-    DiT latencies, scorecard and conclusion."""
-    from rich.console import Console
-    from rich.table import Table
+def print_result(res, fmt: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    """Tables of a ScenarioResult (summary, critical path, LLM latencies, DiT
+    latencies, scorecard and conclusion) in ``fmt`` (see :mod:`flitsim.cli._table`)."""
+    from flitsim.cli._table import Printer, Table
 
-    c = console or Console()
+    c = Printer(fmt)
     for n in res.network_notes:
         c.print(f"[dim]{n}[/dim]")
     t = Table(title=f"{res.scenario.title}: runs")
@@ -130,29 +129,31 @@ def write_atomically(out_dir: str, tmp: Path, write: Callable[[Path], dict[str, 
 @click.option("--force", is_flag=True, help="replace a non-empty --out folder as a whole")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
+@format_option()
 @click.option("-j", "--jobs", default=1, show_default=True, type=int,
               help="worker processes over the independent runs (results identical at any N)")
 @friendly_errors
-def run_cmd(scenario: str, out_dir: str, force: bool, no_progress: bool, as_json: bool, jobs: int) -> None:
+def run_cmd(scenario: str, out_dir: str, force: bool, no_progress: bool, as_json: bool, fmt: str | None, jobs: int) -> None:
     """Run a scenario TOML file (examples/main.toml is the main job) and write
     its report (tables, Parquet, Perfetto traces, figures, report.html) to --out.
 
     --out must be new or empty unless --force; the report is written into a
     temporary folder beside it and renamed into place when complete, so a
     failed run never leaves a half-written or mixed report."""
+    from flitsim.cli._table import Printer
     from flitsim.parallel import check_jobs
     from flitsim.scenario import run_scenario, scenario_json
 
     check_jobs(jobs)
     tmp = check_out_dir(out_dir, force)  # fail before minutes of simulation, not after
     try:
-        res = run_scenario(scenario, progress=not no_progress and not as_json, jobs=jobs)
+        res = run_scenario(scenario, progress=not no_progress and not as_json and fmt != "json", jobs=jobs)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     paths = write_atomically(out_dir, tmp, res.write)
-    if as_json:
+    if as_json or fmt == "json":
         echo_json({**scenario_json(res), "files": paths})
         return
-    print_result(res)
-    click.echo(f"report: {paths['html']}  (wall {res.wall_s:.1f} s)")
+    print_result(res, fmt)
+    Printer(fmt).print(f"report: {paths['html']}  (wall {res.wall_s:.1f} s)")

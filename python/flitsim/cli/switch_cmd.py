@@ -4,10 +4,9 @@ cycle-level input-queued switch)."""
 from __future__ import annotations
 
 import click
-from rich.console import Console
-from rich.table import Table
+from flitsim.cli._table import Printer, Table
 
-from flitsim.cli._common import check_plot_path, echo_json, friendly_errors
+from flitsim.cli._common import check_plot_path, echo_json, friendly_errors, format_option
 from flitsim.switchlab import ALLOCATORS, SwitchSpec, TrafficSpec, latency_curve, parse_loads
 
 
@@ -41,12 +40,13 @@ from flitsim.switchlab import ALLOCATORS, SwitchSpec, TrafficSpec, latency_curve
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Save a latency-versus-load plot here (png, pdf, svg).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@format_option()
 @friendly_errors
 def switch_cmd(ports: int, allocator: str, iterations: int, load_text: str, queueing: str, vcs: int,
                buffer_flits: int, packet_flits: int, speedup: int, output_buffer_flits: int | None,
                pipeline_cycles: int, pattern: str, hotspot_fraction: float, process: str, mean_burst_packets: float,
                clock_ghz: float,
-               warmup_cycles: int, measure_cycles: int, seed: int, plot_path: str | None, as_json: bool) -> None:
+               warmup_cycles: int, measure_cycles: int, seed: int, plot_path: str | None, as_json: bool, fmt: str | None) -> None:
     """Latency versus offered load of one PORTS-port input-queued switch under
     synthetic traffic; saturated points (sources overflowing) are flagged."""
     if output_buffer_flits is None:
@@ -64,7 +64,7 @@ def switch_cmd(ports: int, allocator: str, iterations: int, load_text: str, queu
     curve = latency_curve(sw, parse_loads(load_text), tr, warmup_cycles=warmup_cycles, measure_cycles=measure_cycles)
     if plot_path:
         curve.plot(plot_path)
-    if as_json:
+    if as_json or fmt == "json":
         echo_json(curve.to_dict())
         return
     df = curve.to_pandas()
@@ -77,7 +77,7 @@ def switch_cmd(ports: int, allocator: str, iterations: int, load_text: str, queu
         t.add_row(f"{r.offered_load:.3f}", f"{r.accepted_throughput:.3f}", f"{r.latency_mean_cycles:.1f}",
                   f"{r.latency_p50_cycles:.0f}", f"{r.latency_p99_cycles:.0f}", f"{r.queueing_mean_cycles:.1f}",
                   f"{r.latency_mean_ns:.1f}", "saturated" if r.saturated else "")
-    con = Console()
+    con = Printer(fmt)
     con.print(t)
     con.print("  latencies in switch cycles, creation to tail out (source queueing included)")
     if plot_path:

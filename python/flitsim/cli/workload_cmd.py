@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
-from rich.table import Table
+from flitsim.cli._table import Printer, Table
 
-from flitsim.cli._common import echo_json, friendly_errors
+from flitsim.cli._common import echo_json, friendly_errors, format_option
 from flitsim.workloads import length_summary, llmperf_workload, load_trace
 
 
@@ -22,9 +21,10 @@ from flitsim.workloads import length_summary, llmperf_workload, load_trace
 @click.option("--stddev-output", type=float, default=80, show_default=True,
               help="LLMPerf output stddev (llmperf default 80; its README examples use 10).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@format_option()
 @friendly_errors
 def workload_cmd(trace: str, n_requests: int, seed: int, mean_input: float, stddev_input: float,
-                 mean_output: float, stddev_output: float, as_json: bool) -> None:
+                 mean_output: float, stddev_output: float, as_json: bool, fmt: str | None) -> None:
     """Token-length distributions (input and output tokens per request) of a
     trace next to an LLMPerf-style synthetic workload, with the tokenizer that
     counted each."""
@@ -34,7 +34,7 @@ def workload_cmd(trace: str, n_requests: int, seed: int, mean_input: float, stdd
                                     stddev_input_tokens=stddev_input, mean_output_tokens=mean_output,
                                     stddev_output_tokens=stddev_output),
     })
-    if as_json:
+    if as_json or fmt == "json":
         echo_json([{"workload": w, "field": f, **row} for (w, f), row in df.to_dict(orient="index").items()])
         return
     # one column per (workload, field): fits an 80-column terminal
@@ -48,4 +48,4 @@ def workload_cmd(trace: str, n_requests: int, seed: int, mean_input: float, stdd
             cells.append(str(v) if isinstance(v, str) else (f"{v:,.0f}" if stat in ("count", "min", "max")
                                                             else f"{v:,.1f}"))
         t.add_row(stat, *cells)
-    Console().print(t)
+    Printer(fmt).print(t)

@@ -29,6 +29,7 @@ took a credit or stream edge).
 
 from __future__ import annotations
 
+from flitsim._notebook import notebook
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ CATEGORIES = ("compute", "serialization", "switch queueing", "link credit wait",
               "release wait")
 
 
+@notebook("makespan_ps", "slowest_loop", "tasks", frame="tasks")
 @dataclass(frozen=True)
 class CriticalPath:
     """Result of :func:`critical_path`.

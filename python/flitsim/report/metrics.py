@@ -10,8 +10,11 @@ Definitions:
   Summary: p25, p50, p75, p90, p95, p99, mean, min, max, std.
 - **vLLM** (``benchmark_serving.py``): TTFT; TPOT = (latency - TTFT) / (output
   tokens - 1) per request, then averaged; ITL = every gap between consecutive
-  streamed tokens, pooled over all requests (token-weighted, so ITL < TPOT is
-  normal); E2EL; output throughput = total output tokens / benchmark duration.
+  streamed *chunks* (a chunk = the tokens that arrive together; vLLM appends
+  ``timestamp - most_recent_timestamp`` once per streamed chunk after the first,
+  sglang's ``bench_serving.py`` does the same), pooled over all requests; so a
+  chunk of 10 tokens every 10 s gives ITL 10 s, not 1 s; E2EL; output
+  throughput = total output tokens / benchmark duration.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ PERCENTILES = (25, 50, 75, 90, 95, 99)
 """Percentiles of every latency summary (LLMPerf's set)."""
 
 __all__ = ["PERCENTILES", "summarize", "bubble_fraction", "schedule_metrics", "token_times_s",
-           "llm_request_latencies", "llm_latency_table", "dit_latency", "fabric_metrics"]
+           "chunk_gaps_s", "llm_request_latencies", "llm_latency_table", "dit_latency", "fabric_metrics"]
 
 
 def summarize(values: Sequence[float] | np.ndarray) -> dict[str, float]:
@@ -196,12 +199,22 @@ def llm_request_latencies(token_times: Sequence[np.ndarray], arrival_s: Sequence
                          "llmperf_output_tokens_per_s": tps, "vllm_tpot_s": tpot})
 
 
+def chunk_gaps_s(token_times: Sequence[np.ndarray]) -> np.ndarray:
+    """vLLM / sglang ITL samples: per request, the gaps between consecutive
+    streamed chunks, pooled, s. Tokens with the same completion time form one
+    chunk (they arrive in one streamed message), so a request's samples are
+    ``diff(unique(times))``; one chunk gives no sample."""
+    gaps = [np.diff(np.unique(np.asarray(x, dtype=np.float64))) for x in token_times]
+    return np.concatenate(gaps) if gaps else np.zeros(0)
+
+
 def llm_latency_table(token_times: Sequence[np.ndarray], arrival_s: Sequence[float] | None = None) -> "pd.DataFrame":
     """Summary table of LLM latencies, labelled by definition.
 
     Rows: (definition, metric) for LLMPerf TTFT, E2E latency, ITL (= E2E /
     output tokens), output tokens/s (per request), and vLLM TTFT, TPOT (per
-    request), ITL (pooled gaps between consecutive tokens of every request), E2EL,
+    request), ITL (pooled gaps between consecutive streamed chunks of every
+    request, :func:`chunk_gaps_s`), E2EL,
     output throughput (total output tokens / (last token - first arrival), a
     single value). Columns: p25 p50 p75 p90 p95 p99 mean std min max count.
     Times in seconds, rates in tokens/s.
@@ -209,7 +222,7 @@ def llm_latency_table(token_times: Sequence[np.ndarray], arrival_s: Sequence[flo
     import pandas as pd
 
     df = llm_request_latencies(token_times, arrival_s)
-    gaps = np.concatenate([np.diff(x) for x in token_times]) if len(token_times) else np.zeros(0)
+    gaps = chunk_gaps_s(token_times)
     arr = np.zeros(len(token_times)) if arrival_s is None else np.asarray(arrival_s, dtype=np.float64)
     dur = max(x[-1] for x in token_times) - arr.min() if len(token_times) else 0.0
     rows = {
@@ -219,7 +232,7 @@ def llm_latency_table(token_times: Sequence[np.ndarray], arrival_s: Sequence[flo
         ("LLMPerf", "output_tokens_per_s (per request)"): summarize(df.llmperf_output_tokens_per_s),
         ("vLLM", "ttft_s"): summarize(df.ttft_s),
         ("vLLM", "tpot_s ((E2E-TTFT)/(out-1), per request)"): summarize(df.vllm_tpot_s),
-        ("vLLM", "itl_s (pooled token gaps)"): summarize(gaps),
+        ("vLLM", "itl_s (pooled gaps between streamed chunks)"): summarize(gaps),
         ("vLLM", "e2el_s"): summarize(df.e2e_latency_s),
         ("vLLM", "output_throughput_tokens_per_s"): summarize([df.output_tokens.sum() / dur] if dur > 0 else []),
     }

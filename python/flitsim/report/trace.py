@@ -2,51 +2,183 @@
 
 Format: the Trace Event Format (Google, "Trace Event Format" document; read
 by https://ui.perfetto.dev and chrome://tracing): a JSON object with a
-``traceEvents`` list. Every task is a complete event (``ph = "X"``) with
-``ts`` and ``dur`` in **microseconds** (floats; 1 ps = 1e-6 us), ``pid`` /
-``tid`` numbers, ``name``, ``cat`` and ``args``. Metadata events (``ph =
-"M"``) name the tracks.
+``traceEvents`` list; times ``ts`` / ``dur`` in **microseconds** (floats;
+1 ps = 1e-6 us). Written gzip-compressed when the path ends in ``.gz``
+(``.json.gz``: the Perfetto UI opens it as is).
 
-Tracks: one process per device (``pid = device``) with one thread per stream
-(``tid 0`` compute, ``tid 1`` communication: transfers it sends and the
-collectives it takes part in); one process ``links`` (``pid = devices``) with
-a thread per directed GPU pair that carried a transfer (``link s->d``).
+What is in it:
+
+- **Slices** (``ph = "X"``): one process per GPU (``pid = device``) with a
+  compute thread (``tid 0``) and a communication thread (``tid 1``: transfers
+  it sends, collectives it takes part in). Names are **stable** (``attn``,
+  ``mlp``, ``allreduce``, ``a2a_q``: the task label without its index parts)
+  so Perfetto can aggregate them; the indices (``step``, ``L`` = layer, ``d``
+  = device, ...), the full label, stage, item, bytes and task id are in ``args``.
+- **Critical path**: its tasks are copied onto a ``critical path`` track
+  (process ``critical path``) and ``args.critical = true`` on the originals.
+- **Flows** (``ph = "s"`` / ``"f"``, category ``dependency``; ``critical`` for
+  the critical path's edges): arrows along dependency edges between written
+  tasks, at most :data:`MAX_FLOWS` (critical-path edges first).
+- **Counters** (``ph = "C"``), for runs on the cycle-level fabric, one track
+  per physical link direction: ``GPU g port p -> switch s`` (the GPU's
+  egress wire) and ``switch s port p -> GPU g`` (the switch's egress port),
+  ``utilization`` sampled in at most :data:`COUNTER_SAMPLES` bins. The
+  fabric measures each port's busy time over the whole run, not over time, so
+  a track's *level* is the measured utilization and its *shape* is the
+  run's communication activity at that GPU (the tasks sending from / to it);
+  switch ports with credit exhaustion or queueing carry ``queueing_ns
+  (run mean)`` and ``credit_exhausted (run share)`` counters as constants.
+- The event cap (``max_tasks``) is stated in ``otherData`` and, when tasks
+  were cut, on a ``NOTE`` track at t = 0 that the UI shows.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 from typing import Any
 
 import numpy as np
 
-__all__ = ["trace_events", "to_perfetto", "REQUIRED_KEYS"]
+from flitsim.errors import check_int
+from flitsim.report.activity import comm_activity
+
+__all__ = ["trace_events", "to_perfetto", "stable_name", "REQUIRED_KEYS", "MAX_TASKS", "MAX_FLOWS",
+           "COUNTER_SAMPLES"]
 
 REQUIRED_KEYS = ("name", "ph", "ts", "pid", "tid")
 """Keys every event carries (``dur`` too for complete events)."""
 
 MAX_TASKS = 50_000
-"""Default cap on tasks written to one trace (~20 MB of JSON): traces are for
-looking at, and a long run's first tasks show its rhythm; the cut is recorded in
-``otherData`` (``truncated``, ``tasks_written``, ``tasks_total``)."""
+"""Default cap on tasks written to one trace: traces are for looking at, and a
+long run's first tasks show its rhythm; the cut is recorded in ``otherData``
+(``truncated``, ``tasks_written``, ``tasks_total``) and on a NOTE track."""
+
+MAX_FLOWS = 20_000
+"""At most this many dependency arrows (critical-path edges first)."""
+
+COUNTER_SAMPLES = 100
+"""Bins per counter track (bounded rate: the sample count does not grow with the run)."""
+
+MAX_COUNTER_TRACKS = 1024
+"""At most this many link / port counter tracks (busiest first)."""
+
+_INDEX = re.compile(r"^([A-Za-z_]*?)(\d+)$")
+_HOP = re.compile(r"^(\d+)->(\d+)$")
 
 
-def trace_events(run: Any, *, title: str = "flitsim", max_tasks: int | None = MAX_TASKS) -> dict[str, Any]:
+def stable_name(label: str, kind: str) -> tuple[str, dict[str, int]]:
+    """Split a task label into a stable slice name and its indices:
+    ``"step0.L3.attn.d1"`` -> ``("attn", {"step": 0, "L": 3, "d": 1})``. A
+    dot-separated part that ends in digits after letters (or is all digits) is an
+    index, and so is ``a->b`` (``from`` / ``to``); the rest joined by dots is the
+    name (``kind`` when nothing is left)."""
+    name_parts: list[str] = []
+    idx: dict[str, int] = {}
+    for part in str(label).split("."):
+        h = _HOP.match(part)
+        if h:  # "0->1": a stage-to-stage hand-off
+            idx["from"], idx["to"] = int(h.group(1)), int(h.group(2))
+            continue
+        m = _INDEX.match(part)
+        if m and (m.group(1) == "" or not m.group(1).endswith("_")):
+            key = m.group(1) or "i"
+            while key in idx:
+                key += "'"
+            idx[key] = int(m.group(2))
+        elif part:
+            name_parts.append(part)
+    return (".".join(name_parts) or kind), idx
+
+
+def _counters(run: Any, pid0: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Counter events and their process metadata (fabric runs only)."""
+    net = run.network
+    if net.get("kind") != "fabric" or "links" not in net:
+        return [], []
+    mk = max(int(run.makespan_ps), 1)
+    g = run.graph
+    bins = COUNTER_SAMPLES
+    tx, rx = comm_activity(run.tasks, g, mk, bins)
+    ts = np.linspace(0, mk, bins + 1)[:-1] / 1e6
+    ev: list[dict[str, Any]] = []
+    tracks: list[tuple[float, int, str, np.ndarray, dict[str, float]]] = []
+
+    def shaped(level: float, act: np.ndarray) -> np.ndarray:
+        # time shape from activity, level = the measured run-mean utilization
+        if act.sum() > 0:
+            return np.clip(act / act.mean() * level, 0.0, 1.0)
+        return np.full(bins, level)
+
+    lk = net["links"]
+    for r in lk.itertuples():
+        if r.utilization <= 0 or r.gpu >= g.devices:
+            continue
+        tracks.append((float(r.utilization), pid0, f"GPU {r.gpu} port {r.port} -> switch {r.switch}",
+                       shaped(float(r.utilization), tx[r.gpu]), {}))
+    sp = net["switch_ports"]
+    for r in sp.itertuples():
+        if r.output_utilization <= 0 or not 0 <= r.gpu < g.devices:
+            continue
+        extra: dict[str, float] = {}
+        if r.mean_queueing_ns > 0:
+            extra["queueing_ns (run mean)"] = float(r.mean_queueing_ns)
+        if r.output_credit_exhaustion_cycles > 0:
+            extra["credit_exhausted (run share)"] = float(r.output_credit_exhaustion_ns * 1e3 / mk)
+        tracks.append((float(r.output_utilization), pid0 + 1, f"switch {r.switch} port {r.port} -> GPU {r.gpu}",
+                       shaped(float(r.output_utilization), rx[r.gpu]), extra))
+    tracks.sort(key=lambda x: -x[0])
+    for _, pid, name, vals, extra in tracks[:MAX_COUNTER_TRACKS]:
+        for x, v in zip(ts.tolist(), vals.tolist()):
+            ev.append({"name": name, "ph": "C", "ts": x, "pid": pid, "tid": 0, "args": {"utilization": round(v, 6)}})
+        for k, v in extra.items():
+            ev.append({"name": f"{name}: {k}", "ph": "C", "ts": 0.0, "pid": pid, "tid": 0, "args": {"value": v}})
+            ev.append({"name": f"{name}: {k}", "ph": "C", "ts": mk / 1e6, "pid": pid, "tid": 0, "args": {"value": v}})
+    if not ev:
+        return [], []
+    meta = [{"name": "process_name", "ph": "M", "ts": 0, "pid": pid0, "tid": 0,
+             "args": {"name": "fabric links (GPU -> switch), utilization"}},
+            {"name": "process_name", "ph": "M", "ts": 0, "pid": pid0 + 1, "tid": 0,
+             "args": {"name": "switch ports (switch -> GPU), utilization"}}]
+    return ev, meta
+
+
+def trace_events(run: Any, *, title: str = "flitsim", max_tasks: int | None = MAX_TASKS,
+                 critical: Any = None, flows: bool = True, counters: bool = True) -> dict[str, Any]:
     """Trace Event JSON object of a :class:`~flitsim.taskgraph.TaskGraphRun`
     or a simulated schedule (see the module docstring for tracks and units).
-    At most ``max_tasks`` tasks (the earliest-starting ones; None = all) are
-    written."""
+
+    Args:
+        max_tasks: at most this many tasks (the earliest-starting ones; None =
+            all), >= 1.
+        critical: the run's :class:`~flitsim.report.CriticalPath` (computed
+            when None and the run is small enough to write whole).
+        flows, counters: write dependency arrows / link counters.
+
+    Raises:
+        ConfigError: ``max_tasks`` below 1.
+    """
+    if max_tasks is not None:
+        check_int("max_tasks", max_tasks, 1, 2**62)
+    sched = None
     sched_label = ""
     if hasattr(run, "require_run"):
+        sched = run
         sched_label = run.name
         run = run.require_run()
     t = run.tasks
     g = run.graph
     ndev = g.devices
+    if critical is None:
+        from flitsim.report.critical_path import critical_path
+
+        critical = critical_path(sched if sched is not None else run)
+    crit_ids = [int(x) for x in critical.tasks.task] if critical is not None and len(critical.tasks) else []
+    crit = set(crit_ids)
     ev: list[dict[str, Any]] = []
     used: set[int] = set()
-    links: dict[tuple[int, int], int] = {}
     offs, mem = g.columns["group_offsets"], g.columns["group_members"]
     kinds = t.kind.to_numpy()
     dev = t.device.to_numpy()
@@ -56,48 +188,111 @@ def trace_events(run: Any, *, title: str = "flitsim", max_tasks: int | None = MA
     lab = t.label.to_numpy()
     nb = t.bytes.to_numpy()
     stage = t.stage.to_numpy()
+    item = sched.task_item if sched is not None else None
+    step = sched.task_step if sched is not None else None
     order = np.argsort(st, kind="stable")
     keep = order if max_tasks is None else order[:max_tasks]
+    where: dict[int, tuple[int, int]] = {}  # task -> (pid, tid) of its first slice, for flows
+    pid_crit = ndev + 2
     for i in keep.tolist():
         k = kinds[i]
-        name = str(lab[i]) or f"{k} {i}"
+        name, idx = stable_name(str(lab[i]), k)
+        args: dict[str, Any] = {"task": i, "label": str(lab[i]), "stage": int(stage[i]), **idx}
+        if k != "compute":
+            args["bytes"] = int(nb[i])
+        if item is not None:
+            args["item"], args["step"] = int(item[i]), int(step[i])
+        if i in crit:
+            args["critical"] = True
         base = {"name": name, "cat": k, "ph": "X", "ts": float(st[i]) / 1e6, "dur": float(en[i] - st[i]) / 1e6,
-                "args": {"task": i, "stage": int(stage[i]), "bytes": int(nb[i])}}
+                "args": args}
         if k == "compute":
             ev.append({**base, "pid": int(dev[i]), "tid": 0})
             used.add(int(dev[i]))
+            where[i] = (int(dev[i]), 0)
         elif k == "transfer":
-            ev.append({**base, "pid": int(dev[i]), "tid": 1, "args": {**base["args"], "dst": int(peer[i])}})
+            args["dst"] = int(peer[i])
+            ev.append({**base, "pid": int(dev[i]), "tid": 1})
             used.add(int(dev[i]))
-            key = (int(dev[i]), int(peer[i]))
-            tid = links.setdefault(key, len(links))
-            ev.append({**base, "pid": ndev, "tid": tid})
+            where[i] = (int(dev[i]), 1)
         else:
             gi = int(g.columns["group"][i])
-            for d in mem[offs[gi]:offs[gi + 1]]:
-                ev.append({**base, "pid": int(d), "tid": 1})
-                used.add(int(d))
+            members = [int(d) for d in mem[offs[gi]:offs[gi + 1]]]
+            args["group"] = members
+            for d in members:
+                ev.append({**base, "pid": d, "tid": 1})
+                used.add(d)
+            where[i] = (members[0], 1)
+        if i in crit:
+            ev.append({**base, "pid": pid_crit, "tid": 0, "cname": "terrible"})
+    # flows: critical-path edges first, then the other edges among written tasks
+    nflows = 0
+    if flows:
+        es, ed = g.columns["edge_src"], g.columns["edge_dst"]
+        pairs: list[tuple[int, int, bool]] = [(a, b, True) for a, b in zip(crit_ids, crit_ids[1:])
+                                              if a in where and b in where]
+        seen = {(a, b) for a, b, _ in pairs}
+        for a, b in zip(es.tolist(), ed.tolist()):
+            if len(pairs) >= MAX_FLOWS:
+                break
+            if a in where and b in where and (a, b) not in seen:
+                pairs.append((a, b, False))
+        for a, b, is_crit in pairs[:MAX_FLOWS]:
+            pa, ta = where[a]
+            pb, tb = where[b]
+            cat = "critical" if is_crit else "dependency"
+            ev.append({"name": cat, "cat": cat, "ph": "s", "id": nflows, "pid": pa, "tid": ta,
+                       "ts": (float(st[a]) + float(en[a])) / 2e6})
+            ev.append({"name": cat, "cat": cat, "ph": "f", "bp": "e", "id": nflows, "pid": pb, "tid": tb,
+                       "ts": (float(st[b]) + float(en[b])) / 2e6})
+            nflows += 1
     meta: list[dict[str, Any]] = []
     for d in sorted(used):
         meta.append({"name": "process_name", "ph": "M", "ts": 0, "pid": d, "tid": 0, "args": {"name": f"GPU {d}"}})
+        meta.append({"name": "process_sort_index", "ph": "M", "ts": 0, "pid": d, "tid": 0, "args": {"sort_index": d + 1}})
         meta.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": d, "tid": 0, "args": {"name": "compute"}})
         meta.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": d, "tid": 1, "args": {"name": "comm"}})
-    if links:
-        meta.append({"name": "process_name", "ph": "M", "ts": 0, "pid": ndev, "tid": 0, "args": {"name": "links"}})
-        for (s, d), tid in links.items():
-            meta.append({"name": "thread_name", "ph": "M", "ts": 0, "pid": ndev, "tid": tid,
-                         "args": {"name": f"link {s}->{d}"}})
-    return {"traceEvents": meta + ev, "displayTimeUnit": "ns",
+    if crit:
+        meta.append({"name": "process_name", "ph": "M", "ts": 0, "pid": pid_crit, "tid": 0,
+                     "args": {"name": "critical path"}})
+        meta.append({"name": "process_sort_index", "ph": "M", "ts": 0, "pid": pid_crit, "tid": 0,
+                     "args": {"sort_index": 0}})
+    cev, cmeta = _counters(run, ndev + 3) if counters else ([], [])
+    truncated = len(keep) < len(t)
+    note = []
+    cap = "all" if max_tasks is None else f"{max_tasks:,}"
+    if truncated:
+        # A slice the UI shows: the cap is not only in metadata nobody opens.
+        msg = f"trace cut: first {len(keep):,} of {len(t):,} tasks by start time (cap {cap})"
+        note = [{"name": "process_name", "ph": "M", "ts": 0, "pid": ndev + 1, "tid": 0, "args": {"name": "NOTE"}},
+                {"name": "process_sort_index", "ph": "M", "ts": 0, "pid": ndev + 1, "tid": 0, "args": {"sort_index": -1}},
+                {"name": msg, "cat": "note", "ph": "X", "ts": 0.0, "dur": run.makespan_ps / 1e6, "pid": ndev + 1,
+                 "tid": 0, "args": {"tasks_total": len(t), "tasks_written": len(keep)}}]
+    return {"traceEvents": note + meta + cmeta + ev + cev, "displayTimeUnit": "ns",
             "otherData": {"title": title, "schedule": sched_label, "makespan_us": run.makespan_ps / 1e6,
                           "time_unit": "us", "tasks_total": len(t), "tasks_written": len(keep),
-                          "truncated": len(keep) < len(t)}}
+                          "truncated": truncated, "task_cap": cap, "flows": nflows,
+                          "counter_events": len(cev), "counter_samples_per_track": COUNTER_SAMPLES}}
 
 
 def to_perfetto(run: Any, path: str | os.PathLike[str], *, title: str = "flitsim",
-                max_tasks: int | None = MAX_TASKS) -> str:
-    """Write :func:`trace_events` to ``path`` (JSON), at most ``max_tasks``
-    tasks. Returns the path. Open it at https://ui.perfetto.dev or chrome://tracing."""
-    obj = trace_events(run, title=title, max_tasks=max_tasks)
-    with open(path, "w") as f:
-        json.dump(obj, f, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+                max_tasks: int | None = MAX_TASKS, critical: Any = None, flows: bool = True,
+                counters: bool = True) -> str:
+    """Write :func:`trace_events` to ``path``: gzip-compressed when it ends in
+    ``.gz`` (``trace.json.gz``, which ui.perfetto.dev opens directly), plain
+    JSON otherwise. Returns the path.
+
+    Raises:
+        ConfigError: ``max_tasks`` below 1.
+    """
+    obj = trace_events(run, title=title, max_tasks=max_tasks, critical=critical, flows=flows, counters=counters)
+    data = json.dumps(obj, separators=(",", ":"),
+                      default=lambda o: o.item() if isinstance(o, np.generic) else str(o)).encode()
+    if str(path).endswith(".gz"):
+        # mtime=0: the same run gives the same bytes
+        with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=6) as f:
+            f.write(data)
+    else:
+        with open(path, "wb") as f:
+            f.write(data)
     return str(path)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from flitsim._notebook import notebook
 from flitsim.report.scorecard import TOKEN_PIPELINES, pipeline_fit
 from flitsim.scenario.spec import Scenario
 from flitsim.scenario.write import write_report
@@ -17,6 +18,7 @@ from flitsim.scenario.write import write_report
 __all__ = ["RunRecord", "ScenarioResult", "conclusion"]
 
 
+@notebook("case", "label", "devices", "network", "fidelity", "wall_s", frame=lambda r: r.schedule.tasks())
 @dataclasses.dataclass
 class RunRecord:
     """One (case, schedule) run, aggregated over its representative sequences.
@@ -68,6 +70,7 @@ def memory_columns(schedules: list[Any]) -> dict[str, Any]:
             "memory_broken_by": worst.broken_by, "hbm_capacity_bytes": worst.capacity_bytes}
 
 
+@notebook("runs", "wall_s", "conclusion", frame="summary_frame")
 @dataclasses.dataclass
 class ScenarioResult:
     """Everything a scenario produced: :attr:`runs`, per-case workload facts,

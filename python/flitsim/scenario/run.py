@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 import flitsim.schedules as S
 from flitsim.cost import read_profile
@@ -57,7 +56,7 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
 
     Args:
         scenario: a :class:`Scenario` or a TOML path.
-        progress: show a tqdm progress bar on stderr.
+        progress: progress on stderr (a bar on a terminal, periodic lines otherwise).
         jobs: worker processes; the (case, schedule) runs are independent and
             each is deterministic, so results are bit-identical at any count
             (``flitsim run -j N``; 1 = in this process).
@@ -104,7 +103,9 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
                 for c, e, _ in plan)
     bar = None
     if progress:
-        bar = tqdm(total=total, desc="simulating", unit="run", file=sys.stderr, leave=True)
+        from flitsim._progress import progress_bar
+
+        bar = progress_bar(total, "simulating", "run", sys.stderr)
     # no [hardware] gpu: the builders take the fabric's GPU and record it (options["gpu_source"])
     hw: dict[str, Any] = {"gpu": sc.hardware.gpu} if sc.hardware.gpu else {"fabric": fabric}
     hw.update(dtype=sc.hardware.dtype, execution=sc.hardware.execution)

@@ -137,10 +137,12 @@ class CaseSection(Spec):
 
 class OutputSection(Spec):
     """What the report writes besides tables: figures (PNG + HTML), one
-    Perfetto trace per run, task tables as Parquet."""
+    Perfetto trace per run (``trace_max_tasks``: at most this many tasks per
+    trace, >= 1; the cut is stated in the trace), task tables as Parquet."""
 
     figures: bool = True
     traces: bool = True
+    trace_max_tasks: int = Field(default=50_000, ge=1)
     task_tables: bool = True
 
 
@@ -154,6 +156,8 @@ class Scenario(Spec):
     cases: list[CaseSection] = Field(min_length=1)
     output: OutputSection = OutputSection()
     base_dir: str = "."
+    #: The scenario file's text as read (for the report's provenance block); "" when built in code.
+    source_text: str = ""
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
@@ -165,6 +169,7 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     p = Path(path) if isinstance(path, (str, os.PathLike)) else path
     data = read_toml(p, "scenario")
     data.setdefault("base_dir", str(p.resolve().parent))
+    data.setdefault("source_text", p.read_text(encoding="utf-8", errors="replace"))
     return Scenario.from_dict(data)  # type: ignore[return-value]
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from flitsim._notebook import notebook
 from flitsim.collectives import busbw_factor
 from flitsim.errors import config_error
 from flitsim.taskgraph import COLLECTIVES, TaskGraph, TaskGraphRun, execute
@@ -48,6 +49,7 @@ def _warn_gpu_mismatch(schedule: "Schedule", network: Any) -> None:
                       "to build", stacklevel=3)
 
 
+@notebook("name", "devices", "stages", "steps", "makespan_ps", frame="tasks")
 @dataclass(frozen=True)
 class Schedule:
     """A lowered schedule: the task graph, what each task is, and (after
@@ -266,15 +268,47 @@ class Schedule:
         return self.footprint().status
 
     def tasks(self) -> "pd.DataFrame":
-        """One row per task: the run's columns (if simulated) plus phase, item,
-        step, layer and duration_ps."""
+        """One row per task, every column meaning the same for every kind:
+
+        - ``kind``, ``label``, ``stage``, ``phase``, ``item``, ``step``, ``layer``;
+        - inputs in their own columns, null (``<NA>``) where they do not apply:
+          ``compute_ps`` (the compute time the cost model gave) and ``flops``
+          (NaN elsewhere) for compute only,
+          ``bytes`` (transfers and collectives), ``peer`` (a transfer's
+          destination), ``collective`` (its kind) and ``group`` (member GPUs,
+          collectives only), ``device`` (null for a collective: it runs on its group);
+        - after :meth:`simulate`, the run's times (``start_ps``, ``end_ps``,
+          ``data_ready_ps``, waits) and ``duration_ps = end_ps - start_ps`` for
+          every kind; before it, ``duration_ps`` is null.
+        """
         import pandas as pd
 
         c = self.graph.columns
-        base = self.run.tasks.copy() if self.run is not None else pd.DataFrame({
-            "device": c["device"].astype(np.int64), "bytes": c["bytes"].astype(np.int64),
-            "label": self.graph.meta["label"], "stage": self.graph.meta["stage"]})
+        kind = c["kind"]
+        n = len(kind)
+        if self.run is not None:
+            base = self.run.tasks.copy()
+        else:
+            base = pd.DataFrame({"kind": np.array(["compute", "transfer", "collective"], dtype=object)[kind],
+                                 "label": self.graph.meta["label"], "stage": self.graph.meta["stage"]})
+
+        def masked(values: np.ndarray, keep: np.ndarray) -> Any:
+            return pd.arrays.IntegerArray(values.astype(np.int64), ~np.asarray(keep, bool))
+
+        base["device"] = masked(c["device"].astype(np.int64), kind != 2)
+        base["peer"] = masked(c["peer"].astype(np.int64), kind == 1)
+        base["bytes"] = masked(c["bytes"].astype(np.int64), kind != 0)
+        base["compute_ps"] = masked(c["duration_ps"].astype(np.int64), kind == 0)
+        base["flops"] = np.where(kind == 0, self.graph.meta["flops"], np.nan)
+        coll = np.array(COLLECTIVES, dtype=object)[c["collective"]]
+        base["collective"] = np.where(kind == 2, coll, None)
+        offs, mem = c["group_offsets"], c["group_members"]
+        base["group"] = [mem[offs[g]:offs[g + 1]].astype(np.int64).tolist() if k == 2 else None
+                         for k, g in zip(kind.tolist(), c["group"].tolist())]
         base["phase"] = np.array(PHASES, dtype=object)[self.task_phase]
         base["item"], base["step"], base["layer"] = self.task_item, self.task_step, self.task_layer
-        base["duration_ps"] = c["duration_ps"].astype(np.int64)
+        if self.run is not None:
+            base["duration_ps"] = (base["end_ps"] - base["start_ps"]).astype(np.int64)
+        else:
+            base["duration_ps"] = pd.array([None] * n, dtype="Int64")
         return base
