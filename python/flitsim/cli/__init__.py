@@ -16,6 +16,7 @@ from flitsim.cli.workload_cmd import workload_cmd
 from flitsim.cli.switch_cmd import switch_cmd
 from flitsim.cli.run_cmd import run_cmd
 from flitsim.cli.sweep_cmd import sweep_cmd
+from flitsim.cli.plan_cmd import plan_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -34,6 +35,7 @@ cli.add_command(sweep_cmd)
 cli.add_command(calibrate_cmd)
 cli.add_command(profile_cmd)
 cli.add_command(ber_cmd)
+cli.add_command(plan_cmd)
 
 
 def main() -> None:

@@ -62,7 +62,7 @@ def fabric_domains(fabric: Any) -> list[list[int]]:
         fabric = as_fabric(fabric)
     given = getattr(fabric, "domains", None)
     if given:
-        return [sorted(int(g) for g in d) for d in given]
+        return sorted([sorted(int(g) for g in d) for d in given], key=lambda d: d[0])
     n = int(fabric.gpus)
     wires = list(getattr(fabric, "wires", ()))
     trunks = list(getattr(fabric, "trunks", ()) or ())
@@ -202,8 +202,10 @@ def place(dims: Sequence[tuple[str, int]], *, devices: Any = None, fabric: Any =
         rule = "explicit"
         try:
             grid = np.array(placement, dtype=object)
-            if grid.shape != shape:
+            squeeze = lambda sh: tuple(x for x in sh if x != 1)  # noqa: E731  (degree-1 dimensions may be left out)
+            if squeeze(grid.shape) != squeeze(shape):
                 raise ValueError
+            grid = grid.reshape(shape)
             flat = [int(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) else x
                     for x in grid.reshape(-1)]
         except (ValueError, TypeError):
