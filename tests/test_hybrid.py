@@ -206,3 +206,60 @@ def test_bad_input_names_the_option():
         with pytest.raises(ConfigError) as e:
             fn()
         assert name in str(e.value), (name, str(e.value))
+
+
+# ---------------------------------------------------------------------------- flitsim plan
+def test_plan_prunes_only_what_cannot_win_and_counts_add_up():
+    import warnings as _w
+
+    from flitsim.planner import enumerate_configs, parse_workload, plan
+
+    with _w.catch_warnings():
+        _w.simplefilter("ignore")
+        fast = plan("dit-xl/2", "256", fabric="hgx-h100", gpus=4, steps=2, fidelity="flow")
+        full = plan("dit-xl/2", "256", fabric="hgx-h100", gpus=4, steps=2, fidelity="flow", prune_factor=1e9)
+    t, f = fast.table, full.table
+    # every factorisation pp x cfg x r x u = 4 (u | 16 heads, cfg 2 with CFG) + tp + distrifusion
+    w = parse_workload("dit-xl/2", "256", steps=2)
+    assert fast.enumerated == len(enumerate_configs("dit-xl/2", w, 4)) == len(t) == 11
+    assert fast.enumerated == fast.simulated + fast.pruned + fast.infeasible + int((t.status == "error").sum())
+    assert full.pruned == 0 and full.simulated == 11
+    # pruning keeps the winner, and a compute-only bound never exceeds the simulated latency
+    assert t.iloc[0].config == f.iloc[0].config and t.iloc[0].latency_s == f.iloc[0].latency_s
+    ok = f[f.status == "ok"]
+    assert (ok.latency_s >= ok.lower_bound_s * (1 - 1e-9)).all()
+    # the pruned ones' bounds are at least the best latency
+    assert (t[t.status == "pruned"].lower_bound_s >= t.iloc[0].latency_s).all()
+    assert list(f.latency_s) == sorted(f.latency_s)
+
+
+def test_plan_marks_oom_and_refuses_bad_input():
+    from flitsim.planner import plan
+
+    r = plan("flux.1-dev", "4096", fabric="hgx-h100", gpus=2, steps=1, gpu="l40", fidelity="flow")
+    oom = r.table[r.table.status == "oom"]
+    assert len(oom) and set(oom.memory_broken_by) <= {"stale_kv", "weights", "activations", "kv_cache"}
+    assert "stale_kv" in set(oom.memory_broken_by)  # DistriFusion's K/V of all layers
+    with pytest.raises(ConfigError, match="gpus"):
+        plan("dit-xl/2", "256", fabric="hgx-h100", gpus=16)
+    with pytest.raises(ConfigError, match="workload"):
+        plan("dit-xl/2", "big", fabric="hgx-h100", gpus=2)
+
+
+def test_plan_cli_prints_the_ranked_table():
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    res = CliRunner().invoke(cli, ["plan", "dit-xl/2", "256", "--fabric", "hgx-h100", "--gpus", "2", "--steps", "1",
+                                   "--fidelity", "flow"])
+    assert res.exit_code == 0, res.output
+    assert "configurations enumerated" in res.output and "simulated" in res.output
+    res = CliRunner().invoke(cli, ["plan", "llama-3-8b", "2048", "--fabric", "hgx-h100", "--gpus", "2", "--json",
+                                   "--fidelity", "flow"])
+    assert res.exit_code == 0, res.output
+    import json
+
+    d = json.loads(res.output)
+    names = {c["schedule"] for c in d["configurations"]}
+    assert {"tensor_parallel", "terapipe", "ulysses", "ring_attention"} <= names
