@@ -39,7 +39,7 @@ __all__ = [
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
     "link_transfer", "switchlab", "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "TransferResult", "transfers",
     "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario", "Fault",
-    "fec_error_model", "goodput_vs_ber", "cancel_all",
+    "fec_error_model", "goodput_vs_ber", "cancel_all", "plan",
 ]
 
 
@@ -50,4 +50,8 @@ def __getattr__(name: str) -> object:
         import importlib
 
         return importlib.import_module("flitsim.scenario")
+    if name == "plan":  # flitsim.plan(model, workload, fabric=..., gpus=...): loads schedules on first use
+        from flitsim.planner import plan
+
+        return plan
     raise AttributeError(f"module 'flitsim' has no attribute {name!r}")
