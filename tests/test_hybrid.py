@@ -263,3 +263,22 @@ def test_plan_cli_prints_the_ranked_table():
     d = json.loads(res.output)
     names = {c["schedule"] for c in d["configurations"]}
     assert {"tensor_parallel", "terapipe", "ulysses", "ring_attention"} <= names
+
+
+def test_new_models_run_through_their_schedules():
+    net = AnalyticNetwork.from_fabric(fabric_preset("hgx-h100"))
+    sana = dit_workload("sana-1600m", 512, steps=2)
+    s = S.simulate(S.build("pipefusion", None, sana, stages=2, ulysses=2), net)
+    assert s.makespan_ps > 0 and (s.memory.stale_kv > 0).all()
+    # linear attention: the stale state is per head hd x (hd + 1) fp32, not per token
+    assert s.memory.stale_kv.iloc[0] == 10 * 2 * 70 * 32 * 33 * 4 * 2 / 2  # layers x patches x H hd (hd+1) x 4 B x batch / u
+    for bad in (lambda: S.build("ring_attention", None, sana, degree=2),
+                lambda: S.build("usp", None, sana, ring=2)):
+        with pytest.raises(ConfigError, match="linear"):
+            bad()
+    video = dit_workload("hunyuan-video", (256, 256), frames=9, steps=1)  # 3 latent frames x 16 x 16
+    assert video.image_tokens == 3 * 256
+    assert S.simulate(S.build("usp", None, video, ulysses=4, ring=2), net).makespan_ps > 0
+    assert S.simulate(S.build("terapipe", "qwen3-32b", 1024, stages=2, tp=4), net).memory_status == "ok"
+    m = S.simulate(S.build("usp", "mixtral-8x7b", 1024, ulysses=8, ep=8), net)
+    assert m.makespan_ps > 0 and m.memory_status == "ok"

@@ -181,7 +181,7 @@ def plan(model: Any, workload: Any, *, fabric: Any, gpus: int | None = None, fid
     w = parse_workload(cfg, workload, steps=steps)
     dit = isinstance(w, DitWorkload)
     configs = enumerate_configs(cfg, w, N)
-    extra = {"fabric": fab, "gpu": gpu} if gpu is not None else {"fabric": fab}
+    extra: dict[str, Any] = {"fabric": fab, "gpu": gpu} if gpu is not None else {"fabric": fab}
     if workspace_bytes is not None:
         extra["workspace_bytes"] = workspace_bytes
     rows: list[dict[str, Any]] = []

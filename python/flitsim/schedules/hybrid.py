@@ -93,10 +93,10 @@ class _SP:
         att = k.parts("attn")
         rin = Kernels.elementwise("reshape", qkv_elems, b, part="attn") if u > 1 else Kernels.empty()
         rout = Kernels.elementwise("reshape", out_elems, b, part="attn") if u > 1 else Kernels.empty()
+        self.blocks: dict[tuple[int, int], Kernels | None] = {}
         if r == 1:
-            self.blocks = {(0, 0): Kernels.concat([rin, att.attention_as(heads_div=u), rout])}
+            self.blocks[(0, 0)] = Kernels.concat([rin, att.attention_as(heads_div=u), rout])
         else:
-            self.blocks = {}
             for qd in range(r):
                 for kd in range(r):
                     blk = _block(att, kind, r, qd, kd)
@@ -123,7 +123,7 @@ def _sp_layer(gb: GraphBuilder, grid: np.ndarray, sp: _SP, after: list[int], *, 
     """One block on the r x u group ``grid`` (shape (r, u)); ``after``: one task
     per device in grid order (< 0: none). Returns the tails, same order."""
     ids = [int(x) for x in grid.reshape(-1)]
-    kw = dict(stage=stage, step=step, layer=layer, phase=phase)
+    kw: dict[str, Any] = dict(stage=stage, step=step, layer=layer, phase=phase)
     pre = gb.compute_on(ids, sp.pre, after=after, item=item, label=f"{label}.qkv", **kw)
     pre_at = np.array(pre, np.int64).reshape(r, u)
     ready: list[list[int]] = [[t] for t in pre]  # per device: what its attention inputs wait for
@@ -228,6 +228,8 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
         raise config_error("cfg", c, f"an even step batch (got {work.batch})")
     if u > 1 and mcfg.n_heads % u:
         raise config_error("ulysses", u, f"a divisor of the model's n_heads = {mcfg.n_heads}")
+    if r > 1 and mcfg.attention_kind != "softmax":
+        raise config_error("ring", r, f"1: {mcfg.name} has linear attention (no K/V blocks to pass around a ring)")
     moe = ExpertParallel.make(mcfg, E, u * r, work) if (E > 1 or mcfg.n_experts) else None
     dims = (("pp", K), ("cfg", c), ("ring", r), ("ulysses", u))
     pl, size = place(dims, devices=devices, fabric=fabric, fabric_devices=fabric_devices, placement=placement)
@@ -287,6 +289,7 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
         key_ = (which, q_img, tq_m)
         if key_ not in ends_cache:
             names = ["patch_embed", "cond_embed"] if which == "pre" else ["final"]
+            k: Kernels | None
             if dit:
                 k = patch_kernels(mcfg, q_img, P, layers=names, batch=B, text_query_tokens=tq_m, text_tokens=T,
                                   dtype=dtype)
@@ -368,7 +371,7 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
     for s in range(sync_steps):
         last = []
         for ci in range(c):
-            tail, skip_in = tails[ci], {}
+            tail, skip_in = tails[ci], {}  # type: list[int], dict[int, list[int]]
             for j in range(K):
                 tail = stage_pass(j, ci, s, -1, P, T, tail, ph, skip_in)
                 if j + 1 < K:
