@@ -282,3 +282,17 @@ def test_new_models_run_through_their_schedules():
     assert S.simulate(S.build("terapipe", "qwen3-32b", 1024, stages=2, tp=4), net).memory_status == "ok"
     m = S.simulate(S.build("usp", "mixtral-8x7b", 1024, ulysses=8, ep=8), net)
     assert m.makespan_ps > 0 and m.memory_status == "ok"
+
+
+def test_domains_stop_at_network_elements():
+    from types import SimpleNamespace as NS
+
+    # two "nodes" of 2 GPUs, each on a PCIe switch (0, 1) with a NIC (2, 3) trunked to one Ethernet switch (4)
+    kinds = [NS(kind="pcie_switch"), NS(kind="nic"), NS(kind="ethernet")]
+    wires = [NS(gpu=g, switch=g // 2, link=0) for g in range(4)]
+    trunks = [NS(a=0, b=2, link=0), NS(a=1, b=3, link=0), NS(a=2, b=4, link=0), NS(a=3, b=4, link=0)]
+    fab = NS(gpus=4, switches=5, wires=wires, trunks=trunks, switch_kinds=kinds, switch_kind=[0, 0, 1, 1, 2],
+             name="2x2", domains=None)
+    assert fabric_domains(fab) == [[0, 1], [2, 3]]
+    pl, _ = place((("pp", 2), ("tp", 2)), fabric=fab)
+    assert pl.groups("tp") == [[0, 1], [2, 3]] and not pl.crosses["tp"] and pl.crosses["pp"]
