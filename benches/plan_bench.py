@@ -4,7 +4,7 @@ steps, on hgx-h100 at fidelity "auto" (flow level where validated against
 packet level).
 
     PYTHONPATH=python python3 benches/plan_bench.py [--model pixart-alpha] [--res 1024] [--steps 20]
-        [--fabric hgx-h100] [--gpus 8] [--fidelity auto] [--prune-factor 1]
+        [--fabric hgx-h100] [--gpus 8] [--fidelity auto] [--prune-factor 1] [-j 2]
 
 Prints wall time, peak RSS and the enumerated / infeasible / pruned / simulated counts.
 """
@@ -25,12 +25,13 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--fidelity", default="auto")
     ap.add_argument("--prune-factor", type=float, default=1.0)
+    ap.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (2: the 2-core target)")
     a = ap.parse_args()
     from flitsim.planner import plan
 
     t0 = time.perf_counter()
     r = plan(a.model, a.res, fabric=a.fabric, gpus=a.gpus, steps=a.steps, fidelity=a.fidelity,
-             prune_factor=a.prune_factor)
+             prune_factor=a.prune_factor, jobs=a.jobs)
     wall = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(r.table[["config", "schedule", "status", "latency_s", "lower_bound_s", "memory_peak_GB",

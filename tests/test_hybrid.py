@@ -296,3 +296,15 @@ def test_domains_stop_at_network_elements():
     assert fabric_domains(fab) == [[0, 1], [2, 3]]
     pl, _ = place((("pp", 2), ("tp", 2)), fabric=fab)
     assert pl.groups("tp") == [[0, 1], [2, 3]] and not pl.crosses["tp"] and pl.crosses["pp"]
+
+
+def test_plan_is_the_same_at_any_worker_count():
+    import warnings as _w
+
+    from flitsim.planner import plan
+
+    with _w.catch_warnings():
+        _w.simplefilter("ignore")
+        a = plan("dit-xl/2", "256", fabric="hgx-h100", gpus=2, steps=1, fidelity="flow")
+        b = plan("dit-xl/2", "256", fabric="hgx-h100", gpus=2, steps=1, fidelity="flow", jobs=2)
+    assert a.table.equals(b.table)

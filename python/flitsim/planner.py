@@ -145,9 +145,34 @@ class PlanResult:
                 f"{self.pruned} pruned as dominated, {self.simulated} simulated ({self.wall_s:.1f} s)")
 
 
+def _prepare(p: Any, cfg: Any, w: Any, dit: bool, extra: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """Build one configuration, its static footprint and its compute-only bound:
+    (table row, the schedule when it fits, else None)."""
+    from flitsim.networks import AnalyticNetwork
+
+    name = p.schedule(dit)[0]
+    row: dict[str, Any] = {"config": p.label(), "schedule": name, "status": "", "latency_s": np.nan,
+                           "lower_bound_s": np.nan, "speedup": np.nan, "memory_peak_GB": np.nan,
+                           "memory_broken_by": "", "bubble_fraction": np.nan, "stage_time_cv": np.nan,
+                           "fill_drain_share": np.nan, "flop_per_comm_byte": np.nan, "comm_GB": np.nan,
+                           "fidelity": "", "note": ""}
+    try:
+        s = p.build(cfg, w, **extra)
+    except ConfigError as e:
+        row.update(status="error", note=str(e))
+        return row, None
+    fp = s.footprint()
+    row["memory_peak_GB"] = fp.peak_bytes / 1e9
+    if fp.status == "oom":
+        row.update(status="oom", memory_broken_by=fp.broken_by or "")
+        return row, None
+    row["lower_bound_s"] = s.simulate(AnalyticNetwork()).makespan_ps * 1e-12
+    return row, s
+
+
 def plan(model: Any, workload: Any, *, fabric: Any, gpus: int | None = None, fidelity: str = "auto",
          prune_factor: float = 1.0, steps: int | None = None, workspace_bytes: float | None = None,
-         gpu: Any = None) -> PlanResult:
+         gpu: Any = None, jobs: int = 1) -> PlanResult:
     """Enumerate, filter, prune, simulate and rank (module docstring).
 
     Args:
@@ -156,6 +181,8 @@ def plan(model: Any, workload: Any, *, fabric: Any, gpus: int | None = None, fid
         fabric: preset name or FabricSpec; gpus: GPUs to use (default all of the fabric's).
         fidelity: ``packet`` | ``flow`` | ``auto``; prune_factor: >= 1 (larger keeps more).
         steps: denoising steps (DiT, when ``workload`` is a string).
+        jobs: worker processes for building and bounding the configurations
+            (:func:`flitsim.parallel.map_ordered`: the result is the same at any count).
 
     Raises:
         ConfigError: unknown model / fabric, more GPUs than the fabric has, a bad workload,
@@ -184,36 +211,16 @@ def plan(model: Any, workload: Any, *, fabric: Any, gpus: int | None = None, fid
     extra: dict[str, Any] = {"fabric": fab, "gpu": gpu} if gpu is not None else {"fabric": fab}
     if workspace_bytes is not None:
         extra["workspace_bytes"] = workspace_bytes
-    rows: list[dict[str, Any]] = []
-    cands = []
-    for p in configs:
-        name = p.schedule(dit)[0]
-        row: dict[str, Any] = {"config": p.label(), "schedule": name, "status": "", "latency_s": np.nan,
-                               "lower_bound_s": np.nan, "speedup": np.nan, "memory_peak_GB": np.nan,
-                               "memory_broken_by": "", "bubble_fraction": np.nan, "stage_time_cv": np.nan,
-                               "fill_drain_share": np.nan, "flop_per_comm_byte": np.nan, "comm_GB": np.nan,
-                               "fidelity": "", "note": ""}
-        try:
-            s = p.build(cfg, w, **extra)
-        except ConfigError as e:
-            row.update(status="error", note=str(e))
-            rows.append(row)
-            continue
-        fp = s.footprint()
-        row["memory_peak_GB"] = fp.peak_bytes / 1e9
-        if fp.status == "oom":
-            row.update(status="oom", memory_broken_by=fp.broken_by or "")
-            rows.append(row)
-            continue
-        lb = s.simulate(AnalyticNetwork()).makespan_ps * 1e-12
-        row["lower_bound_s"] = lb
-        cands.append((lb, len(rows), s))
-        rows.append(row)
+    from flitsim.parallel import check_jobs, map_ordered
+
+    prepared = map_ordered(_prepare, [(p, cfg, w, dit, extra) for p in configs], check_jobs(jobs))
+    rows: list[dict[str, Any]] = [r for r, _ in prepared]
+    cands = [(r["lower_bound_s"], i, s) for i, (r, s) in enumerate(prepared) if s is not None]
     single = None
     try:  # the one-GPU reference of the speedup column (compute only: no communication exists)
         from flitsim.schedules.compose import Parallel
 
-        one = Parallel().build(cfg, w, **{k: v for k, v in extra.items() if k != "fabric"})
+        one = Parallel().build(cfg, w, **extra)  # the fabric's GPU, one device
         if one.footprint().status == "ok":
             single = one.simulate(AnalyticNetwork()).makespan_ps * 1e-12
     except ConfigError:
@@ -225,7 +232,7 @@ def plan(model: Any, workload: Any, *, fabric: Any, gpus: int | None = None, fid
 
     for lb, i, s in sorted(cands, key=lambda x: (x[0], x[1])):
         row = rows[i]
-        if lb * 1.0 >= best * prune_factor and np.isfinite(best):
+        if np.isfinite(best) and lb >= best * prune_factor:
             row.update(status="pruned", note=f"compute-only bound {lb:.4g} s >= best simulated {best:.4g} s")
             pruned += 1
             continue

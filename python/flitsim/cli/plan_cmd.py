@@ -27,10 +27,12 @@ def _f(v: float, fmt: str) -> str:
               help="Fabric fidelity of the simulations (auto: flow level where validated against packet level).")
 @click.option("--prune-factor", type=float, default=1.0, show_default=True,
               help="Simulate every configuration whose compute-only bound is below best x this factor.")
+@click.option("-j", "--jobs", type=int, default=1, show_default=True,
+              help="Worker processes for building the configurations (same result at any count).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @friendly_errors
 def plan_cmd(model: str, workload: str, fabric: str, gpus: int | None, steps: int | None, fidelity: str,
-             prune_factor: float, as_json: bool) -> None:
+             prune_factor: float, jobs: int, as_json: bool) -> None:
     """Rank parallel configurations of MODEL for WORKLOAD (a DiT resolution such
     as 1024 or 720x1280, or an LLM prefill length such as 8192) on N GPUs of a
     fabric: memory per GPU, latency and the scorecard's structure figures."""
@@ -38,7 +40,8 @@ def plan_cmd(model: str, workload: str, fabric: str, gpus: int | None, steps: in
     from flitsim.planner import plan
 
     fab = FabricSpec.from_toml(fabric) if fabric.endswith(".toml") else as_fabric(fabric)
-    r = plan(model, workload, fabric=fab, gpus=gpus, fidelity=fidelity, prune_factor=prune_factor, steps=steps)
+    r = plan(model, workload, fabric=fab, gpus=gpus, fidelity=fidelity, prune_factor=prune_factor, steps=steps,
+             jobs=jobs)
     if as_json:
         echo_json({"meta": r.meta, "enumerated": r.enumerated, "infeasible": r.infeasible, "pruned": r.pruned,
                    "simulated": r.simulated, "wall_s": r.wall_s,
