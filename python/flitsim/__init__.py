@@ -42,6 +42,7 @@ __all__ = [
     "link_transfer", "switchlab", "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "TransferResult", "transfers",
     "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario", "serving", "Fault",
     "fec_error_model", "goodput_vs_ber", "cancel_all", "SwitchKind", "Trunk", "Route", "RouteHop", "route",
+    "plan",
 ]
 
 
@@ -52,4 +53,8 @@ def __getattr__(name: str) -> object:
         import importlib
 
         return importlib.import_module(f"flitsim.{name}")
+    if name == "plan":  # flitsim.plan(model, workload, fabric=..., gpus=...): loads schedules on first use
+        from flitsim.planner import plan
+
+        return plan
     raise AttributeError(f"module 'flitsim' has no attribute {name!r}")

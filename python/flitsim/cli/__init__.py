@@ -20,6 +20,7 @@ from flitsim.cli.run_cmd import run_cmd
 from flitsim.cli.route_cmd import route_cmd
 from flitsim.cli.sweep_cmd import sweep_cmd
 from flitsim.cli.serve_cmd import serve_cmd
+from flitsim.cli.plan_cmd import plan_cmd
 from flitsim.cli.validate_cmd import validate_cmd
 
 
@@ -41,6 +42,7 @@ cli.add_command(profile_cmd)
 cli.add_command(ber_cmd)
 cli.add_command(serve_cmd)
 cli.add_command(presets_cmd)
+cli.add_command(plan_cmd)
 cli.add_command(route_cmd)
 cli.add_command(validate_cmd)
 

@@ -11,7 +11,15 @@ One module per schedule:
 ``ring_attention``    ring attention, K/V around a ring overlapping compute (DiT, prefill)
 ``distrifusion``      DistriFusion displaced patch parallelism (DiT)
 ``decode``            prefill + per-token decode of a batch of requests (TTFT, TPOT)
+``usp``               Ulysses x Ring sequence parallelism (x CFG, x expert parallel ``ep``)
+``cfg_parallel``      the two CFG branches on two device groups (x Ulysses x Ring)
 ====================  ==========================================================
+
+Hybrids: ``build("pipefusion", ..., ulysses=2, ring=2, cfg=2)`` is PipeFusion x
+USP x CFG (:mod:`flitsim.schedules.hybrid`); ``terapipe`` / ``layer_pipeline``
+take ``tp=`` (pipeline x tensor parallel), ``decode`` has ``stages`` x ``tp``;
+:class:`Parallel` is the same as a composition object. ``placement=``
+(:mod:`flitsim.schedules.placement`) maps the degrees onto the fabric's GPUs.
 
 Entry points: :func:`build` (by name) and :func:`simulate` (run over a
 network); the result is a :class:`Schedule` with the metrics (stage-time CV,
@@ -38,53 +46,12 @@ from flitsim.schedules.ring_attention import build_ring_attention
 from flitsim.schedules.tensor_parallel import build_tensor_parallel
 from flitsim.schedules.terapipe import build_terapipe, pipeline_latency, terapipe_plan
 from flitsim.schedules.ulysses import build_ulysses
+from flitsim.schedules.hybrid import build_hybrid
+from flitsim.schedules.registry import HYBRID_OPTIONS, SCHEDULES, build, build_cfg_parallel, build_usp
+from flitsim.schedules.compose import Parallel
 
-SCHEDULES: dict[str, Callable[..., Schedule]] = {
-    "layer_pipeline": build_layer_pipeline, "terapipe": build_terapipe, "pipefusion": build_pipefusion,
-    "tensor_parallel": build_tensor_parallel, "ulysses": build_ulysses, "ring_attention": build_ring_attention,
-    "distrifusion": build_distrifusion, "decode": build_decode,
-}
-"""Schedule name -> builder ``(model, workload, *, devices=None, **options) -> Schedule``."""
-
-__all__ = ["SCHEDULES", "Schedule", "build", "simulate", "request_metrics", "pipeline_latency", "terapipe_plan",
-           *[f.__name__ for f in SCHEDULES.values()]]
-
-
-def build(name: str, model: Any, workload: Any, *, devices: Any = None, **options: Any) -> Schedule:
-    """Lower schedule ``name`` (a key of :data:`SCHEDULES`) for ``model`` and
-    ``workload`` on ``devices`` (a count or device ids of the fabric).
-    ``fabric=`` (a preset name or FabricSpec) sets ``fabric_devices`` and, when
-    ``gpu`` is not given, the GPU the fabric is built from.
-    ``workspace_bytes=`` sets the framework workspace per device of the
-    memory model (:mod:`flitsim.memory`; :meth:`Schedule.footprint`).
-
-    Raises:
-        ConfigError: unknown name, or whatever the builder rejects.
-    """
-    if name not in SCHEDULES:
-        raise config_error("schedule", name, f"one of {sorted(SCHEDULES)}")
-    workspace = options.pop("workspace_bytes", None)
-    if workspace is not None:
-        from flitsim.memory import check_workspace
-
-        workspace = check_workspace(workspace)
-    fabric = options.get("fabric")
-    if fabric is not None and options.get("fabric_devices") is None:
-        from flitsim.hardware.fabric import as_fabric
-
-        options["fabric"] = fabric = as_fabric(fabric)
-        options["fabric_devices"] = fabric.gpus
-    import inspect
-
-    params = inspect.signature(SCHEDULES[name]).parameters
-    allowed = sorted(k for k, p in params.items() if p.kind is p.KEYWORD_ONLY and k != "devices")
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise config_error(f"{name} option", unknown[0], f"one of {allowed}")
-    sched = SCHEDULES[name](model, workload, devices=devices, **options)
-    if workspace is not None:
-        sched.options["workspace_bytes"] = workspace
-    return sched
+__all__ = ["SCHEDULES", "Schedule", "Parallel", "HYBRID_OPTIONS", "build", "simulate", "request_metrics",
+           "pipeline_latency", "terapipe_plan", "build_hybrid", *[f.__name__ for f in SCHEDULES.values()]]
 
 
 def simulate(schedule: Schedule, network: Any = None) -> Schedule:
