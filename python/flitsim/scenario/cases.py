@@ -11,7 +11,7 @@ import numpy as np
 
 from flitsim.errors import config_error
 from flitsim.models import model_preset
-from flitsim.scenario.spec import CaseSection, Scenario
+from flitsim.scenario.spec import CaseSection, MapWorkload, Scenario
 from flitsim.workloads import dit_workload, llmperf_workload, load_trace
 
 __all__ = ["load_workload", "representatives", "info_kind"]
@@ -30,8 +30,8 @@ def representatives(wl: Any, n: int) -> tuple[list[int], str]:
     return reps, desc
 
 
-def load_workload(case: CaseSection, sc: Scenario) -> tuple[Any, dict[str, Any]]:
-    """(workload, info) of a case: the DiT or LLM workload object (None for
+def load_workload(case: CaseSection | MapWorkload, sc: Scenario) -> tuple[Any, dict[str, Any]]:
+    """(workload, info) of a case (or a map row): the DiT or LLM workload object (None for
     ``kind = "tokens"``) and the facts the report prints (``kind`` "dit" or
     "llm", ``reps`` the prefill lengths to run, tokenizer, distribution).
 

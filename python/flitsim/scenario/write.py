@@ -19,6 +19,7 @@ from flitsim.errors import config_error
 from flitsim.report.metrics import llm_request_latencies
 from flitsim.report.plots import figure_png_base64, latency_cdf, link_heatmap, stage_time_bars, timeline
 from flitsim.report.trace import to_perfetto
+from flitsim.scenario.map import map_json, write_map
 
 if TYPE_CHECKING:  # result.py imports this module; the type is only named here
     from flitsim.scenario.result import ScenarioResult
@@ -60,6 +61,8 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
     res.scorecards.to_parquet(out / "scorecard.parquet", index=False)
     res.scorecards.to_csv(out / "scorecard.csv", index=False)
     paths.update(summary=str(out / "summary.parquet"), scorecard=str(out / "scorecard.parquet"))
+    if res.map is not None:  # the map's tables and heatmap (flitsim.scenario.map.write_map)
+        paths.update(write_map(res.map, out, figures=res.scenario.output.figures, title=res.scenario.title))
     cps = []
     for r in res.runs:
         bd = r.critical.breakdown_ps
@@ -131,7 +134,12 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
                 save(latency_cdf(samples, xlabel="prefill latency (ms)",
                                  title=f"{case}: prefill latency over representative lengths"),
                      f"{cs}__prefill_cdf", f"{case}: prefill latency CDF")
-    page = html_report(res, figs)
+    map_b64 = None
+    if "map_png" in paths:
+        import base64
+
+        map_b64 = base64.b64encode(Path(paths["map_png"]).read_bytes()).decode()
+    page = html_report(res, figs, map_png_base64=map_b64)
     (out / "report.html").write_text(page)
     paths["html"] = str(out / "report.html")
     with open(out / "results.json", "w") as f:
@@ -144,9 +152,10 @@ def _table(df: Any) -> str:
     return df.to_html(index=False, float_format=lambda x: f"{x:.4g}", border=0, classes="t", escape=True)
 
 
-def html_report(res: "ScenarioResult", figures: list[tuple[str, str]]) -> str:
-    """Self-contained HTML page: title, notes, summary, scorecards, critical
-    paths, LLM / DiT latencies, conclusion and the embedded figures."""
+def html_report(res: "ScenarioResult", figures: list[tuple[str, str]], map_png_base64: str | None = None) -> str:
+    """Self-contained HTML page: title, notes, the map (heatmap first, then
+    its table and the published checks) when there is one, conclusion,
+    summary, scorecards, critical paths, LLM / DiT latencies and the embedded figures."""
     e = html.escape
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(res.scenario.title)}</title>",
              "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table.t{border-collapse:collapse;"
@@ -154,9 +163,10 @@ def html_report(res: "ScenarioResult", figures: list[tuple[str, str]]) -> str:
              "img{max-width:100%}</style></head><body>",
              f"<h1>{e(res.scenario.title)}</h1><p>{e(res.scenario.description)}</p>",
              f"<p>wall time {res.wall_s:.1f} s</p><ul>" + "".join(f"<li>{e(n)}</li>" for n in res.network_notes) + "</ul>",
+             *(_map_html(res, map_png_base64) if res.map is not None else []),
              "<h2>Conclusion: where token-level pipelining fits</h2><ul>"
              + "".join(f"<li>{e(c)}</li>" for c in res.conclusion) + "</ul>",
-             "<h2>Summary</h2>", _table(res.summary_frame().drop(columns=["wall_s"])),
+             "<h2>Summary</h2>", _table(res.summary_frame().drop(columns=["wall_s"], errors="ignore")),
              "<h2>Scorecards</h2>", _table(res.scorecards)]
     cp = pd.DataFrame([{"case": r.case, "schedule": r.label,
                         **{k: f"{v:.0%}" for k, v in r.critical.breakdown_share().items()},
@@ -175,6 +185,20 @@ def html_report(res: "ScenarioResult", figures: list[tuple[str, str]]) -> str:
                      "</figcaption></figure>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _map_html(res: "ScenarioResult", png_base64: str | None) -> list[str]:
+    """The map first: heatmap (figures/map.png), the cell table and the published checks."""
+    parts = ["<h2>PMF map: where token-level pipelining fits</h2>"]
+    if png_base64:
+        parts.append(f"<img alt='PMF map' src='data:image/png;base64,{png_base64}'>")
+    cols = ["workload", "fabric", "compares", "winner", "winner_s", "margin_over_nonpipelined", "best_pipelined",
+            "pipelining", "pipelining_ratio", "verdict", "verdict_text", "task_match", "metric_match",
+            "structure_match", "fidelity", "oom", "infeasible"]
+    parts += [_table(res.map.table()[cols])]
+    if res.map.reference is not None and len(res.map.reference):
+        parts += ["<h3>Published measurements vs the map</h3>", _table(res.map.reference)]
+    return parts
 
 
 def scenario_json(res: "ScenarioResult") -> dict[str, Any]:
@@ -196,5 +220,6 @@ def scenario_json(res: "ScenarioResult") -> dict[str, Any]:
            "critical_path": {f"{r.case} / {r.label}": r.critical.summary() for r in res.runs},
            "llm_latency": {f"{r.case} / {r.label}": r.llm_latency.reset_index().to_dict(orient="records")
                            for r in res.runs if r.llm_latency is not None},
-           "dit_latency": {f"{r.case} / {r.label}": r.dit for r in res.runs if r.dit}}
+           "dit_latency": {f"{r.case} / {r.label}": r.dit for r in res.runs if r.dit},
+           **({"map": map_json(res.map)} if res.map is not None else {})}
     return clean(json.loads(json.dumps(out, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))))
