@@ -21,6 +21,10 @@ def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
     c = console or Console()
     for n in res.network_notes:
         c.print(f"[dim]{n}[/dim]")
+    if res.map is not None:
+        print_map(res.map, c)
+    if not res.runs:
+        return
     t = Table(title=f"{res.scenario.title}: runs")
     for col in ("case", "schedule", "GPUs", "network", "fidelity", "makespan ms", "speedup", "stage CV", "fill/drain",
                 "bubble", "FLOP/B", "memory GB"):
@@ -69,6 +73,37 @@ def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
     c.print("[bold]Where token-level pipelining fits[/bold]")
     for line in res.conclusion:
         c.print(f"- {line}")
+
+
+def print_map(m, c) -> None:  # type: ignore[no-untyped-def]
+    """The PMF map: one line per cell (winner, margin, pipelining, verdict,
+    fidelity), then the published-measurement checks."""
+    from rich.table import Table
+
+    t = Table(title="PMF map (per cell: winner, margin over the best non-pipelined, pipelining, verdict)")
+    for col in ("workload", "fabric", "compares", "winner", "s", "margin", "best pipeline", "pipelining", "verdict",
+                "T/M/S match", "fidelity"):
+        t.add_column(col, overflow="fold")
+    yn = {True: "y", False: "n", None: "-"}
+    for r in m.table().itertuples():
+        t.add_row(r.workload, r.fabric, r.compares.split(" (")[0], str(r.winner or "-"),
+                  "" if r.winner_s != r.winner_s else f"{r.winner_s:.4g}",
+                  "" if r.margin_over_nonpipelined != r.margin_over_nonpipelined else f"{r.margin_over_nonpipelined:.2f}x",
+                  str(r.best_pipelined or "-"),
+                  r.pipelining + ("" if r.pipelining_ratio != r.pipelining_ratio else f" {r.pipelining_ratio:.2f}x"),
+                  r.verdict_text, "/".join(yn[x] for x in (r.task_match, r.metric_match, r.structure_match)), r.fidelity)
+    c.print(t)
+    ref = m.reference
+    if ref is not None and len(ref):
+        t = Table(title="published measurements vs the map")
+        for col in ("claim", "workload", "fabric", "schedule", "measured s", "simulated s", "sim/meas", "agrees", "note"):
+            t.add_column(col, overflow="fold")
+        for r in ref.itertuples():
+            f = (lambda v: "" if v is None or v != v else f"{v:.4g}")
+            t.add_row(str(r.claim), str(r.workload if r.workload == r.workload else ""), str(r.fabric if r.fabric == r.fabric else ""),
+                      str(r.schedule if r.schedule == r.schedule else ""), f(r.measured_s), f(r.simulated_s), f(r.ratio),
+                      {True: "yes", False: "NO"}.get(r.agrees, "-"), str(r.note if r.note == r.note else ""))
+        c.print(t)
 
 
 def check_out_dir(out_dir: str, force: bool) -> Path:

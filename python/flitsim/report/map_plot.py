@@ -62,8 +62,7 @@ def map_heatmap(cells: Any, rows: Sequence[str], columns: Sequence[str], *, titl
             pipe = f"pipe {r.pipelining} {ratio:.2f}x" if ratio == ratio else f"pipe {r.pipelining}"
             text[i][j] = f"{win}\n{pipe}\n{v}"
     fig, ax = plt.subplots(figsize=(2.3 * nc + 3.2, 0.62 * nr + 1.8), dpi=110)
-    cmap = matplotlib.colormaps["RdBu"].copy()
-    cmap.set_bad("#cccccc")
+    cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="#cccccc")
     im = ax.imshow(np.ma.masked_invalid(val), cmap=cmap, norm=TwoSlopeNorm(vmin=-2.0, vcenter=0.0, vmax=2.0),
                    aspect="auto")
     for i in range(nr):
@@ -73,10 +72,11 @@ def map_heatmap(cells: Any, rows: Sequence[str], columns: Sequence[str], *, titl
     ax.set_xticks(range(nc), labels=list(columns), fontsize=8)
     ax.set_yticks(range(nr), labels=list(rows), fontsize=8)
     ax.xaxis.tick_top()
-    ax.set_title(title, fontsize=10, pad=24)
+    ax.set_title(f"{title}\ncolour: T(best non-pipelined) / T(best token-level pipeline); grey: no feasible pipeline",
+                 fontsize=9, pad=22)
     cb = fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
     cb.set_ticks([-2, -1, 0, 1, 2], labels=["pipe 4x slower", "2x slower", "equal", "2x faster", "4x faster"])
     cb.ax.tick_params(labelsize=7)
-    cb.set_label("T(best non-pipelined) / T(best token-level pipeline), log2; grey: no feasible pipeline", fontsize=7)
+    cb.set_label("token-level pipeline vs best non-pipelined (log2)", fontsize=7)
     fig.tight_layout()
     return fig

@@ -50,7 +50,8 @@ from flitsim.scenario.cases import load_workload
 from flitsim.scenario.spec import MapSection, MapWorkload, Scenario, map_fabric_spec
 from flitsim.schedules.builder import DEFAULT_GPU
 
-__all__ = ["Candidate", "CandidateRun", "MapResult", "candidates", "run_map", "decide_cell", "cell_columns"]
+__all__ = ["Candidate", "CandidateRun", "MapResult", "candidates", "run_map", "evaluate", "decide_cell", "cell_columns",
+           "map_json", "write_map"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,12 +243,28 @@ def _run_one(row: _Row, col: _Column, cand: Candidate) -> CandidateRun:
         run.status, run.reason = "infeasible", str(e).split("\n")[0]
         run.wall_s = time.perf_counter() - t0
         return run
-    fps = [s.footprint() for s in per]
-    worst = max(fps, key=lambda f: f.peak_bytes)
-    run.peak_memory_bytes, run.hbm_capacity_bytes, run.memory_broken_by = worst.peak_bytes, worst.capacity_bytes, worst.broken_by
-    if worst.status == "oom":
-        run.status = "oom"
-        run.reason = f"{worst.peak_bytes / 1e9:.1f} GB > {worst.capacity_bytes / 1e9:.1f} GB HBM ({worst.broken_by}, with the run's comm buffers)"
+    return evaluate(run, per, workload=row.info, breakeven_flop_per_byte=col.breakeven_flop_per_byte,
+                    decode=row.kind == "decode", t0=t0)
+
+
+def evaluate(run: CandidateRun, per: list[Any], *, workload: dict[str, Any], breakeven_flop_per_byte: float | None,
+             decode: bool = False, t0: float | None = None) -> CandidateRun:
+    """Fill ``run`` from its simulated schedules ``per`` (one per
+    representative length): memory with the run's buffers (``oom`` if above
+    HBM), mean metrics (FLOP/byte = total FLOPs / total bytes), latency,
+    fidelity, scorecard (:func:`~flitsim.report.scorecard.scorecard` against
+    ``breakeven_flop_per_byte``) and, for ``decode``, output tokens/s.
+    ``workload``: the scorecard's workload facts. Returns ``run``."""
+    t0 = time.perf_counter() if t0 is None else t0
+    cand = run.candidate
+    fps = [s.footprint() for s in per if "memory_static" in s.options]
+    if fps:
+        worst = max(fps, key=lambda f: f.peak_bytes)
+        run.peak_memory_bytes, run.hbm_capacity_bytes, run.memory_broken_by = worst.peak_bytes, worst.capacity_bytes, worst.broken_by
+        if worst.status == "oom":
+            run.status = "oom"
+            run.reason = (f"{worst.peak_bytes / 1e9:.1f} GB > {worst.capacity_bytes / 1e9:.1f} GB HBM "
+                          f"({worst.broken_by}, with the run's comm buffers)")
     ms = [schedule_metrics(s) for s in per]
     agg = {k: (float(np.mean([m[k] for m in ms])) if isinstance(v, (int, float)) else v) for k, v in ms[0].items()}
     fl, by = sum(m["flops"] for m in ms), sum(m["comm_bytes"] for m in ms)
@@ -255,17 +272,18 @@ def _run_one(row: _Row, col: _Column, cand: Candidate) -> CandidateRun:
     run.metrics = agg
     run.latency_s = agg["makespan_s"]
     rep = per[len(per) // 2]
-    net = rep.run.network
+    net = rep.run.network if isinstance(rep.run.network, dict) else {}
     fab = None
-    if isinstance(net, dict) and "links" in net and hasattr(net["links"], "columns"):
+    if "links" in net and hasattr(net["links"], "columns"):
         f = fabric_metrics(net["links"], net["switch_ports"], rep.run.makespan_ps)
         fab = {k: v for k, v in f.items() if not hasattr(v, "columns")}
     run.card = scorecard(schedule=cand.label, devices=len(rep.devices), metrics=agg, single_gpu_s=None,
-                         workload=row.info, breakeven_flop_per_byte=col.breakeven_flop_per_byte, fabric=fab,
+                         workload=workload, breakeven_flop_per_byte=breakeven_flop_per_byte, fabric=fab,
                          stages=rep.stages)
-    run.fidelity = " + ".join(sorted({str(s.run.network.get("fidelity", "analytic")) for s in per}))
-    run.fidelity_reason = "; ".join(sorted({str(s.run.network.get("fidelity_reason", "")) for s in per} - {""}))
-    if row.kind == "decode":
+    nets = [s.run.network if isinstance(s.run.network, dict) else {} for s in per]
+    run.fidelity = " + ".join(sorted({str(n.get("fidelity", "analytic")) for n in nets}))
+    run.fidelity_reason = "; ".join(sorted({str(n.get("fidelity_reason", "")) for n in nets} - {""}))
+    if decode:
         out_tok = float(np.sum(rep.options.get("output_tokens", [])))
         run.throughput_tokens_per_s = out_tok / run.latency_s if run.latency_s else float("nan")
     run.wall_s = time.perf_counter() - t0
