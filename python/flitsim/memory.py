@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["COMPONENTS", "DEFAULT_WORKSPACE_BYTES", "Footprint", "block_activation_bytes", "check_workspace",
-           "stage_weight_bytes", "pipeline_memory", "pipefusion_memory", "parallel_memory", "footprint"]
+           "stage_weight_bytes", "pipeline_memory", "pipefusion_memory", "parallel_memory", "hybrid_memory",
+           "expert_param_bytes", "stale_kv_bytes", "footprint"]
 
 COMPONENTS = ("weights", "activations", "kv_cache", "stale_kv", "comm_buffers", "workspace")
 """Columns of the memory table, in order."""
@@ -71,21 +72,23 @@ def check_workspace(v: Any) -> float:
 
 
 def block_activation_bytes(cfg: ModelConfig, tokens: float, *, batch: int, dtype: str, attn_tokens: float | None = None,
-                           heads_div: int = 1) -> float:
+                           heads_div: int = 1, ffn_div: int | None = None) -> float:
     """Peak live activations of one block's forward, bytes (module docstring).
 
     Args:
         tokens: tokens of the residual stream on the device (per sample).
         attn_tokens: tokens whose Q, K, V and output the device holds (default
             ``tokens``; Ulysses: all p for 1/N of the heads).
-        heads_div: heads / FFN columns split this many ways (tensor parallel, Ulysses).
+        heads_div: heads split this many ways (tensor parallel, Ulysses).
+        ffn_div: FFN columns split this many ways (default ``heads_div``: tensor
+            parallel; Ulysses splits heads but not the FFN, 1).
     """
     b = dtype_bytes(dtype)
     t_att = tokens if attn_tokens is None else attn_tokens
     hs, aw, kw, f = cfg.hidden, cfg.attn_width, cfg.kv_width, cfg.ffn_hidden
     gate = 2 if cfg.ffn_act == "swiglu" else 1
     attn = tokens * hs + t_att * (2 * aw + kw) / heads_div
-    mlp = tokens * 2 * hs + tokens * gate * f / heads_div
+    mlp = tokens * 2 * hs + tokens * gate * f / (heads_div if ffn_div is None else ffn_div)
     return float(batch * b * max(attn, mlp))
 
 
@@ -125,7 +128,7 @@ def pipeline_memory(cfg: ModelConfig, groups: Sequence[Sequence[Any]], *, dtype:
 
 
 def pipefusion_memory(cfg: ModelConfig, groups: Sequence[Sequence[Any]], *, dtype: str, seq_tokens: int,
-                      patch_tokens: float, batch: int, warmup_steps: int) -> dict[str, np.ndarray]:
+                      patch_tokens: float, batch: int, warmup_steps: int, patches: int = 1) -> dict[str, np.ndarray]:
     """Static components of PipeFusion, one device per stage.
 
     ``stale_kv`` = layers-in-stage x seq_tokens x kv_width x bytes x batch
@@ -139,7 +142,7 @@ def pipefusion_memory(cfg: ModelConfig, groups: Sequence[Sequence[Any]], *, dtyp
     for j, g in enumerate(groups):
         out["weights"][j] = stage_weight_bytes(cfg, g, dtype)
         out["activations"][j] = block_activation_bytes(cfg, act_t, batch=batch, dtype=dtype)
-        out["stale_kv"][j] = _blocks(cfg, g) * seq_tokens * cfg.kv_width * b * batch
+        out["stale_kv"][j] = stale_kv_bytes(cfg, _blocks(cfg, g), seq_tokens, batch=batch, dtype=dtype, patches=patches)
     return out
 
 
@@ -161,7 +164,8 @@ def parallel_memory(name: str, cfg: ModelConfig, *, n: int, dtype: str, tokens: 
         kv = L * p * kw * b * batch / min(n, cfg.kv_heads)
     elif name == "ulysses":
         out["weights"][:] = P
-        out["activations"][:] = block_activation_bytes(cfg, p / n, batch=batch, dtype=dtype, attn_tokens=p, heads_div=n)
+        out["activations"][:] = block_activation_bytes(cfg, p / n, batch=batch, dtype=dtype, attn_tokens=p, heads_div=n,
+                                                       ffn_div=1)
         kv = L * p * kw * b * batch / n
     elif name in ("ring_attention", "distrifusion"):
         out["weights"][:] = P
@@ -173,6 +177,59 @@ def parallel_memory(name: str, cfg: ModelConfig, *, n: int, dtype: str, tokens: 
         raise config_error("schedule", name, "tensor_parallel, ulysses, ring_attention or distrifusion")
     if causal:
         out["kv_cache"][:] = kv
+    return out
+
+
+def expert_param_bytes(cfg: ModelConfig, group: Sequence[Any], dtype: str) -> float:
+    """Bytes of the MoE experts' weights in a stage's blocks (0 for a dense model):
+    blocks x n_experts x (3 if SwiGLU else 2) x hidden x ffn_hidden x bytes."""
+    if not cfg.n_experts:
+        return 0.0
+    mats = 3 if cfg.ffn_act == "swiglu" else 2
+    return float(_blocks(cfg, group) * cfg.n_experts * mats * cfg.hidden * cfg.ffn_hidden * dtype_bytes(dtype))
+
+
+def stale_kv_bytes(cfg: ModelConfig, layers: int, seq_tokens: float, *, batch: int, dtype: str, patches: int = 1) -> float:
+    """Stale K/V a PipeFusion stage keeps for ``layers`` blocks, bytes:
+    ``layers x seq_tokens x kv_width x bytes x batch`` (= 2 x layers x tokens x
+    hidden x bytes for multi-head attention). Linear attention (SANA) keeps no
+    per-token K/V but a per-head state of hd x (hd + 1) fp32 values per patch
+    (``patches`` of them: each patch's contribution is replaced when it is recomputed)."""
+    if cfg.attention_kind == "linear":
+        return float(layers * patches * cfg.n_heads * cfg.head_width * (cfg.head_width + 1) * 4 * batch)
+    return float(layers * seq_tokens * cfg.kv_width * dtype_bytes(dtype) * batch)
+
+
+def hybrid_memory(cfg: ModelConfig, groups: Sequence[Sequence[Any]], *, dtype: str, pp: int, cfg_par: int = 1,
+                  ulysses: int = 1, ring: int = 1, ep: int = 1, seq_tokens: float, pass_tokens: float, batch: int,
+                  causal: bool, stale: bool, patches: int = 1) -> dict[str, np.ndarray]:
+    """Static components of a hybrid (:mod:`flitsim.schedules.hybrid`), per device
+    in grid order (pp, cfg, ring, ulysses):
+
+    - weights: the stage's entries (PipeFusion: P / pp), the experts / ep (MoE);
+    - activations: one block on ``pass_tokens / (u r)`` residual tokens, Q, K,
+      V and the output of ``pass_tokens / r`` tokens for heads / u (Ulysses),
+      the FFN unsplit; ``batch`` is the branch's batch (CFG parallel halves it);
+    - stale_kv (PipeFusion): the stage's layers x ``seq_tokens`` x kv_width /
+      (u r) (each rank keeps heads / u of its ring share of the sequence);
+    - kv_cache (causal prefill): L x tokens x kv_width / (u r).
+    """
+    c = cfg_par
+    n = ulysses * ring
+    per_stage = c * n
+    out = _zeros(pp * per_stage)
+    b = dtype_bytes(dtype)
+    for j, g in enumerate(groups):
+        sl = slice(j * per_stage, (j + 1) * per_stage)
+        w = stage_weight_bytes(cfg, g, dtype)
+        out["weights"][sl] = w - expert_param_bytes(cfg, g, dtype) * (1 - 1 / ep)
+        out["activations"][sl] = block_activation_bytes(cfg, pass_tokens / n, batch=batch, dtype=dtype,
+                                                        attn_tokens=pass_tokens / ring, heads_div=ulysses, ffn_div=1)
+        if stale:
+            out["stale_kv"][sl] = stale_kv_bytes(cfg, _blocks(cfg, g), seq_tokens, batch=batch, dtype=dtype,
+                                                 patches=patches) / n
+        if causal:
+            out["kv_cache"][sl] = _blocks(cfg, g) * seq_tokens * cfg.kv_width * b * batch / n
     return out
 
 

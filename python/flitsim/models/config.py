@@ -76,7 +76,7 @@ class ModelConfig(Spec):
     vocab_size: int = Field(default=0, ge=0)
     tie_embeddings: bool = False
     # diffusion transformers
-    dit_block: Literal["adaln", "adaln_single_cross", "mmdit", "flux"] | None = None
+    dit_block: Literal["adaln", "adaln_single_cross", "mmdit", "flux", "hunyuan", "sana"] | None = None
     patch_size: int = Field(default=2, ge=1)
     latent_channels: int = Field(default=4, ge=1)
     vae_factor: int = Field(default=8, ge=1)
@@ -88,6 +88,17 @@ class ModelConfig(Spec):
     freq_embed_dim: int = Field(default=256, ge=1, description="sinusoidal timestep embedding width")
     guidance_embed: bool = False
     cfg_default: bool = True
+    # mixture of experts (causal): every layer's FFN is n_experts SwiGLU experts of width
+    # ffn_hidden, each token routed to experts_per_token of them by a linear router
+    n_experts: int = Field(default=0, ge=0, description="MoE experts per layer (0: dense FFN)")
+    experts_per_token: int = Field(default=0, ge=0, description="MoE top-k experts per token")
+    # video DiTs: latent frames = (frames - 1) / temporal_factor + 1, then temporal_patch frames per token
+    temporal_factor: int = Field(default=1, ge=1, description="VAE temporal compression (video DiTs)")
+    temporal_patch: int = Field(default=1, ge=1, description="latent frames per token (video DiTs)")
+    attention_kind: Literal["softmax", "linear"] = "softmax"
+    qk_norm: bool = False
+    cross_heads: int = Field(default=0, ge=0, description="cross-attention heads when they differ (SANA: 20)")
+    cross_attention_dim: int = Field(default=0, ge=0, description="width of the cross-attention context (0: hidden)")
     sources: tuple[str, ...] = ()
 
     def __init__(self, **data: Any) -> None:
@@ -105,6 +116,11 @@ class ModelConfig(Spec):
         if self.kind == "dit" and self.dit_block is None:
             raise config_error(f"{self.name}.dit_block", None,
                                "a DiT needs one of 'adaln', 'adaln_single_cross', 'mmdit', 'flux'")
+        if self.n_experts and not 1 <= self.experts_per_token <= self.n_experts:
+            raise config_error(f"{self.name}.experts_per_token", self.experts_per_token,
+                               f"1..={self.n_experts} (top-k of the n_experts) for a mixture of experts")
+        if self.n_experts and self.kind != "causal":
+            raise config_error(f"{self.name}.n_experts", self.n_experts, "0: experts are modelled for causal LLMs")
         if self.kind == "causal" and self.dit_block is not None:
             raise config_error(f"{self.name}.dit_block", self.dit_block, "only for kind = 'dit'")
 
@@ -143,6 +159,22 @@ class ModelConfig(Spec):
     def out_channels(self) -> int:
         """Latent channels predicted per position (x2 with learned sigma)."""
         return self.latent_channels * (2 if self.learn_sigma else 1)
+
+    def latent_frames(self, frames: int) -> int:
+        """Token frames of a ``frames``-frame video: ``((frames - 1) / temporal_factor + 1) / temporal_patch``
+        (1 for an image).
+
+        Raises:
+            ConfigError: ``frames - 1`` not a multiple of ``temporal_factor``.
+        """
+        if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
+            raise config_error("frames", frames, "a positive number of video frames")
+        if frames == 1:
+            return 1
+        if (frames - 1) % self.temporal_factor:
+            raise config_error("frames", frames, f"1 + a multiple of the VAE's temporal factor {self.temporal_factor}")
+        lat = (frames - 1) // self.temporal_factor + 1
+        return -(-lat // self.temporal_patch)
 
     def image_tokens(self, height_px: int, width_px: int | None = None) -> int:
         """Image tokens for a ``height_px x width_px`` image:

@@ -228,7 +228,9 @@ def _cost(cfg: ModelConfig, e: _Entry, c: _Call) -> OpCost:
         pairs = qt * kt
     else:
         qt, kt = c.q, c.keys
-        pairs = c.q * c.keys + (c.q * c.txt_keys if e.block == "pixart" else 0)
+        cross = c.q * c.txt_keys if e.block in ("pixart", "hunyuan", "sana") else 0
+        # SANA's self-attention is linear (its work is in macs_q); only the cross-attention has pairs
+        pairs = (0 if e.block == "sana" else c.q * c.keys) + cross
     attn = 2 * cfg.attn_width * B * pairs
     kv_r, kv_w, kv_c = (B * n * cfg.kv_width * c.kvb for n in (kt - qt, qt, kt))
     act = B * qt * d * b

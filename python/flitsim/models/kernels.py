@@ -47,7 +47,8 @@ OPS = ("qkv", "attn_out", "mlp_up", "mlp_down", "adaln", "patch_embed", "text_pr
        "cross_q", "cross_kv", "cross_out", "final_linear",
        "attention", "cross_attention",
        "layernorm", "rmsnorm", "scale", "shift", "gate_mul", "residual_add", "gelu", "silu_mul", "silu",
-       "rope", "qk_norm", "concat", "embedding", "pos_add", "reshape")
+       "rope", "qk_norm", "concat", "embedding", "pos_add", "reshape",
+       "router", "expert_up", "expert_down", "skip_linear", "linear_attn", "dwconv", "relu")
 """Kernel names (``Kernels.op`` codes); profiles match on kind and shape, not name."""
 _OP = {n: i for i, n in enumerate(OPS)}
 EW_READS = {"residual_add": 2, "pos_add": 2, "silu_mul": 2}
@@ -153,7 +154,9 @@ class Kernels:
         heads shard); other rows unchanged. Causal rows keep their context."""
         c = self.cols
         a = c["kind"] == 1
+        lin = (c["kind"] == 0) & (c["op"] == _OP["linear_attn"])  # linear attention (SANA): M tokens, K heads x hd
         return self._with(q=np.where(a, -(-c["q"] // q_div), c["q"]), kv=np.where(a, -(-c["kv"] // kv_div), c["kv"]),
+                          m=np.where(lin, -(-c["m"] // q_div), c["m"]), k=np.where(lin, -(-c["k"] // heads_div), c["k"]),
                           heads=np.where(a, -(-c["heads"] // heads_div), c["heads"]),
                           kv_heads=np.where(a, np.maximum(1, c["kv_heads"] // heads_div), c["kv_heads"]))
 
@@ -304,15 +307,29 @@ def _lower(cfg: ModelConfig, e: _Entry, c: _Call) -> Kernels:
         t = B * c.q
         r.ew("rmsnorm", 0, t * d)
         r.gemm("qkv", 0, _COL, t, aw + kw, d)
+        if cfg.qk_norm:
+            r.ew("qk_norm", 0, t * (aw + kw // 2), tp=_SPLIT)
         r.ew("rope", 0, t * (aw + kw // 2), tp=_SPLIT)
         r.attn("attention", 1, B, H, KVH, c.q, c.ctx + c.q, hd, causal=True, ctx=c.ctx)
         r.gemm("attn_out", 2, _ROW, t, d, aw)
         r.ew("residual_add", 2, t * d, reads=2)
         r.ew("rmsnorm", 3, t * d)
         swiglu = cfg.ffn_act == "swiglu"
-        r.gemm("mlp_up", 3, _COL, t, (2 if swiglu else 1) * f, d)
-        r.ew("silu_mul" if swiglu else "gelu", 3, t * f, reads=2 if swiglu else 1, tp=_SPLIT)
-        r.gemm("mlp_down", 3, _ROW, t, d, f)
+        if cfg.n_experts:
+            # router, then the experts the t x k assignments hit (balanced routing: an equal
+            # share of rows each, grouped-GEMM style), SwiGLU each
+            E, k = cfg.n_experts, cfg.experts_per_token
+            r.gemm("router", 3, _REP, t, E, d)
+            hit = min(E, t * k)
+            rows = -(-t * k // hit)
+            for _ in range(hit):
+                r.gemm("expert_up", 3, _COL, rows, (2 if swiglu else 1) * f, d)
+                r.ew("silu_mul" if swiglu else "gelu", 3, rows * f, reads=2 if swiglu else 1, tp=_SPLIT)
+                r.gemm("expert_down", 3, _ROW, rows, d, f)
+        else:
+            r.gemm("mlp_up", 3, _COL, t, (2 if swiglu else 1) * f, d)
+            r.ew("silu_mul" if swiglu else "gelu", 3, t * f, reads=2 if swiglu else 1, tp=_SPLIT)
+            r.gemm("mlp_down", 3, _ROW, t, d, f)
         r.ew("residual_add", 3, t * d, reads=2)
         return r.build()
     # DiTs
@@ -328,11 +345,19 @@ def _lower(cfg: ModelConfig, e: _Entry, c: _Call) -> Kernels:
         r.gemm("cond_mlp", 4, _REP, B, d, fe, seq=0)
         r.ew("silu", 4, B * d, seq=0)
         r.gemm("cond_mlp", 4, _REP, B, d, d, seq=0)
-        if cfg.dit_block == "adaln_single_cross":
+        if cfg.dit_block in ("adaln_single_cross", "sana"):
             r.gemm("adaln", 4, _REP, B, 6 * d, d, seq=0)
             r.gemm("text_proj", 4, _REP, tt, d, cfg.text_embed_dim)
             r.ew("gelu", 4, tt * d)
             r.gemm("text_proj", 4, _REP, tt, d, d)
+        elif cfg.dit_block == "hunyuan":
+            ctx_dim = cfg.cross_attention_dim or d
+            fe7 = cfg.pooled_dim + 7 * fe
+            r.gemm("cond_mlp", 4, _REP, B, 4 * d, fe7, seq=0)
+            r.gemm("cond_mlp", 4, _REP, B, d, 4 * d, seq=0)
+            r.gemm("text_proj", 4, _REP, tt, 4 * ctx_dim, cfg.text_embed_dim)
+            r.ew("silu", 4, tt * 4 * ctx_dim)
+            r.gemm("text_proj", 4, _REP, tt, ctx_dim, 4 * ctx_dim)
         elif cfg.dit_block in ("mmdit", "flux"):
             r.gemm("cond_mlp", 4, _REP, B, d, cfg.pooled_dim, seq=0)
             r.gemm("cond_mlp", 4, _REP, B, d, d, seq=0)
@@ -344,7 +369,7 @@ def _lower(cfg: ModelConfig, e: _Entry, c: _Call) -> Kernels:
     if e.kind == "final":
         pout = cfg.patch_size ** 2 * cfg.out_channels
         r.ew("layernorm", 4, t * d)
-        if cfg.dit_block != "adaln_single_cross":
+        if cfg.dit_block not in ("adaln_single_cross", "sana"):
             r.gemm("adaln", 4, _REP, B, 2 * d, d, seq=0)
         r.ew("scale", 4, t * d)
         r.ew("shift", 4, t * d)
@@ -365,6 +390,62 @@ def _lower(cfg: ModelConfig, e: _Entry, c: _Call) -> Kernels:
             r.gemm("cross_out", 2, _ROW, t, d, d)
             r.ew("residual_add", 2, t * d, reads=2)
         _mlp(r, cfg, t, True, True)
+        return r.build()
+    if blk == "hunyuan":
+        # HunyuanDiT block: (long-skip merge), shift-modulated norm, self-attention with
+        # qk LayerNorm and 2-D RoPE, cross-attention to the text states, GELU MLP
+        ctx_dim = cfg.cross_attention_dim or d
+        if e.index is not None and e.index > cfg.n_layers // 2:
+            r.ew("concat", 0, 2 * t * d)
+            r.ew("layernorm", 0, 2 * t * d)
+            r.gemm("skip_linear", 0, _REP, t, d, 2 * d)
+        r.ew("silu", 0, B * d, seq=0)
+        r.gemm("adaln", 0, _REP, B, d, d, seq=0)
+        r.ew("layernorm", 0, t * d)
+        r.ew("shift", 0, t * d)
+        r.gemm("qkv", 0, _COL, t, aw + kw, d)
+        r.ew("qk_norm", 0, t * (aw + kw // 2), tp=_SPLIT)
+        r.ew("rope", 0, t * (aw + kw // 2), tp=_SPLIT)
+        r.attn("attention", 1, B, H, KVH, c.q, c.keys, hd)
+        r.gemm("attn_out", 2, _ROW, t, d, aw)
+        r.ew("residual_add", 2, t * d, reads=2)
+        r.ew("layernorm", 2, t * d)
+        r.gemm("cross_q", 2, _COL, t, d, d)
+        r.gemm("cross_kv", 2, _COL, tt, 2 * d, ctx_dim)
+        r.ew("qk_norm", 2, (t + tt) * d, tp=_SPLIT)
+        r.attn("cross_attention", 2, B, H, H, c.q, c.txt_keys, hd)
+        r.gemm("cross_out", 2, _ROW, t, d, d)
+        r.ew("residual_add", 2, t * d, reads=2)
+        _mlp(r, cfg, t, False, False)
+        return r.build()
+    if blk == "sana":
+        # SANA block: adaLN-single, ReLU linear attention (Katharopoulos et al. 2020: per head the
+        # state K^T [V 1] over the tokens, then Q x state), cross-attention, GLUMBConv FFN
+        r.ew("layernorm", 0, t * d)
+        r.ew("scale", 0, t * d)
+        r.ew("shift", 0, t * d)
+        r.gemm("qkv", 0, _COL, t, 3 * aw, d)
+        r.ew("relu", 0, t * 2 * aw, tp=_SPLIT)
+        r.gemm("linear_attn", 1, _ROW, t, hd + 1, aw)  # state: tokens x (hd + 1) x heads x hd MACs
+        r.gemm("linear_attn", 1, _ROW, t, hd + 1, aw)  # apply: the same per query token
+        r.gemm("attn_out", 2, _ROW, t, d, aw)
+        r.ew("gate_mul", 2, t * d)
+        r.ew("residual_add", 2, t * d, reads=2)
+        r.gemm("cross_q", 2, _COL, t, d, d)
+        r.gemm("cross_kv", 2, _COL, tt, 2 * d, d)
+        r.attn("cross_attention", 2, B, cfg.cross_heads, cfg.cross_heads, c.q, c.txt_keys, d // cfg.cross_heads)
+        r.gemm("cross_out", 2, _ROW, t, d, d)
+        r.ew("residual_add", 2, t * d, reads=2)
+        r.ew("layernorm", 3, t * d)
+        r.ew("scale", 3, t * d)
+        r.ew("shift", 3, t * d)
+        r.gemm("mlp_up", 3, _COL, t, 2 * f, d)
+        r.ew("silu", 3, t * 2 * f, tp=_SPLIT)
+        r.ew("dwconv", 3, t * 2 * f, tp=_SPLIT)
+        r.ew("silu_mul", 3, t * f, reads=2, tp=_SPLIT)
+        r.gemm("mlp_down", 3, _ROW, t, d, f)
+        r.ew("gate_mul", 3, t * d)
+        r.ew("residual_add", 3, t * d, reads=2)
         return r.build()
     qt, kt = c.q + c.q_txt, c.keys + c.txt_keys
     if blk in ("mmdit", "flux_double"):
@@ -406,7 +487,7 @@ def entry_kernels(cfg: ModelConfig, entries: list[_Entry], call: _Call) -> Kerne
     cache: dict[tuple[str, str | None], Kernels] = {}
     out = []
     for e in entries:
-        key = (e.kind, e.block)
+        key = (e.kind, e.block, e.block == "hunyuan" and e.index is not None and e.index > cfg.n_layers // 2)
         if key not in cache:
             cache[key] = _lower(cfg, e, call)
         out.append(cache[key])

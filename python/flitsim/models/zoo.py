@@ -10,7 +10,8 @@ from flitsim.errors import ConfigError, config_error
 from flitsim.models.config import ModelConfig
 
 __all__ = ["MODEL_PRESETS", "model_preset", "as_model", "llama3_8b", "llama3_70b", "llama31_405b", "dit_xl_2",
-           "pixart_alpha_xl_2", "sd3_medium", "flux1_dev"]
+           "pixart_alpha_xl_2", "sd3_medium", "flux1_dev", "qwen3_32b", "mixtral_8x7b", "hunyuan_dit", "sana_1600m",
+           "hunyuan_video"]
 
 
 def llama3_8b() -> ModelConfig:
@@ -115,7 +116,107 @@ def flux1_dev() -> ModelConfig:
                        sources=("black-forest-labs/flux src/flux/util.py (flux-dev)",))
 
 
+def qwen3_32b() -> ModelConfig:
+    """Qwen3-32B: 64 layers, hidden 5120, 64 query heads x 128 (attention width 8192,
+    wider than hidden) with 8 KV heads (GQA), RMSNorm on q and k per head, SwiGLU
+    FFN 25600, vocab 151936, untied embeddings (about 32.8 B parameters).
+
+    Source: Qwen/Qwen3-32B config.json (Hugging Face; QwenLM/Qwen3): hidden_size 5120,
+    num_hidden_layers 64, num_attention_heads 64, num_key_value_heads 8, head_dim 128,
+    intermediate_size 25600, vocab_size 151936, tie_word_embeddings false.
+    """
+    return ModelConfig(name="qwen3-32b", kind="causal", n_layers=64, hidden=5120, n_heads=64, n_kv_heads=8,
+                       head_dim=128, ffn_hidden=25600, ffn_act="swiglu", vocab_size=151936, qk_norm=True,
+                       sources=("Qwen/Qwen3-32B config.json (QwenLM/Qwen3)",))
+
+
+def mixtral_8x7b() -> ModelConfig:
+    """Mixtral-8x7B: 32 layers, hidden 4096, 32 heads (8 KV), each layer's FFN 8
+    SwiGLU experts of width 14336 with top-2 routing, vocab 32000, untied (about
+    46.7 B parameters, 12.9 B active per token).
+
+    Source: Jiang et al., "Mixtral of Experts", arXiv 2401.04088 (Table 1);
+    mistralai/Mixtral-8x7B-v0.1 config.json (num_local_experts 8, num_experts_per_tok 2).
+    """
+    return ModelConfig(name="mixtral-8x7b", kind="causal", n_layers=32, hidden=4096, n_heads=32, n_kv_heads=8,
+                       ffn_hidden=14336, ffn_act="swiglu", vocab_size=32000, n_experts=8, experts_per_token=2,
+                       sources=("Jiang et al. 2024, Mixtral of Experts, Table 1",
+                                "mistralai/Mixtral-8x7B-v0.1 config.json"))
+
+
+def hunyuan_dit() -> ModelConfig:
+    """HunyuanDiT (DiT-g/2, v1.x): 40 blocks, hidden 1408 (16 heads x 88), GELU MLP
+    6143 (mlp_ratio 4.3637), patch 2 on a 4-channel latent of an 8x VAE, learned
+    sigma; self-attention with qk LayerNorm and 2-D RoPE, cross-attention to 77
+    CLIP + 256 mT5 = 333 text tokens of width 1024 (the mT5 states, 2048 wide, are
+    projected to 1024 by an MLP); **long skip connections**: block i > 20 concatenates
+    the output of block 39 - i, LayerNorm(2 x 1408), Linear(2 x 1408 -> 1408).
+    CFG on by default (about 1.5 B parameters).
+
+    Source: Tencent-Hunyuan/HunyuanDiT hydit/modules/models.py (HunYuanDiT, DiT-g/2:
+    depth 40, hidden_size 1408, num_heads 16, mlp_ratio 4.3637; skips pushed for
+    layer < depth // 2 - 1, popped for layer > depth // 2); Li et al., "Hunyuan-DiT",
+    arXiv 2405.08748. Simplification: the extra embedder (pooled mT5 + image-size and
+    style embeddings) is sized from those inputs, 4 x hidden wide (assumed).
+    """
+    return ModelConfig(name="hunyuan-dit", kind="dit", dit_block="hunyuan", n_layers=40, hidden=1408, n_heads=16,
+                       ffn_hidden=6143, ffn_act="gelu", patch_size=2, latent_channels=4, vae_factor=8,
+                       learn_sigma=True, text_tokens=333, text_embed_dim=2048, cross_attention_dim=1024,
+                       pooled_dim=1024,
+                       sources=("Tencent-Hunyuan/HunyuanDiT hydit/modules/models.py (DiT-g/2)",
+                                "Li et al. 2024, Hunyuan-DiT, arXiv 2405.08748"))
+
+
+def sana_1600m() -> ModelConfig:
+    """SANA-1.6B (1024 px): 20 blocks, hidden 2240; ReLU **linear** self-attention
+    with 70 heads x 32; cross-attention (20 heads x 112) to 300 Gemma-2-2B tokens
+    (width 2304); GLUMBConv FFN (mlp_ratio 2.5: 1x1 conv 2240 -> 2 x 5600, 3x3
+    depthwise, GLU, 1x1 conv 5600 -> 2240); adaLN-single; patch 1 on the 32-channel
+    latent of the 32x DC-AE: 1024 px -> 32 x 32 = 1024 tokens. CFG on by default.
+
+    Source: NVlabs/Sana (configs/sana_config/1024ms/Sana_1600M_img1024.yaml: hidden_size
+    2240, depth 20, mlp_ratio 2.5, attn_type linear, model_max_length 300, patch 1,
+    in_channels 32); diffusers SanaTransformer2DModel (num_attention_heads 70,
+    attention_head_dim 32, num_cross_attention_heads 20, cross_attention_head_dim 112,
+    caption_channels 2304); Xie et al., "SANA", arXiv 2410.10629.
+    """
+    return ModelConfig(name="sana-1600m", kind="dit", dit_block="sana", n_layers=20, hidden=2240, n_heads=70,
+                       head_dim=32, ffn_hidden=5600, ffn_act="gelu", patch_size=1, latent_channels=32, vae_factor=32,
+                       text_tokens=300, text_embed_dim=2304, attention_kind="linear", cross_heads=20,
+                       sources=("NVlabs/Sana configs Sana_1600M_img1024", "diffusers SanaTransformer2DModel",
+                                "Xie et al. 2024, SANA, arXiv 2410.10629"))
+
+
+def hunyuan_video() -> ModelConfig:
+    """HunyuanVideo (13 B): 20 dual-stream + 40 single-stream blocks (the Flux
+    layout), hidden 3072 (24 heads x 128), MLP 12288; 16-channel latent of a causal
+    3-D VAE (8x spatial, 4x temporal), patch 1 x 2 x 2: a 1280 x 720, 129-frame video
+    is 33 x 45 x 80 = 118800 tokens, plus 256 text tokens of the LLaVA-Llama-3 encoder
+    (width 4096; CLIP-L pooled 768); guidance-distilled (no CFG batch doubling).
+
+    Source: Tencent/HunyuanVideo hyvideo/modules/models.py (HYVideo-T/2-cfgdistill:
+    mm_double_blocks_depth 20, mm_single_blocks_depth 40, hidden_size 3072, heads_num 24,
+    mlp_width_ratio 4, patch_size [1, 2, 2], in_channels 16, guidance_embed) and
+    Kong et al., "HunyuanVideo", arXiv 2412.03603. Simplification: the text token
+    refiner (2 small blocks over the 256 text tokens) is left out.
+    """
+    return ModelConfig(name="hunyuan-video", kind="dit", dit_block="flux", n_layers=20, n_single_layers=40,
+                       hidden=3072, n_heads=24, ffn_hidden=12288, ffn_act="gelu", patch_size=2, latent_channels=16,
+                       vae_factor=8, temporal_factor=4, temporal_patch=1, text_tokens=256, text_embed_dim=4096,
+                       pooled_dim=768, guidance_embed=True, cfg_default=False,
+                       sources=("Tencent/HunyuanVideo hyvideo/modules/models.py (HYVideo-T/2-cfgdistill)",
+                                "Kong et al. 2024, HunyuanVideo, arXiv 2412.03603"))
+
+
 MODEL_PRESETS: dict[str, Callable[[], ModelConfig]] = {
+    "qwen3-32b": qwen3_32b,
+    "mixtral-8x7b": mixtral_8x7b,
+    "hunyuan-dit": hunyuan_dit,
+    "hunyuandit": hunyuan_dit,
+    "sana-1600m": sana_1600m,
+    "sana": sana_1600m,
+    "hunyuan-video": hunyuan_video,
+    "hunyuanvideo": hunyuan_video,
     "llama-3-8b": llama3_8b,
     "llama-3-70b": llama3_70b,
     "llama-3.1-405b": llama31_405b,

@@ -34,6 +34,16 @@ def spread(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+def block_kind(cfg: ModelConfig, i: int) -> str:
+    """Which identical-kernel family block i belongs to (blocks of one family are
+    lowered once): Flux double / single stream, HunyuanDiT blocks with and
+    without the long-skip merge."""
+    kind = "double" if i < cfg.n_layers else "single"
+    if cfg.dit_block == "hunyuan" and i > cfg.n_layers // 2:
+        kind += "+skip"
+    return kind
+
+
 def dit_model(model: Any, workload: Any) -> tuple[ModelConfig, Any]:
     """(the DiT config, the DiT workload); ``model`` None takes ``workload.model``.
 
@@ -113,9 +123,8 @@ def layer_work(model: Any, workload: Any, *, steps: int | None = None, batch: in
         T, B, P = w.text_tokens_, w.step_batch, w.image_tokens
         kinds: dict[str, Kernels] = {}
         blocks = []
-        n_double = cfg.n_layers
         for i in range(cfg.n_blocks):  # blocks of one kind are identical: lower each kind once
-            kind = "double" if i < n_double else "single"
+            kind = block_kind(cfg, i)
             if kind not in kinds:
                 kinds[kind] = step_kernels(cfg, P, layers=i, batch=B, text_tokens=T, dtype=dtype)
             blocks.append(kinds[kind])

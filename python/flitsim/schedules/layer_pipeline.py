@@ -28,13 +28,16 @@ __all__ = ["build_layer_pipeline"]
 def build_layer_pipeline(model: Any, workload: Any, *, devices: Any = None, stages: int = 4, batch: int = 8,
                          micro_batches: int | None = None, gpu: Any = None, efficiency: Any = None,
                          dtype: str = "bf16", include_embed_head: bool = True, inflight_micro_batches: int | None = None,
-                         fabric_devices: int | None = None, comm_streams: int = 1, execution: Any = None, profile: Any = None, interference: Any = None, fabric: Any = None) -> Schedule:
+                         fabric_devices: int | None = None, comm_streams: int = 1, execution: Any = None, profile: Any = None, interference: Any = None, fabric: Any = None,
+                         tp: int = 1, placement: Any = "domain") -> Schedule:
     """Lower a GPipe prefill of ``batch`` sequences of ``workload`` tokens.
 
     Args:
         model: causal model; workload: prefill length T, tokens.
         stages: K; batch: B sequences; micro_batches: M (default K), dividing B.
         inflight_micro_batches: credit bound per stage hand-off (None = unbounded).
+        tp: tensor-parallel degree per stage (layer pipeline x TP, K x tp devices,
+            stage-major; :mod:`flitsim.schedules.tp_stage`); placement: as terapipe.
         Others as :func:`~flitsim.schedules.terapipe.build_terapipe`.
 
     Raises:
@@ -51,11 +54,47 @@ def build_layer_pipeline(model: Any, workload: Any, *, devices: Any = None, stag
     if B % M:
         raise config_error("micro_batches", M, f"a divisor of batch = {B} (micro-batches hold whole sequences)")
     groups = stage_layers(cfg, K, include_embed_head)
-    ids, size = resolve_devices(K if devices is None else devices, K, fabric_devices)
+    TP = check_int("tp", tp)
+    if TP > 1:
+        from flitsim.schedules.placement import place
+
+        if cfg.n_heads % TP:
+            raise config_error("tp", TP, f"a divisor of the model's n_heads = {cfg.n_heads}")
+        pl, size = place((("pp", K), ("tp", TP)), devices=devices, fabric=fabric, fabric_devices=fabric_devices,
+                         placement=placement)
+        ids = pl.devices
+    else:
+        ids, size = resolve_devices(K if devices is None else devices, K, fabric_devices)
     hw = Hardware(gpu, efficiency, dtype, execution, profile, interference, fabric)
     gb = new_builder(size, hw, comm_streams)
     mb = B // M
     hand = handoff_bytes(cfg, T, batch=mb, dtype=dtype)
+    credit0 = None if inflight_micro_batches is None else check_int("inflight_micro_batches", inflight_micro_batches)
+    if TP > 1:
+        from flitsim.schedules.tp_stage import tp_handoff, tp_stage
+
+        dev = [ids[j * TP:(j + 1) * TP] for j in range(K)]
+        layer = slice_kernels(cfg, T, 0, layers=0, batch=mb, dtype=dtype)
+        pre = slice_kernels(cfg, T, 0, layers="embed", batch=mb, dtype=dtype) if include_embed_head else None
+        post = slice_kernels(cfg, T, 0, layers="head", batch=mb, dtype=dtype, logits_tokens=1) if include_embed_head else None
+        first = [[-1] * K for _ in range(M)]
+        for m in range(M):
+            tail = [-1] * TP
+            for j in range(K):
+                n_l = sum(1 for x in groups[j] if not isinstance(x, str))
+                first[m][j] = len(gb.phase)
+                tail = tp_stage(gb, dev[j], layer, n_l, pre if j == 0 else None, post if j == K - 1 else None,
+                                hand, tail, stage=j, item=m, step=0, phase="pipeline", label=f"mb{m}.stage{j}")
+                if credit0 is not None and m >= credit0 and j > 0:
+                    for r in range(TP):
+                        gb.edge(first[m - credit0][j], first[m][j - 1] + r, "credit")
+                if j + 1 < K:
+                    tail = tp_handoff(gb, dev[j], dev[j + 1], hand, tail, stage=j, item=m, step=0, phase="pipeline",
+                                      label=f"mb{m}.{j}->{j + 1}")
+        opts = {"model": cfg.name, "seq_tokens": T, "batch": B, "micro_batches": M, "stage_layers": groups, "tp": TP,
+                "memory_static": pipeline_memory(cfg, groups, dtype=dtype, act_tokens=T * mb, batch=mb,
+                                                 kv_tokens=T * B, tp=TP)}
+        return gb.freeze("layer_pipeline", ids, K, 1, opts)
     costs = [slice_kernels(cfg, T, 0, layers=g, batch=mb, dtype=dtype, logits_tokens=1 if include_embed_head else 0)
              for g in groups]
     credit = None if inflight_micro_batches is None else check_int("inflight_micro_batches", inflight_micro_batches)

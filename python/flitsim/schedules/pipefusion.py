@@ -136,5 +136,6 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
     opts = {"model": cfg.name, "image_tokens": P, "patches": M, "patch_tokens": p, "text_tokens": T,
             "step_batch": B, "warmup_steps": W, "stage_layers": groups,
             "memory_static": pipefusion_memory(cfg, groups, dtype=dtype, seq_tokens=P + (T if joint else 0),
-                                               patch_tokens=p + (max(tq) if joint else 0), batch=B, warmup_steps=W)}
+                                               patch_tokens=p + (max(tq) if joint else 0), batch=B, warmup_steps=W,
+                                               patches=M)}
     return gb.freeze("pipefusion", ids, N, S, opts)

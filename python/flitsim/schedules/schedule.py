@@ -115,9 +115,19 @@ class Schedule:
         """Durations (ps) of the pipelined compute tasks of each stage, in task
         order: {stage: array}. A stage's task is one slice / patch / micro-batch
         passing through all of the stage's layers (the pipeline's beat)."""
-        sel = self._pipeline_compute()
+        sel = np.nonzero(self._pipeline_compute())[0]
         st = self.graph.meta["stage"][sel]
         dur = self.graph.columns["duration_ps"][sel].astype(np.float64)
+        # a stage's beat may be several tasks per device (hybrids: one per layer part): sum them
+        # per (stage, item, step, device), in order of first task
+        key = np.stack([st, self.task_item[sel], self.task_step[sel], self.graph.columns["device"][sel].astype(np.int64)])
+        if len(sel) and len(np.unique(key, axis=1)[0]) < len(sel):
+            _, first, inv = np.unique(key, axis=1, return_index=True, return_inverse=True)
+            inv = inv.reshape(-1)
+            sums = np.zeros(len(first))
+            np.add.at(sums, inv, dur)
+            order = np.argsort(first, kind="stable")
+            st, dur = st[first[order]], sums[order]
         return {int(s): dur[st == s] for s in np.unique(st)}
 
     def stage_times_ps(self) -> np.ndarray:

@@ -191,7 +191,8 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
                    batch: int = 1, gpu: Any = None, efficiency: Any = None, dtype: str = "bf16",
                    include_embed_head: bool = True, inflight_slices: int | None = None,
                    fabric_devices: int | None = None, comm_streams: int = 1, execution: Any = None,
-                   profile: Any = None, interference: Any = None, fabric: Any = None) -> Schedule:
+                   profile: Any = None, interference: Any = None, fabric: Any = None, tp: int = 1,
+                   placement: Any = "domain") -> Schedule:
     """Lower a TeraPipe prefill of one ``workload``-token sequence to a task graph.
 
     Args:
@@ -211,6 +212,10 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
         inflight_slices: a stage holds at most this many slices not yet taken
             by the next stage (credit edges); None = unbounded.
         fabric_devices: devices of the fabric (default max id + 1).
+        tp: tensor-parallel degree per stage (TeraPipe / chunked pipeline prefill
+            x TP, :mod:`flitsim.schedules.tp_stage`); devices are then K x tp ids,
+            stage-major; placement: how the K x tp grid meets the fabric
+            (:func:`flitsim.schedules.placement.place`; TP innermost).
 
     Returns:
         :class:`~flitsim.schedules.Schedule`; ``options["slice_tokens"]`` the
@@ -227,9 +232,19 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
     T = causal_seq_tokens(workload)
     K = check_int("stages", stages)
     groups = stage_layers(cfg, K, include_embed_head)
-    ids, size = resolve_devices(K if devices is None else devices, K, fabric_devices)
+    TP = check_int("tp", tp)
+    if TP > 1:
+        from flitsim.schedules.placement import place
+
+        if cfg.n_heads % TP:
+            raise config_error("tp", TP, f"a divisor of the model's n_heads = {cfg.n_heads}")
+        pl, size = place((("pp", K), ("tp", TP)), devices=devices, fabric=fabric, fabric_devices=fabric_devices,
+                         placement=placement)
+        ids = pl.devices
+    else:
+        ids, size = resolve_devices(K if devices is None else devices, K, fabric_devices)
     hw = Hardware(gpu, efficiency, dtype, execution, profile, interference, fabric)
-    opts: dict[str, Any] = {"model": cfg.name, "seq_tokens": T, "slicing": slicing, "batch": batch,
+    opts: dict[str, Any] = {"model": cfg.name, "seq_tokens": T, "slicing": slicing, "batch": batch, "tp": TP,
                             "stage_layers": [[x for x in g_] for g_ in groups]}
     if slice_tokens is not None and slicing != "given":
         raise config_error("slice_tokens", slice_tokens, f"only with slicing='given' (lengths summing to {T})")
@@ -257,6 +272,11 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
 
     gb = new_builder(size, hw, comm_streams)
     ctx = np.r_[0, np.cumsum(lens)[:-1]]
+    if TP > 1:
+        _terapipe_tp(gb, cfg, ids, K, TP, groups, lens, ctx, batch, dtype, include_embed_head, credit)
+        opts["memory_static"] = pipeline_memory(cfg, groups, dtype=dtype, act_tokens=int(lens.max()) * batch,
+                                                batch=batch, kv_tokens=T * batch, tp=TP)
+        return gb.freeze("terapipe", ids, K, 1, opts)
     C = np.zeros((len(lens), K), dtype=np.int64)
     for i, (s, c) in enumerate(zip(lens, ctx)):
         hand = handoff_bytes(cfg, int(s), batch=batch, dtype=dtype)
@@ -279,3 +299,43 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
     opts["memory_static"] = pipeline_memory(cfg, groups, dtype=dtype, act_tokens=int(lens.max()) * batch, batch=batch,
                                             kv_tokens=T * batch)
     return gb.freeze("terapipe", ids, K, 1, opts)
+
+
+def _terapipe_tp(gb: Any, cfg: Any, ids: list[int], K: int, TP: int, groups: list[list[Any]], lens: np.ndarray,
+                 ctx: np.ndarray, batch: int, dtype: str, include_embed_head: bool, credit: int | None) -> None:
+    """TeraPipe x TP: every (slice, stage) is a TP stage pass (:func:`flitsim.schedules.tp_stage.tp_stage`);
+    slice i at stage j waits for slice i at stage j - 1 (rank-to-rank hand-offs)
+    and for slice i - 1 at stage j (its K/V)."""
+    from flitsim.schedules.tp_stage import tp_handoff, tp_stage
+
+    dev = [ids[j * TP:(j + 1) * TP] for j in range(K)]
+    first: list[list[int]] = [[-1] * K for _ in range(len(lens))]
+    last: list[list[list[int]]] = [[[-1] * TP for _ in range(K)] for _ in range(len(lens))]
+    for i, (s, c) in enumerate(zip(lens, ctx)):
+        s, c = int(s), int(c)
+        hand = handoff_bytes(cfg, s, batch=batch, dtype=dtype)
+        layer = slice_kernels(cfg, s, c, layers=0, batch=batch, dtype=dtype)
+        lg = 1 if (i == len(lens) - 1 and include_embed_head) else 0
+        tail = [-1] * TP
+        for j in range(K):
+            g = groups[j]
+            pre = slice_kernels(cfg, s, c, layers="embed", batch=batch, dtype=dtype) if "embed" in g else None
+            post = slice_kernels(cfg, s, c, layers="head", batch=batch, dtype=dtype, logits_tokens=lg) \
+                if "head" in g else None
+            n_layers = sum(1 for x in g if not isinstance(x, str))
+            start = len(gb.phase)
+            tail = tp_stage(gb, dev[j], layer, n_layers, pre, post, hand, tail, stage=j, item=i, step=0,
+                            phase="pipeline", label=f"slice{i}.stage{j}")
+            first[i][j] = start
+            if i > 0:  # slice i - 1's K/V on this stage
+                for r in range(TP):
+                    for t in set(last[i - 1][j]):
+                        gb.edge(t, start + r)
+            last[i][j] = list(tail)
+            if credit is not None and i >= credit and j > 0:
+                # stage j-1 may start slice i only once stage j has taken slice i - credit
+                for r in range(TP):
+                    gb.edge(first[i - credit][j], first[i][j - 1] + r, "credit")
+            if j + 1 < K:
+                tail = tp_handoff(gb, dev[j], dev[j + 1], hand, tail, stage=j, item=i, step=0, phase="pipeline",
+                                  label=f"slice{i}.{j}->{j + 1}")

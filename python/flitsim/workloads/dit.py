@@ -47,6 +47,7 @@ class DitWorkload(Spec):
     batch: int = Field(default=1, ge=1)
     cfg: bool | None = None
     text_tokens: int | None = Field(default=None, ge=0)
+    frames: int = Field(default=1, ge=1, description="video frames (1: an image)")
 
     def transformer(self) -> ModelConfig:
         """The :class:`ModelConfig` of :attr:`model`."""
@@ -59,11 +60,14 @@ class DitWorkload(Spec):
         if cfg.kind != "dit":
             raise config_error("DitWorkload.model", self.model, "a DiT model")
         cfg.image_tokens(self.height_px, self.width_px or self.height_px)
+        cfg.latent_frames(self.frames)
 
     @property
     def image_tokens(self) -> int:
-        """Image tokens per sample."""
-        return self.transformer().image_tokens(self.height_px, self.width_px or self.height_px)
+        """Image (video: spatio-temporal) tokens per sample: spatial tokens x latent
+        token frames (:meth:`flitsim.models.ModelConfig.latent_frames`)."""
+        cfg = self.transformer()
+        return cfg.image_tokens(self.height_px, self.width_px or self.height_px) * cfg.latent_frames(self.frames)
 
     @property
     def text_tokens_(self) -> int:
@@ -96,7 +100,7 @@ class DitWorkload(Spec):
 
 
 def dit_workload(model: str, resolution_px: int | tuple[int, int], *, steps: int = 50, batch: int = 1,
-                 cfg: bool | None = None, text_tokens: int | None = None) -> DitWorkload:
+                 cfg: bool | None = None, text_tokens: int | None = None, frames: int = 1) -> DitWorkload:
     """Build a :class:`DitWorkload`; ``resolution_px`` is a side (square) or ``(height, width)``.
 
     Raises:
@@ -109,4 +113,4 @@ def dit_workload(model: str, resolution_px: int | tuple[int, int], *, steps: int
     else:
         h, w = resolution_px, None
     return DitWorkload(model=model, height_px=h, width_px=w, steps=steps, batch=batch, cfg=cfg,
-                       text_tokens=text_tokens)
+                       text_tokens=text_tokens, frames=frames)
