@@ -43,7 +43,8 @@ def load_workload(case: CaseSection | MapWorkload, sc: Scenario) -> tuple[Any, d
     if w.kind == "dit":
         if w.model is None or w.resolution_px is None:
             raise config_error(f"cases.{case.name}.workload", w.kind, "model and resolution_px for kind = 'dit'")
-        d = dit_workload(w.model, w.resolution_px, steps=w.steps, batch=w.batch)
+        px = w.resolution_px if w.width_px is None else (w.resolution_px, w.width_px)
+        d = dit_workload(w.model, px, steps=w.steps, batch=w.batch, frames=w.frames)
         info = {"kind": "dit", "model": w.model, "tokens": f"{d.image_tokens} image + {d.text_tokens_} text tokens, "
                 f"{w.steps} steps, batch {d.step_batch}", "workload": d}
         return d, info

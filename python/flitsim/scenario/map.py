@@ -95,15 +95,19 @@ def _divisors_upto(n: int) -> list[int]:
 
 
 def candidates(kind: str, model: Any, n: int, *, restrict: list[str] | None = None,
-               requests: int | None = None) -> list[Candidate]:
+               requests: int | None = None, cfg_workload: bool = False) -> list[Candidate]:
     """Every schedule that applies to a workload of ``kind`` (``prefill``,
     ``decode``, ``dit``) on ``n`` GPUs. Which options each gets: pipelines
     use ``n`` stages (TeraPipe ``n`` uniform slices, and the DP on a grid of
     1/64 of the prompt rounded to 64 tokens; PipeFusion ``n`` patches), the
     rest degree ``n``; decode splits ``n`` into every PP x TP with TP dividing
-    the KV heads. Whether a candidate can really be built is the builder's
-    call (:func:`run_map` records a refusal as infeasible)."""
+    the KV heads. Hybrids (``n`` even, >= 4): TeraPipe DP x TP2 and USP
+    (Ulysses n/2 x Ring 2) for prefill; PipeFusion x Ulysses2, USP and, for a
+    workload with classifier-free guidance (``cfg_workload``), PipeFusion x CFG2
+    and CFG2 x Ulysses n/2 for DiTs. Whether a candidate can really be built
+    is the builder's call (:func:`run_map` records a refusal as infeasible)."""
     out: list[Candidate] = []
+    h = n // 2 if n % 2 == 0 and n >= 4 else 0  # the half for 2-way hybrids
     if kind == "prefill":
         out = [Candidate("terapipe", "TeraPipe uniform", {"stages": n, "slices": n}, True),
                Candidate("terapipe", "TeraPipe DP", {"stages": n, "slicing": "dp"}, True),
@@ -111,6 +115,9 @@ def candidates(kind: str, model: Any, n: int, *, restrict: list[str] | None = No
                Candidate("tensor_parallel", "tensor parallel", {"degree": n}, False),
                Candidate("ulysses", "Ulysses", {"degree": n}, False),
                Candidate("ring_attention", "Ring", {"degree": n}, False)]
+        if h:
+            out += [Candidate("terapipe", "TeraPipe DP x TP2", {"stages": h, "tp": 2, "slicing": "dp"}, True),
+                    Candidate("usp", f"USP (Ulysses {h} x Ring 2)", {"ulysses": h, "ring": 2}, False)]
     elif kind == "decode":
         cfg = as_model(model)
         kv = int(getattr(cfg, "n_kv_heads", 0) or cfg.n_heads)
@@ -126,6 +133,12 @@ def candidates(kind: str, model: Any, n: int, *, restrict: list[str] | None = No
                Candidate("ulysses", "Ulysses", {"degree": n}, False),
                Candidate("ring_attention", "Ring", {"degree": n}, False),
                Candidate("distrifusion", "DistriFusion", {"degree": n}, False)]
+        if h:  # xDiT's hybrids (CFG ones only where the workload has classifier-free guidance)
+            out += [Candidate("pipefusion", "PipeFusion x Ulysses2", {"stages": h, "patches": h, "ulysses": 2}, True),
+                    Candidate("usp", f"USP (Ulysses {h} x Ring 2)", {"ulysses": h, "ring": 2}, False)]
+            if cfg_workload:
+                out += [Candidate("pipefusion", "PipeFusion x CFG2", {"stages": h, "patches": h, "cfg": 2}, True),
+                        Candidate("cfg_parallel", f"CFG2 x Ulysses {h}", {"cfg": 2, "ulysses": h}, False)]
     if restrict is not None:
         out = [c for c in out if c.name in restrict]
     return out
@@ -433,8 +446,9 @@ def run_map(sc: Scenario, *, jobs: int = 1, progress: bool = True) -> MapResult:
         w: MapWorkload = m.workloads[row.index]
         for col in cols:
             model = row.model if row.kind != "dit" else row.workload.model
+            cfgw = row.kind == "dit" and bool(getattr(row.workload, "uses_cfg", False))
             for cand in candidates(row.kind, model, col.devices, restrict=w.schedules,
-                                   requests=_requests(row)):
+                                   requests=_requests(row), cfg_workload=cfgw):
                 plan.append((row, col, cand))
     order = sorted(range(len(plan)), key=lambda i: (-_cost_hint(plan[i][0]), i))
     bar = None

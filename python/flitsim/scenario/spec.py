@@ -25,7 +25,7 @@ TOML layout (every table is validated; unknown keys and wrong types raise
 Workload kinds: ``llmperf`` (fields of :class:`flitsim.workloads.LLMPerfSpec`
 in ``llmperf``), ``trace`` (``trace`` name or CSV path, ``limit``), ``tokens``
 (one prefill of ``tokens``), ``dit`` (``model``, ``resolution_px``,
-``steps``, ``batch``). An LLM length distribution is run at ``sequences``
+``steps``, ``batch``, and ``width_px`` / ``frames`` for a video DiT). An LLM length distribution is run at ``sequences``
 representative prefill lengths: the input-length quantiles at the bin
 midpoints (i + 0.5) / n, each standing for an equal share of requests, so the
 mean over them estimates the mean over the distribution. The schedule
@@ -123,6 +123,10 @@ class WorkloadSection(Spec):
     sequences: int = Field(default=3, ge=1, le=64)
     model: str | None = None
     resolution_px: int | None = Field(default=None, ge=16)
+    #: DiT image width, px (default: square, = resolution_px, the height).
+    width_px: int | None = Field(default=None, ge=16)
+    #: video frames for a video DiT (1: an image).
+    frames: int = Field(default=1, ge=1)
     steps: int = Field(default=28, ge=1)
     batch: int = Field(default=1, ge=1)
 
