@@ -91,7 +91,9 @@ def print_map(m, c) -> None:  # type: ignore[no-untyped-def]
                   "" if r.margin_over_nonpipelined != r.margin_over_nonpipelined else f"{r.margin_over_nonpipelined:.2f}x",
                   str(r.best_pipelined or "-"),
                   r.pipelining + ("" if r.pipelining_ratio != r.pipelining_ratio else f" {r.pipelining_ratio:.2f}x"),
-                  r.verdict_text, "/".join(yn[x] for x in (r.task_match, r.metric_match, r.structure_match)), r.fidelity)
+                  r.verdict_text, "/".join(yn[x] for x in (r.task_match, r.metric_match, r.structure_match)),
+                  r.fidelity + (f" (outside validation: {r.decisive_outside_flow_validation})"
+                                if r.decisive_outside_flow_validation else ""))
     c.print(t)
     ref = m.reference
     if ref is not None and len(ref):

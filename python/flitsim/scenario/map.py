@@ -322,7 +322,8 @@ def cell_columns() -> list[str]:
             "best_pipelined_s", "pipelining", "pipelining_ratio", "verdict", "verdict_text", "task_match",
             "metric_match", "structure_match", "dependency_density", "flop_per_byte_vs_breakeven",
             "compute_to_comm", "stage_time_cv", "fill_drain_share", "credit_exhaustion_share", "feasible",
-            "oom", "infeasible", "fidelity", "fidelity_reason", "throughput_tokens_per_s", "margin", "tie",
+            "oom", "infeasible", "fidelity", "fidelity_reason", "decisive_outside_flow_validation",
+            "throughput_tokens_per_s", "margin", "tie",
             "wall_s"]
 
 
@@ -356,6 +357,9 @@ def decide_cell(runs: list[CandidateRun], *, margin: float, tie: float) -> dict[
             figs[key] = float(v.iloc[0]) if len(v) else float("nan")
     fids = sorted({r.fidelity for r in ok if r.fidelity})
     reasons = sorted({r.fidelity_reason for r in ok if r.fidelity_reason})
+    # the runs that decide the cell: winner, best pipeline, best non-pipelined
+    decisive = {id(r): r for r in (win, bp, bn) if r is not None}.values()
+    outside = sorted({r.candidate.label for r in decisive if r.fidelity_reason.startswith("warning")})
     return {
         "status": "ok" if win else "no feasible schedule",
         "winner": win.candidate.label if win else None, "winner_s": win.latency_s if win else float("nan"),
@@ -373,6 +377,7 @@ def decide_cell(runs: list[CandidateRun], *, margin: float, tie: float) -> dict[
         "oom": "; ".join(f"{r.candidate.label} ({r.reason})" for r in runs if r.status == "oom"),
         "infeasible": "; ".join(f"{r.candidate.label} ({r.reason})" for r in runs if r.status == "infeasible"),
         "fidelity": " + ".join(fids), "fidelity_reason": " | ".join(reasons),
+        "decisive_outside_flow_validation": "; ".join(outside),
         "throughput_tokens_per_s": win.throughput_tokens_per_s if win else float("nan"),
         "margin": margin, "tie": tie, "wall_s": float(sum(r.wall_s for r in runs)),
     }

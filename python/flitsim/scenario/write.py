@@ -194,7 +194,7 @@ def _map_html(res: "ScenarioResult", png_base64: str | None) -> list[str]:
         parts.append(f"<img alt='PMF map' src='data:image/png;base64,{png_base64}'>")
     cols = ["workload", "fabric", "compares", "winner", "winner_s", "margin_over_nonpipelined", "best_pipelined",
             "pipelining", "pipelining_ratio", "verdict", "verdict_text", "task_match", "metric_match",
-            "structure_match", "fidelity", "oom", "infeasible"]
+            "structure_match", "fidelity", "decisive_outside_flow_validation", "oom", "infeasible"]
     parts += [_table(res.map.table()[cols])]
     if res.map.reference is not None and len(res.map.reference):
         parts += ["<h3>Published measurements vs the map</h3>", _table(res.map.reference)]
