@@ -26,7 +26,8 @@ from flitsim import switchlab
 from flitsim.transfers import TransferResult, transfers
 from flitsim.collectives import CollectiveResult, collective, nccl_tests
 from flitsim.faults import fec_error_model, goodput_vs_ber
-from flitsim.hardware.fabric import Fault
+from flitsim.hardware.fabric import Fault, SwitchKind, Trunk
+from flitsim.routing import Route, RouteHop, route
 from flitsim.networks import AnalyticNetwork, FabricNetwork, IdealNetwork
 from flitsim.sweeps import sweep
 from flitsim import report
@@ -39,7 +40,7 @@ __all__ = [
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
     "link_transfer", "switchlab", "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "TransferResult", "transfers",
     "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario", "Fault",
-    "fec_error_model", "goodput_vs_ber", "cancel_all",
+    "fec_error_model", "goodput_vs_ber", "cancel_all", "SwitchKind", "Trunk", "Route", "RouteHop", "route",
 ]
 
 

@@ -10,7 +10,7 @@ import numpy.typing as npt
 __version__: str
 __all__ = [
     "ConfigError", "StalledError", "__version__", "cancel_all", "collective_defaults", "collective_ideal", "collective_run",
-    "execute_taskgraph", "fabric_check", "fabric_transfers", "fec_error_model", "hold_model_events_per_s", "link_timing",
+    "execute_taskgraph", "fabric_check", "fabric_route", "fabric_transfers", "fec_error_model", "hold_model_events_per_s", "link_timing",
     "link_transfer", "serdes_rates", "switch_lab",
 ]
 
@@ -52,6 +52,11 @@ def execute_taskgraph(graph: dict[str, Any], network: Any) -> TaskGraphResult:
 
 def fabric_check(spec: Any) -> None:
     """Validate a fabric spec dict; raises ConfigError naming the wire or GPU at fault."""
+
+def fabric_route(spec: Any, src: int, dst: int) -> dict[str, Any]:
+    """One representative route from endpoint ``src`` to ``dst``: ``hops`` (dicts: element, kind, name,
+    index, in_port, out_port, link, link_GBps, link_payload_GBps, ecmp), ``dst_name`` and
+    ``p2p_blocker`` (the element forbidding GPU peer-to-peer on it, or None); ConfigError for bad ids."""
 
 def fabric_transfers(spec: Any, batch: dict[str, Any]) -> BatchResult:
     """Run a batch of transfers (numpy columns src, dst, bytes, start_ps, after) on a fabric spec dict;

@@ -110,9 +110,11 @@ def ledger(preset: str | SystemPreset | LinkSpec = "gb200-nvl72",
     """Derive the bandwidth ledger of a system or link.
 
     Args:
-        preset: a system preset name (``gb200-nvl72``, ``hgx-h100``, ...), a link
-            preset name (``nvlink5``, ...), a :class:`SystemPreset` or a
-            :class:`LinkSpec`.
+        preset: a system preset name (``gb200-nvl72``, ``hgx-h100``, ...), a
+            multi-tier fabric preset (``pcie-8xl20``, ``ib-4xhgx-h100``, ...;
+            see :func:`fabric_ledger`), a link preset name (``nvlink5``,
+            ``pcie4x16``, ...), a :class:`SystemPreset`, a graph FabricSpec or
+            a :class:`LinkSpec`.
         payloads_bytes: payloads per packet for the *effective* rows.
 
     Returns:
@@ -123,16 +125,23 @@ def ledger(preset: str | SystemPreset | LinkSpec = "gb200-nvl72",
             1..max_payload_bytes of the link's packet format.
     """
     system: SystemPreset | None = None
+    if isinstance(preset, str) and preset.lower().replace("_", "-") in _tier_names():
+        from flitsim.hardware.fabric import fabric_preset
+
+        return fabric_ledger(fabric_preset(preset))
     if isinstance(preset, str):
         key = preset.lower().replace("_", "-")
         if key in SYSTEM_PRESETS:
             system = system_preset(key)
             link = system.link
-        elif key.replace("-", "") in LINK_PRESETS:
+        elif key.replace("-", "").replace("gen", "") in LINK_PRESETS:
             link = link_preset(key)
         else:
-            raise ConfigError(f"preset = {preset!r}: expected a system preset {sorted(SYSTEM_PRESETS)} "
+            raise ConfigError(f"preset = {preset!r}: expected a system preset {sorted(SYSTEM_PRESETS)}, "
+                              f"a multi-tier fabric preset {sorted(_tier_names())} "
                               f"or a link preset {sorted(LINK_PRESETS)}")
+    elif getattr(preset, "switch_kinds", None):
+        return fabric_ledger(preset)
     elif isinstance(preset, SystemPreset):
         system, link = preset, preset.link
     elif isinstance(preset, LinkSpec):
@@ -168,3 +177,22 @@ def ledger(preset: str | SystemPreset | LinkSpec = "gb200-nvl72",
                              f"{system.gpus} GPUs x GPU effective @ {p} B"))
         notes.append("sources: " + "; ".join(system.sources))
     return Ledger(name=name, rows=tuple(rows), notes=tuple(notes))
+
+
+def _tier_names() -> set[str]:
+    from flitsim.hardware.tier_presets import TIER_PRESETS
+
+    return set(TIER_PRESETS)
+
+
+def fabric_ledger(spec: Any) -> Ledger:
+    """The ledger of a graph fabric (multi-tier preset or a FabricSpec with
+    ``switch_kinds``): rows per link kind, per GPU, per element uplink, per
+    socket link, per NIC (with its per-GPU share next to NVLink) and system
+    (:mod:`flitsim.ledger_graph`)."""
+    from flitsim.ledger_graph import graph_rows
+
+    raw, notes = graph_rows(spec)
+    rows = tuple(_row(scope, stage, gbps, how) for scope, stage, gbps, how in raw)
+    return Ledger(name=spec.name, rows=rows, notes=("GB/s = 1e9 bytes/s; bidirectional = 2 x one direction.",
+                                                   *notes))

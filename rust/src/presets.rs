@@ -51,5 +51,9 @@ pub fn planar(gpus: u32, planes: u32, fold_planes: bool) -> FabricSpec {
         fold_planes,
         fidelity: crate::fabric::Fidelity::Packet,
         faults: Vec::new(),
+        hosts: 0,
+        switch_kinds: Vec::new(),
+        switch_kind: Vec::new(),
+        trunks: Vec::new(),
     }
 }

@@ -15,6 +15,7 @@ from flitsim.cli.profile_cmd import profile_cmd
 from flitsim.cli.workload_cmd import workload_cmd
 from flitsim.cli.switch_cmd import switch_cmd
 from flitsim.cli.run_cmd import run_cmd
+from flitsim.cli.route_cmd import route_cmd
 from flitsim.cli.sweep_cmd import sweep_cmd
 
 
@@ -34,6 +35,7 @@ cli.add_command(sweep_cmd)
 cli.add_command(calibrate_cmd)
 cli.add_command(profile_cmd)
 cli.add_command(ber_cmd)
+cli.add_command(route_cmd)
 
 
 def main() -> None:

@@ -7,7 +7,9 @@ from flitsim.hardware.fabric import (
     FabricSpec,
     Fault,
     GpuInjection,
+    SwitchKind,
     SwitchParams,
+    Trunk,
     Wire,
     fabric_from_dict,
     fabric_preset,
@@ -26,7 +28,7 @@ from flitsim.hardware.systems import (
 )
 
 __all__ = [
-    "FABRIC_PRESETS", "FabricSpec", "Fault", "GpuInjection", "SwitchParams", "Wire", "fabric_from_dict",
+    "FABRIC_PRESETS", "FabricSpec", "Fault", "GpuInjection", "SwitchKind", "SwitchParams", "Trunk", "Wire", "fabric_from_dict",
     "fabric_preset", "uniform_fabric",
     "FecCode", "LinkSpec", "PacketFormat", "ReplaySpec", "SerdesSpec", "KP4", "LINK_PRESETS", "link_preset",
     "nvlink3", "nvlink4", "nvlink5", "SYSTEM_PRESETS", "SystemPreset", "dgx_a100", "gb200_nvl72",

@@ -82,6 +82,45 @@ class Wire(Spec):
     switch_link: int | None = None
 
 
+ElementKind = Literal["nvswitch", "pcie_switch", "root_complex", "nic", "ethernet", "infiniband", "bridge"]
+"""What a switching element is (docs/graph.md): every kind runs the same
+cycle-level switch core with its own :class:`SwitchParams`."""
+
+
+class SwitchKind(Spec):
+    """One kind of switching element of a graph fabric (mirrors ``SwitchKind``
+    in ``rust/src/fabric/spec.rs``).
+
+    ``kind``: :data:`ElementKind`. ``params``: its switch-core parameters
+    (``clock_ghz = 0`` derives the clock from its fastest link; buffers 0 =
+    the links' credits). ``allow_p2p = False``: GPU -> GPU (peer-to-peer)
+    packets may not cross it (a P2P transfer routed across it is refused with a
+    ConfigError naming it; host traffic may cross). ``nvls``: the element can
+    reduce and multicast. A NIC has a PCIe side (wires/trunks to GPUs, PCIe
+    switches, root complexes) and a network side (trunks to an Ethernet or
+    InfiniBand switch); an NVLink ``bridge`` joins two GPU ports.
+    """
+
+    name: str
+    kind: ElementKind
+    params: SwitchParams = SwitchParams()
+    allow_p2p: bool = True
+    nvls: bool = False
+
+
+class Trunk(Spec):
+    """A cable between two switching elements, both directions: element ``a``
+    port ``a_port`` <-> element ``b`` port ``b_port``, using ``links[link]``
+    (and ``links[b_link]`` at end b, which must be the same spec)."""
+
+    a: int = Field(ge=0)
+    a_port: int = Field(ge=0)
+    b: int = Field(ge=0)
+    b_port: int = Field(ge=0)
+    link: int = Field(default=0, ge=0)
+    b_link: int | None = None
+
+
 Spray = Literal["round_robin", "hash", "adaptive"]
 
 Fidelity = Literal["packet", "flow", "auto"]
@@ -100,8 +139,9 @@ class Fault(Spec):
 
     ``kind``: ``"link"`` (the wire of GPU ``gpu`` port ``port``, both
     directions), ``"plane"`` (switch chip ``switch`` and all its wires: one of
-    NVL72's 18 planes), or ``"nic"`` (NICs are not modelled yet: issue 14 adds
-    them; rejected until then). Traffic started later avoids the dead part;
+    NVL72's 18 planes), or ``"nic"`` (switching element ``nic`` of kind
+    ``nic`` in a graph fabric, with its wires and trunks). Traffic started
+    later avoids the dead part (ECMP and spraying skip it);
     packets inside it at that moment are replayed end to end by their source
     after its replay timer (``ReplaySpec.timeout_ps``, default 1 us).
 
@@ -133,14 +173,16 @@ class Fault(Spec):
                 raise ConfigError(f"Fault.{name} = None: a {self.kind!r} fault needs {' and '.join(need)}")
             if name not in need and v is not None:
                 raise ConfigError(f"Fault.{name} = {v!r}: not a field of a {self.kind!r} fault (it takes {', '.join(need)})")
-        if self.kind == "nic":
-            raise ConfigError(f"Fault.kind = 'nic': NICs are not modelled yet (issue 14 adds them); "
-                              "expected 'link' or 'plane'")
         return self
 
 
 class FabricSpec(Spec):
-    """A single-switch-layer scale-up fabric.
+    """A fabric: endpoints (GPUs, then ``hosts`` host-memory endpoints) wired
+    to switching elements, elements joined by ``trunks``. Without trunks,
+    kinds or hosts it is one switch layer (the NVSwitch presets); with them a
+    graph routed by destination over shortest paths with ECMP
+    (docs/graph.md): ``switch_kinds`` lists kinds of element
+    (:class:`SwitchKind`) and ``switch_kind`` gives each switch's kind index.
 
     Speed levers: ``sim_packet_bytes`` coalesces protocol packets into one
     simulated packet (header flits still charged per protocol packet);
@@ -153,8 +195,10 @@ class FabricSpec(Spec):
 
     Raises:
         ConfigError: a GPU or switch port wired twice, a disconnected GPU, a
-            pair of GPUs with no common switch, ids out of range, link specs
-            that differ at the two ends of a wire, bad sizes.
+            pair of GPUs with no common switch (graph: no path), ids out of
+            range, link specs that differ at the two ends of a wire or trunk,
+            a port used twice, a NIC with no switch on its network side, bad
+            sizes. The message names the element.
     """
 
     name: str = "custom"
@@ -174,6 +218,31 @@ class FabricSpec(Spec):
     fidelity: Fidelity = "packet"
     #: Components that die during the run (:class:`Fault`); none by default.
     faults: tuple[Fault, ...] = ()
+    #: Host-memory endpoints (ids gpus..gpus+hosts); ``Wire.gpu`` indexes endpoints.
+    hosts: int = Field(default=0, ge=0)
+    switch_kinds: tuple[SwitchKind, ...] = ()
+    #: One index into ``switch_kinds`` per switch (empty iff switch_kinds is).
+    switch_kind: tuple[int, ...] = ()
+    trunks: tuple[Trunk, ...] = ()
+
+    @property
+    def endpoints(self) -> int:
+        """GPUs plus hosts: the ids transfers may use."""
+        return self.gpus + self.hosts
+
+    @property
+    def is_graph(self) -> bool:
+        """True for a graph fabric (trunks, kinds or hosts), False for one switch layer."""
+        return bool(self.hosts or self.switch_kinds or self.trunks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form; graph fields left out when unused (so one-layer
+        fabrics keep the dict they always had)."""
+        d = super().to_dict()
+        for k in ("hosts", "switch_kinds", "switch_kind", "trunks"):
+            if not d.get(k):
+                d.pop(k, None)
+        return d
 
     @model_validator(mode="after")
     def _check_in_engine(self) -> "FabricSpec":
@@ -352,3 +421,10 @@ def as_fabric(fabric: "FabricSpec | str") -> FabricSpec:
     if not isinstance(fabric, FabricSpec):
         raise ConfigError(f"fabric = {fabric!r}: expected a FabricSpec or a preset name")
     return fabric
+
+
+# Multi-tier presets (PCIe boxes, scale-out nodes, two-tier NVLink) live in
+# their own module and register here (imported last: they build FabricSpecs).
+from flitsim.hardware.tier_presets import TIER_PRESETS as _TIER_PRESETS  # noqa: E402
+
+FABRIC_PRESETS.update({_n: _p.build for _n, _p in _TIER_PRESETS.items()})

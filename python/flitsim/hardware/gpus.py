@@ -310,14 +310,18 @@ def gpu_preset(name: str) -> GpuSpec:
 def fabric_gpu(fabric: Any) -> str | None:
     """The GPU preset name a fabric is built from: the system preset of the
     same name (:mod:`flitsim.hardware.systems`: ``gb200-nvl72`` -> ``gb200``,
-    ``hgx-b200`` -> ``b200``, ``hgx-h100`` -> ``h100``, ``dgx-a100`` -> ``a100``);
+    ``hgx-b200`` -> ``b200``, ``hgx-h100`` -> ``h100``, ``dgx-a100`` -> ``a100``)
+    or the multi-tier preset's GPU (``pcie-8xl20`` -> ``l20``, ...;
+    :mod:`flitsim.hardware.tier_presets`);
     None for a fabric that names no GPU (a custom fabric)."""
     if fabric is None:
         return None
     name = fabric if isinstance(fabric, str) else getattr(fabric, "name", None)
     key = str(name).lower().replace("_", "-") if name else ""
     if key not in SYSTEM_PRESETS:
-        return None
+        from flitsim.hardware.tier_presets import tier_gpu
+
+        return tier_gpu(key)
     gpu = SYSTEM_PRESETS[key]().gpu.lower()
     return gpu if gpu in GPU_PRESETS else None
 

@@ -32,6 +32,10 @@ class FecCode(Spec):
     interleave_lanes: int = Field(default=1, ge=1)
 
 
+KP4 = FecCode(n=544, k=514, symbol_bits=10)
+"""RS(544,514), 10-bit symbols, t = 15 (Intel AN 846, 100GBASE-KP4)."""
+
+
 class SerdesSpec(Spec):
     """One direction of a link's lanes.
 

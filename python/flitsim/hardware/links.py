@@ -1,4 +1,5 @@
-"""NVLink presets. Every value carries its public source or is
+"""Link presets: NVLink here, PCIe / socket / network links in
+flitsim.hardware.io_links. Every value carries its public source or is
 marked *assumed* with the reason.
 
 Rate chain shared by NVLink 4 and 5 (inference, no source states it): PAM4 lanes at
@@ -14,10 +15,8 @@ from __future__ import annotations
 from typing import Callable
 
 from flitsim.errors import ConfigError
-from flitsim.hardware.link_spec import FecCode, LinkSpec, PacketFormat, SerdesSpec
-
-KP4 = FecCode(n=544, k=514, symbol_bits=10)
-"""RS(544,514), 10-bit symbols, t = 15 (Intel AN 846, 100GBASE-KP4)."""
+from flitsim.hardware.io_links import IO_LINK_PRESETS
+from flitsim.hardware.link_spec import KP4, LinkSpec, PacketFormat, SerdesSpec
 
 NVLINK_PACKET = PacketFormat(flit_bytes=16, header_flits=1, max_payload_bytes=256)
 """16 B flits (NVIDIA apex peer_memory comment), one header flit and up to 256 B
@@ -92,16 +91,20 @@ LINK_PRESETS: dict[str, Callable[[], LinkSpec]] = {
     "nvlink3": nvlink3,
     "nvlink4": nvlink4,
     "nvlink5": nvlink5,
+    **IO_LINK_PRESETS,
 }
 
 
 def link_preset(name: str) -> LinkSpec:
-    """Look up a link preset by name (``nvlink3``, ``nvlink4``, ``nvlink5``).
+    """Look up a link preset by name: ``nvlink3``, ``nvlink4``, ``nvlink5``, PCIe
+    ``pcie{3,4,5}x{1,2,4,8,16}`` (also spelled ``pcie-gen4-x16``), socket links
+    ``upi2``, ``xgmi3``, Ethernet ``eth{100,200,400,800}g`` and InfiniBand
+    ``ib-ndr`` (flitsim.hardware.io_links documents each).
 
     Raises:
         ConfigError: for an unknown name (the message lists the known ones).
     """
-    key = name.lower().replace("-", "").replace("_", "")
+    key = str(name).lower().replace("-", "").replace("_", "").replace("gen", "")
     if key not in LINK_PRESETS:
         raise ConfigError(f"link preset = {name!r}: expected one of {sorted(LINK_PRESETS)}")
     return LINK_PRESETS[key]()

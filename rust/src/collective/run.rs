@@ -261,7 +261,8 @@ fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, inter
             recv[dst as usize] += bytes;
         }
     }
-    for p in &st.ports {
+    // Host-memory endpoints' ports (graph fabrics) are not GPUs' links.
+    for p in st.ports.iter().filter(|p| (p.gpu as usize) < g) {
         link_sent[p.gpu as usize] += p.link.payload_bytes;
         link_recv[p.gpu as usize] += p.rx_payload_bytes;
     }

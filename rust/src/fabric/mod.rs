@@ -14,5 +14,5 @@ pub(crate) use run::validate_batch;
 pub use run::{run_batch, BatchResult, TransferBatch};
 pub use stats::{stats_of, FabricStats, PortLinkStats};
 pub use sim::{FEv, FabricSim, FaultStats, ReorderStats, MAX_SIM_PACKETS};
-pub use spec::{FabricSpec, Fault, Fidelity, GpuInjection, Spray, SwitchParams, Wire, MAX_ENDPOINTS, MAX_FAULT_PS, MAX_PORTS};
-pub use topology::Topology;
+pub use spec::{ElementKind, FabricSpec, Fault, Fidelity, GpuInjection, Spray, SwitchKind, SwitchParams, Trunk, Wire, MAX_ENDPOINTS, MAX_FAULT_PS, MAX_HOSTS, MAX_PORTS};
+pub use topology::{Hop, Peer, Topology};

@@ -1,9 +1,13 @@
 //! Fabric specification: GPUs with NVLink ports, switch chips, and the wires
 //! between them, validated on construction.
 //!
-//! One switch layer: every wire joins a GPU port to a switch port (NVL72,
-//! HGX, DGX are all single-stage). A GPU reaches another through any switch
-//! both are wired to.
+//! Endpoints (GPUs, then host-memory endpoints) are wired to switching
+//! elements; elements are joined to each other by trunks. Without trunks,
+//! kinds or hosts a fabric is one switch layer (NVL72, HGX, DGX are all
+//! single-stage) and every result is what it was before graphs existed. With
+//! them the fabric is a graph: PCIe switches, root complexes, NICs,
+//! Ethernet/InfiniBand switches, NVLink bridges and second NVSwitch tiers,
+//! routed by destination over shortest paths with ECMP (docs/graph.md).
 
 use crate::error::{ensure, FlitsimError, Result};
 use crate::link::{prefix_field, LinkSpec};
@@ -179,7 +183,7 @@ pub enum Fault {
     Link { gpu: u32, port: u32, at_ps: u64 },
     /// Switch chip `switch` (one plane of a planar fabric) and all its wires.
     Plane { switch: u32, at_ps: u64 },
-    /// A NIC. NICs are not modelled yet (issue 14): rejected with a ConfigError.
+    /// Switching element `nic` (its kind must be `nic`) and all its wires and trunks.
     Nic { nic: u32, at_ps: u64 },
 }
 
@@ -191,6 +195,77 @@ impl Fault {
         }
     }
 }
+
+/// What a switching element is (sets defaults and validation rules; the
+/// cycle-level model is the same switch core for all of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElementKind {
+    Nvswitch,
+    PcieSwitch,
+    RootComplex,
+    /// A NIC: a PCIe side (wires or trunks to GPUs / PCIe switches / root
+    /// complexes) and a network side (trunks to Ethernet/InfiniBand switches).
+    Nic,
+    Ethernet,
+    Infiniband,
+    /// A 2-port NVLink bridge between two GPUs (no pipeline latency).
+    Bridge,
+}
+
+impl ElementKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ElementKind::Nvswitch => "nvswitch",
+            ElementKind::PcieSwitch => "pcie_switch",
+            ElementKind::RootComplex => "root_complex",
+            ElementKind::Nic => "nic",
+            ElementKind::Ethernet => "ethernet",
+            ElementKind::Infiniband => "infiniband",
+            ElementKind::Bridge => "bridge",
+        }
+    }
+}
+
+/// One kind of switching element: its parameters and rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchKind {
+    pub name: String,
+    pub kind: ElementKind,
+    /// Switch-core parameters of this kind (clock 0 = derived from its
+    /// fastest link; buffer 0 = the links' credits).
+    #[serde(default)]
+    pub params: SwitchParams,
+    /// GPU -> GPU (peer-to-peer) packets may cross this element; host traffic
+    /// always may. A P2P transfer whose routes cross an element with
+    /// `allow_p2p = false` is refused with a ConfigError naming it.
+    #[serde(default = "d_true")]
+    pub allow_p2p: bool,
+    /// The element can reduce and multicast (NVLS).
+    #[serde(default)]
+    pub nvls: bool,
+}
+
+/// A cable between two switching elements (both directions):
+/// element `a` port `a_port` <-> element `b` port `b_port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Trunk {
+    pub a: u32,
+    pub a_port: u32,
+    pub b: u32,
+    pub b_port: u32,
+    /// Index into `FabricSpec::links` (end `a`; default 0).
+    #[serde(default)]
+    pub link: u32,
+    /// Link spec at end `b` (default: same as `link`); must equal it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b_link: Option<u32>,
+}
+
+/// Most host-memory endpoints one fabric may have.
+pub const MAX_HOSTS: u32 = 1 << 12;
 
 /// A whole scale-up fabric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -236,6 +311,25 @@ pub struct FabricSpec {
     /// Components that die during the run (none by default).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<Fault>,
+    /// Host-memory endpoints (CPU DRAM behind a root complex): endpoint ids
+    /// `gpus..gpus + hosts`; `Wire::gpu` indexes endpoints. Each has
+    /// `gpu_ports` port slots (unwired slots allowed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hosts: u32,
+    /// Kinds of switching element (empty: every switch is an NVSwitch-like
+    /// chip with `switch` parameters, as before graphs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub switch_kinds: Vec<SwitchKind>,
+    /// Per switch, an index into `switch_kinds` (empty iff `switch_kinds` is).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub switch_kind: Vec<u32>,
+    /// Switch-to-switch cables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trunks: Vec<Trunk>,
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
 }
 
 fn d_max_sim() -> u64 {
@@ -262,12 +356,14 @@ impl FabricSpec {
         // switches leave room for studies while keeping per-port tables
         // (gpus x gpu_ports, switches x switch_ports) within memory.
         ensure(self.gpus >= 1 && self.gpus <= MAX_ENDPOINTS, "gpus", self.gpus, "1..=1048576 GPUs")?;
+        ensure(self.hosts <= MAX_HOSTS, "hosts", self.hosts, "0..=4096 host-memory endpoints")?;
         ensure(self.switches <= MAX_ENDPOINTS, "switches", self.switches, "0..=1048576 switches")?;
         ensure(self.gpu_ports >= 1 && self.gpu_ports <= 256, "gpu_ports", self.gpu_ports, "1..=256 ports per GPU")?;
         ensure(self.switch_ports <= 4096, "switch_ports", self.switch_ports, "0..=4096 ports per switch")?;
-        let ports = self.gpus as u64 * self.gpu_ports as u64 + self.switches as u64 * self.switch_ports as u64;
+        let ne = self.endpoints() as u64;
+        let ports = ne * self.gpu_ports as u64 + self.switches as u64 * self.switch_ports as u64;
         ensure(ports <= MAX_PORTS, "gpus x gpu_ports + switches x switch_ports", ports, "at most 2^24 ports in one fabric")?;
-        let pairs = self.gpus as u64 * self.switches as u64;
+        let pairs = ne * self.switches as u64;
         ensure(pairs <= MAX_PORTS, "gpus x switches", pairs, "at most 2^24 (per-switch, per-GPU tables)")?;
         ensure(
             self.switch.clock_ghz == 0.0 || (self.switch.clock_ghz.is_finite() && (0.001..=1000.0).contains(&self.switch.clock_ghz)),
@@ -302,11 +398,15 @@ impl FabricSpec {
             )?;
         }
         ensure(matches!(self.switch.queueing.as_str(), "voq" | "fifo"), "switch.queueing", &self.switch.queueing, "\"voq\" or \"fifo\"")?;
-        let mut gpu_used = crate::error::try_vec(self.gpus as usize * self.gpu_ports as usize, u32::MAX, "gpus x gpu_ports")?;
+        let mut gpu_used = crate::error::try_vec(self.endpoints() as usize * self.gpu_ports as usize, u32::MAX, "gpus x gpu_ports")?;
         let mut sw_used = crate::error::try_vec(self.switches as usize * self.switch_ports as usize, u32::MAX, "switches x switch_ports")?;
         for (w, wire) in self.wires.iter().enumerate() {
             let f = |name: &str| format!("wires[{w}].{name}");
-            ensure(wire.gpu < self.gpus, &f("gpu"), wire.gpu, &format!("a GPU id in 0..{}", self.gpus))?;
+            if self.hosts == 0 {
+                ensure(wire.gpu < self.gpus, &f("gpu"), wire.gpu, &format!("a GPU id in 0..{}", self.gpus))?;
+            } else {
+                ensure(wire.gpu < self.endpoints(), &f("gpu"), wire.gpu, &format!("an endpoint id in 0..{} (GPUs 0..{}, hosts {}..{})", self.endpoints(), self.gpus, self.gpus, self.endpoints()))?;
+            }
             ensure(wire.gpu_port < self.gpu_ports, &f("gpu_port"), wire.gpu_port, &format!("a port in 0..{}", self.gpu_ports))?;
             ensure(wire.switch < self.switches, &f("switch"), wire.switch, &format!("a switch id in 0..{}", self.switches))?;
             ensure(wire.switch_port < self.switch_ports, &f("switch_port"), wire.switch_port, &format!("a port in 0..{}", self.switch_ports))?;
@@ -325,7 +425,7 @@ impl FabricSpec {
             if gpu_used[gi] != u32::MAX {
                 return Err(FlitsimError::config(
                     f("gpu_port"),
-                    format!("GPU {} port {}", wire.gpu, wire.gpu_port),
+                    format!("{} port {}", self.endpoint_name(wire.gpu), wire.gpu_port),
                     &format!("each GPU port wired at most once (also used by wires[{}])", gpu_used[gi]),
                 ));
             }
@@ -339,6 +439,10 @@ impl FabricSpec {
                 ));
             }
             sw_used[si] = w as u32;
+        }
+        if self.is_graph() {
+            self.validate_graph(&mut sw_used)?;
+            return self.validate_faults_graph();
         }
         // Reachability: GPUs a and b need a common switch.
         let mut on = vec![false; (self.gpus * self.switches) as usize];
@@ -355,32 +459,7 @@ impl FabricSpec {
         let mut dead_sw = vec![false; self.switches as usize];
         let mut dead_port = vec![false; (self.gpus * self.gpu_ports) as usize];
         for (i, f) in self.faults.iter().enumerate() {
-            let name = |x: &str| format!("faults[{i}].{x}");
-            ensure(f.at_ps() <= MAX_FAULT_PS, &name("at_ps"), f.at_ps(), "a time in 0..=2^62 ps (from the start of the run)")?;
-            match *f {
-                Fault::Link { gpu, port, .. } => {
-                    ensure(gpu < self.gpus, &name("gpu"), gpu, &format!("a GPU id in 0..{}", self.gpus))?;
-                    ensure(port < self.gpu_ports, &name("port"), port, &format!("a port in 0..{}", self.gpu_ports))?;
-                    ensure(
-                        self.wires.iter().any(|w| w.gpu == gpu && w.gpu_port == port),
-                        &name("port"),
-                        format!("GPU {gpu} port {port}"),
-                        "a wired GPU port (this one has no wire to fail)",
-                    )?;
-                    dead_port[(gpu * self.gpu_ports + port) as usize] = true;
-                }
-                Fault::Plane { switch, .. } => {
-                    ensure(switch < self.switches, &name("switch"), switch, &format!("a switch (plane) id in 0..{}", self.switches))?;
-                    dead_sw[switch as usize] = true;
-                }
-                Fault::Nic { nic, .. } => {
-                    return Err(FlitsimError::config(
-                        name("kind"),
-                        format!("nic {nic}"),
-                        "\"link\" or \"plane\": NICs are not modelled yet (issue 14 adds them; a NIC fault will plug in here)",
-                    ));
-                }
-            }
+            self.check_fault(i, f, &mut dead_sw, &mut dead_port)?;
         }
         if self.switches > 0 && dead_sw.iter().all(|&d| d) {
             return Err(FlitsimError::config("faults", format!("all {} planes", self.switches), "at least one live switch plane: with every plane dead nothing can move"));
@@ -392,6 +471,225 @@ impl FabricSpec {
             }
         }
         self.check_reachable(&live, " after the faults")
+    }
+
+    /// Check fault `i` and mark what it kills.
+    fn check_fault(&self, i: usize, f: &Fault, dead_sw: &mut [bool], dead_port: &mut [bool]) -> Result<()> {
+        let name = |x: &str| format!("faults[{i}].{x}");
+        ensure(f.at_ps() <= MAX_FAULT_PS, &name("at_ps"), f.at_ps(), "a time in 0..=2^62 ps (from the start of the run)")?;
+        match *f {
+            Fault::Link { gpu, port, .. } => {
+                ensure(gpu < self.endpoints(), &name("gpu"), gpu, &format!("a GPU id in 0..{}", self.endpoints()))?;
+                ensure(port < self.gpu_ports, &name("port"), port, &format!("a port in 0..{}", self.gpu_ports))?;
+                ensure(
+                    self.wires.iter().any(|w| w.gpu == gpu && w.gpu_port == port),
+                    &name("port"),
+                    format!("GPU {gpu} port {port}"),
+                    "a wired GPU port (this one has no wire to fail)",
+                )?;
+                dead_port[(gpu * self.gpu_ports + port) as usize] = true;
+            }
+            Fault::Plane { switch, .. } => {
+                ensure(switch < self.switches, &name("switch"), switch, &format!("a switch (plane) id in 0..{}", self.switches))?;
+                dead_sw[switch as usize] = true;
+            }
+            Fault::Nic { nic, .. } => {
+                ensure(nic < self.switches, &name("nic"), nic, &format!("a switching-element id in 0..{} whose kind is \"nic\"", self.switches))?;
+                let k = self.kind_of(nic).map(|k| k.kind);
+                if k != Some(ElementKind::Nic) {
+                    return Err(FlitsimError::config(
+                        name("nic"),
+                        format!("element {nic} ({})", k.map_or("switch", |k| k.name())),
+                        "the id of an element of kind \"nic\" (see switch_kinds / switch_kind); use a \"plane\" fault for a switch",
+                    ));
+                }
+                dead_sw[nic as usize] = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// GPUs then hosts: endpoint ids `0..gpus + hosts`.
+    #[inline]
+    pub fn endpoints(&self) -> u32 {
+        self.gpus.saturating_add(self.hosts)
+    }
+
+    /// A graph fabric (trunks, element kinds or hosts) rather than one switch layer.
+    #[inline]
+    pub fn is_graph(&self) -> bool {
+        self.hosts > 0 || !self.switch_kinds.is_empty() || !self.trunks.is_empty()
+    }
+
+    /// The kind of switching element `s` (None: a plain switch with `switch` parameters).
+    #[inline]
+    pub fn kind_of(&self, s: u32) -> Option<&SwitchKind> {
+        self.switch_kind.get(s as usize).and_then(|&k| self.switch_kinds.get(k as usize))
+    }
+
+    /// Switch-core parameters of element `s`.
+    #[inline]
+    pub fn params_of(&self, s: u32) -> &SwitchParams {
+        self.kind_of(s).map_or(&self.switch, |k| &k.params)
+    }
+
+    /// "GPU 3" or "host 0" for endpoint `e`.
+    pub fn endpoint_name(&self, e: u32) -> String {
+        if e < self.gpus {
+            format!("GPU {e}")
+        } else {
+            format!("host {}", e - self.gpus)
+        }
+    }
+
+    /// "element 4 (nic \"cx7\")" or "switch 4".
+    pub fn element_name(&self, s: u32) -> String {
+        match self.kind_of(s) {
+            Some(k) => format!("element {s} ({} {:?})", k.kind.name(), k.name),
+            None => format!("switch {s}"),
+        }
+    }
+
+    fn check_params(p: &SwitchParams, field: &str) -> Result<()> {
+        ensure(
+            p.clock_ghz == 0.0 || (p.clock_ghz.is_finite() && (0.001..=1000.0).contains(&p.clock_ghz)),
+            &format!("{field}.clock_ghz"),
+            format!("{:?}", p.clock_ghz),
+            "0 (derived from the link rate) or 0.001..=1000 GHz",
+        )?;
+        ensure(matches!(p.queueing.as_str(), "voq" | "fifo"), &format!("{field}.queueing"), &p.queueing, "\"voq\" or \"fifo\"")?;
+        Ok(())
+    }
+
+    /// Graph fabrics: kinds, trunks, NICs, bridges and routes. `sw_used`
+    /// holds the wire using each switch port.
+    fn validate_graph(&self, sw_used: &mut [u32]) -> Result<()> {
+        ensure(self.switch_kinds.len() <= 256, "switch_kinds", self.switch_kinds.len(), "at most 256 kinds")?;
+        if self.switch_kinds.is_empty() {
+            ensure(self.switch_kind.is_empty(), "switch_kind", format!("{} entries", self.switch_kind.len()), "empty when switch_kinds is empty")?;
+        } else {
+            ensure(
+                self.switch_kind.len() == self.switches as usize,
+                "switch_kind",
+                format!("{} entries", self.switch_kind.len()),
+                &format!("one kind index per switch ({})", self.switches),
+            )?;
+        }
+        for (i, k) in self.switch_kinds.iter().enumerate() {
+            Self::check_params(&k.params, &format!("switch_kinds[{i}].params"))?;
+        }
+        let nk = self.switch_kinds.len() as u32;
+        for (s, &k) in self.switch_kind.iter().enumerate() {
+            ensure(k < nk, &format!("switch_kind[{s}]"), k, &format!("an index into switch_kinds (0..{nk})"))?;
+        }
+        ensure(self.trunks.len() as u64 <= MAX_PORTS, "trunks", self.trunks.len(), "at most 2^24 trunks")?;
+        let nl = self.links.len() as u32;
+        for (i, t) in self.trunks.iter().enumerate() {
+            let f = |n: &str| format!("trunks[{i}].{n}");
+            ensure(t.a < self.switches, &f("a"), t.a, &format!("a switch id in 0..{}", self.switches))?;
+            ensure(t.b < self.switches, &f("b"), t.b, &format!("a switch id in 0..{}", self.switches))?;
+            ensure(t.a_port < self.switch_ports, &f("a_port"), t.a_port, &format!("a port in 0..{}", self.switch_ports))?;
+            ensure(t.b_port < self.switch_ports, &f("b_port"), t.b_port, &format!("a port in 0..{}", self.switch_ports))?;
+            ensure(t.a != t.b, &f("b"), t.b, &format!("another element than a = {} (a trunk joins two elements)", t.a))?;
+            ensure(t.link < nl, &f("link"), t.link, &format!("a link index in 0..{nl}"))?;
+            if let Some(bl) = t.b_link {
+                ensure(bl < nl, &f("b_link"), bl, &format!("a link index in 0..{nl}"))?;
+                ensure(
+                    self.links[bl as usize] == self.links[t.link as usize],
+                    &f("b_link"),
+                    bl,
+                    &format!("the same link spec at both ends of the trunk ({} end uses links[{}])", self.element_name(t.a), t.link),
+                )?;
+            }
+            for (sw, port, n) in [(t.a, t.a_port, "a_port"), (t.b, t.b_port, "b_port")] {
+                let si = (sw * self.switch_ports + port) as usize;
+                let u = sw_used[si];
+                if u != u32::MAX {
+                    let by = if u & (1 << 31) != 0 { format!("trunks[{}]", u & !(1 << 31)) } else { format!("wires[{u}]") };
+                    return Err(FlitsimError::config(f(n), format!("{} port {port}", self.element_name(sw)), &format!("each switch port wired at most once (also used by {by})")));
+                }
+                sw_used[si] = (1 << 31) | i as u32;
+            }
+        }
+        // Bridges: two ports; NICs: a network side.
+        for s in 0..self.switches {
+            let Some(k) = self.kind_of(s) else { continue };
+            match k.kind {
+                ElementKind::Nic => {
+                    let net = self.trunks.iter().any(|t| {
+                        let other = if t.a == s {
+                            Some(t.b)
+                        } else if t.b == s {
+                            Some(t.a)
+                        } else {
+                            None
+                        };
+                        other.and_then(|o| self.kind_of(o)).is_some_and(|ok| matches!(ok.kind, ElementKind::Ethernet | ElementKind::Infiniband | ElementKind::Nic))
+                    });
+                    if !net {
+                        return Err(FlitsimError::config(
+                            format!("switch_kind[{s}]"),
+                            self.element_name(s),
+                            "a NIC with a trunk to an ethernet or infiniband switch (or a peer NIC) on its network side; this one has none",
+                        ));
+                    }
+                }
+                ElementKind::Bridge => {
+                    let used = (0..self.switch_ports).filter(|&p| sw_used[(s * self.switch_ports + p) as usize] != u32::MAX).count();
+                    ensure(used <= 2, &format!("switch_kind[{s}]"), format!("{} with {used} wired ports", self.element_name(s)), "an NVLink bridge joins two ports")?;
+                }
+                _ => {}
+            }
+        }
+        let topo = super::topology::Topology::new(self);
+        self.check_graph_reachable(&topo, "")
+    }
+
+    /// Every GPU reaches every other endpoint (GPU or host) over the graph, both ways.
+    fn check_graph_reachable(&self, topo: &super::topology::Topology, when: &str) -> Result<()> {
+        let field = if when.is_empty() { "wires" } else { "faults" };
+        let mut elig = Vec::new();
+        for a in 0..self.gpus {
+            for b in 0..self.endpoints() {
+                if a == b {
+                    continue;
+                }
+                for (x, y) in [(a, b), (b, a)] {
+                    topo.eligible_ports(x, y, &mut elig);
+                    if elig.is_empty() {
+                        return Err(FlitsimError::config(
+                            field,
+                            format!("{} -> {}", self.endpoint_name(x), self.endpoint_name(y)),
+                            &format!("a path of wires and trunks from every GPU to every other endpoint and back{when}; this pair has none (unreachable)"),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_faults_graph(&self) -> Result<()> {
+        if self.faults.is_empty() {
+            return Ok(());
+        }
+        ensure(self.faults.len() <= 1 << 16, "faults", self.faults.len(), "at most 65536 faults")?;
+        let mut dead_sw = vec![false; self.switches as usize];
+        let mut dead_port = vec![false; (self.endpoints() * self.gpu_ports) as usize];
+        for (i, f) in self.faults.iter().enumerate() {
+            self.check_fault(i, f, &mut dead_sw, &mut dead_port)?;
+        }
+        let topo = super::topology::Topology::with_dead(self, &dead_sw, &dead_port);
+        self.check_graph_reachable(&topo, " after the faults")
+    }
+
+    /// For a GPU -> GPU transfer: the first element on its routes that
+    /// forbids peer-to-peer traffic, if any (transfers with a host are not P2P).
+    pub fn p2p_blocker(&self, topo: &super::topology::Topology, src: u32, dst: u32) -> Option<u32> {
+        if src >= self.gpus || dst >= self.gpus || src == dst || self.switch_kinds.iter().all(|k| k.allow_p2p) {
+            return None;
+        }
+        topo.route_switches(src, dst).into_iter().find(|&s| self.kind_of(s).is_some_and(|k| !k.allow_p2p))
     }
 
     /// Every GPU wired to a switch and every pair sharing one, by `on[gpu * switches + switch]`.

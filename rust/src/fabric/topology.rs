@@ -1,21 +1,70 @@
-//! The wired fabric as lookup tables: which switch port each GPU port reaches,
-//! which GPU port each switch port reaches, and which ports lead from one GPU
-//! to another.
+//! The wired fabric as lookup tables: which switch port each endpoint port
+//! reaches, what each switch port is wired to (an endpoint port or another
+//! switch's port over a trunk), and the routing tables.
+//!
+//! Routing is destination-based: `routes(switch, dst)` is the ECMP set of
+//! output ports of `switch` on a shortest path (hop count) to endpoint `dst`,
+//! computed once at build by a breadth-first search from every destination.
+//! An endpoint sprays only over its ports at minimum distance to the
+//! destination (so an NVLink bridge carries the peer's traffic and PCIe the
+//! rest). Without trunks every switch either is wired to `dst` (distance 1,
+//! its ports to `dst` are the routes) or cannot reach it, exactly the tables
+//! of the one-layer fabric.
 
 use super::spec::FabricSpec;
 
-/// Derived, immutable wiring tables.
+/// Unreachable.
+const INF: u32 = u32::MAX;
+
+/// What a switch port is wired to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// Nothing.
+    None,
+    /// Endpoint port `endpoint * gpu_ports + k`.
+    Endpoint(u32),
+    /// Port `port` of switch `switch` (a trunk).
+    Switch { switch: u32, port: u32 },
+}
+
+/// One element a packet crosses on its way (see [`Topology::path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hop {
+    /// `None`: the source endpoint; `Some(s)`: switching element `s`.
+    pub switch: Option<u32>,
+    /// Port it entered by (None at the source endpoint).
+    pub in_port: Option<u32>,
+    /// Port it leaves by (an endpoint's port slot at the source).
+    pub out_port: u32,
+    /// Index into the spec's links of the link it leaves over.
+    pub link: u32,
+    /// Equal-cost choices at this hop (ports the packets are spread over).
+    pub ecmp: u32,
+}
+
+/// Derived, immutable wiring and routing tables.
 #[derive(Debug, Clone)]
 pub struct Topology {
+    /// GPUs (endpoints `0..gpus`).
     pub gpus: u32,
+    /// GPUs and hosts (endpoints `gpus..endpoints` are host memory).
+    pub endpoints: u32,
     pub gpu_ports: u32,
     pub switches: u32,
     pub switch_ports: u32,
-    /// Per GPU port (gpu * gpu_ports + k): (switch, switch_port, link index), or None if unwired.
+    /// Per endpoint port (endpoint * gpu_ports + k): (switch, switch_port, link index), or None if unwired.
     pub gpu_port_to: Vec<Option<(u32, u32, u32)>>,
-    /// Per switch port (switch * switch_ports + p): GPU port index, or None.
+    /// Per switch port (switch * switch_ports + p): endpoint port index, or None.
     pub switch_port_to: Vec<Option<u32>>,
-    /// CSR per (switch, dst gpu): switch output ports wired to that GPU.
+    /// Per switch port: the trunk peer (switch, port); empty without trunks.
+    pub trunk_to: Vec<Option<(u32, u32)>>,
+    /// Per switch port: index of the link it drives (wires: the switch end's
+    /// spec; trunks: the trunk's); empty in a one-layer fabric.
+    pub switch_port_link: Vec<u32>,
+    /// Hops from switch s to endpoint d at `s * endpoints + d` (INF: none);
+    /// empty in a one-layer fabric.
+    dist: Vec<u32>,
+    /// CSR per (switch, dst endpoint): the ECMP output ports.
     route_off: Vec<u32>,
     route_ports: Vec<u32>,
 }
@@ -23,50 +72,251 @@ pub struct Topology {
 impl Topology {
     /// Build from a validated spec.
     pub fn new(spec: &FabricSpec) -> Self {
-        let gp = (spec.gpus * spec.gpu_ports) as usize;
+        Self::with_dead(spec, &[], &[])
+    }
+
+    /// Build with dead switches (`dead_sw[s]`) and dead endpoint ports
+    /// (`dead_port[p]`) removed from the routing (empty slices: all alive).
+    /// Wiring tables still describe every wire.
+    pub fn with_dead(spec: &FabricSpec, dead_sw: &[bool], dead_port: &[bool]) -> Self {
+        let ne = spec.gpus + spec.hosts;
+        let gp = (ne * spec.gpu_ports) as usize;
         let sp = (spec.switches * spec.switch_ports) as usize;
+        let graph = spec.is_graph();
         let mut gpu_port_to = vec![None; gp];
         let mut switch_port_to = vec![None; sp];
-        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); (spec.switches * spec.gpus) as usize];
+        let mut trunk_to = if spec.trunks.is_empty() { Vec::new() } else { vec![None; sp] };
+        let mut switch_port_link = if graph { vec![0u32; sp] } else { Vec::new() };
+        let sw_dead = |s: u32| dead_sw.get(s as usize).copied().unwrap_or(false);
+        let port_dead = |p: u32| dead_port.get(p as usize).copied().unwrap_or(false);
         for w in &spec.wires {
             let g = w.gpu * spec.gpu_ports + w.gpu_port;
             gpu_port_to[g as usize] = Some((w.switch, w.switch_port, w.link));
-            switch_port_to[(w.switch * spec.switch_ports + w.switch_port) as usize] = Some(g);
-            lists[(w.switch * spec.gpus + w.gpu) as usize].push(w.switch_port);
+            let si = (w.switch * spec.switch_ports + w.switch_port) as usize;
+            switch_port_to[si] = Some(g);
+            if graph {
+                switch_port_link[si] = w.switch_link.unwrap_or(w.link);
+            }
+        }
+        for t in &spec.trunks {
+            let ia = (t.a * spec.switch_ports + t.a_port) as usize;
+            let ib = (t.b * spec.switch_ports + t.b_port) as usize;
+            trunk_to[ia] = Some((t.b, t.b_port));
+            trunk_to[ib] = Some((t.a, t.a_port));
+            switch_port_link[ia] = t.link;
+            switch_port_link[ib] = t.b_link.unwrap_or(t.link);
         }
         let mut route_off = vec![0u32];
         let mut route_ports = Vec::new();
-        for mut l in lists {
-            l.sort_unstable();
-            route_ports.extend(l);
-            route_off.push(route_ports.len() as u32);
+        let mut dist = Vec::new();
+        if !graph {
+            // One switch layer: the ports of each switch wired to each GPU.
+            let mut lists: Vec<Vec<u32>> = vec![Vec::new(); (spec.switches * ne) as usize];
+            for w in &spec.wires {
+                if sw_dead(w.switch) || port_dead(w.gpu * spec.gpu_ports + w.gpu_port) {
+                    continue;
+                }
+                lists[(w.switch * ne + w.gpu) as usize].push(w.switch_port);
+            }
+            for mut l in lists {
+                l.sort_unstable();
+                route_ports.extend(l);
+                route_off.push(route_ports.len() as u32);
+            }
+        } else {
+            let (s_n, e_n, spp) = (spec.switches as usize, ne as usize, spec.switch_ports);
+            dist = vec![INF; s_n * e_n];
+            let mut queue: Vec<u32> = Vec::with_capacity(s_n);
+            for d in 0..ne {
+                queue.clear();
+                for k in 0..spec.gpu_ports {
+                    let p = d * spec.gpu_ports + k;
+                    if let Some((s, _, _)) = gpu_port_to[p as usize] {
+                        if !sw_dead(s) && !port_dead(p) && dist[s as usize * e_n + d as usize] == INF {
+                            dist[s as usize * e_n + d as usize] = 1;
+                            queue.push(s);
+                        }
+                    }
+                }
+                let mut head = 0;
+                while head < queue.len() {
+                    let u = queue[head];
+                    head += 1;
+                    let du = dist[u as usize * e_n + d as usize];
+                    if trunk_to.is_empty() {
+                        continue;
+                    }
+                    for o in 0..spp {
+                        if let Some((v, _)) = trunk_to[(u * spp + o) as usize] {
+                            let k = v as usize * e_n + d as usize;
+                            if !sw_dead(v) && dist[k] == INF {
+                                dist[k] = du + 1;
+                                queue.push(v);
+                            }
+                        }
+                    }
+                }
+            }
+            for s in 0..spec.switches {
+                for d in 0..ne {
+                    let ds = dist[s as usize * e_n + d as usize];
+                    if ds != INF && !sw_dead(s) {
+                        for o in 0..spp {
+                            let i = (s * spp + o) as usize;
+                            let take = if ds == 1 {
+                                switch_port_to[i].is_some_and(|g| g / spec.gpu_ports == d && !port_dead(g))
+                            } else {
+                                !trunk_to.is_empty() && trunk_to[i].is_some_and(|(v, _)| !sw_dead(v) && dist[v as usize * e_n + d as usize] == ds - 1)
+                            };
+                            if take {
+                                route_ports.push(o);
+                            }
+                        }
+                    }
+                    route_off.push(route_ports.len() as u32);
+                }
+            }
         }
-        Topology { gpus: spec.gpus, gpu_ports: spec.gpu_ports, switches: spec.switches, switch_ports: spec.switch_ports, gpu_port_to, switch_port_to, route_off, route_ports }
+        Topology {
+            gpus: spec.gpus,
+            endpoints: ne,
+            gpu_ports: spec.gpu_ports,
+            switches: spec.switches,
+            switch_ports: spec.switch_ports,
+            gpu_port_to,
+            switch_port_to,
+            trunk_to,
+            switch_port_link,
+            dist,
+            route_off,
+            route_ports,
+        }
     }
 
-    /// Output ports of `switch` wired to GPU `dst`.
+    /// Output ports of `switch` on a shortest path to endpoint `dst` (the ECMP set).
     #[inline]
     pub fn routes(&self, switch: u32, dst: u32) -> &[u32] {
-        let k = (switch * self.gpus + dst) as usize;
+        let k = (switch * self.endpoints + dst) as usize;
         &self.route_ports[self.route_off[k] as usize..self.route_off[k + 1] as usize]
     }
 
-    /// Ports of GPU `src` through which GPU `dst` is reachable, in port order.
+    /// What port `port` of `switch` is wired to.
+    #[inline]
+    pub fn peer(&self, switch: u32, port: u32) -> Peer {
+        let i = (switch * self.switch_ports + port) as usize;
+        if let Some(g) = self.switch_port_to[i] {
+            return Peer::Endpoint(g);
+        }
+        match self.trunk_to.get(i).copied().flatten() {
+            Some((s, p)) => Peer::Switch { switch: s, port: p },
+            None => Peer::None,
+        }
+    }
+
+    /// Hops from `switch` to endpoint `dst` (None: unreachable). One-layer
+    /// fabrics: 1 where a route exists.
+    pub fn distance(&self, switch: u32, dst: u32) -> Option<u32> {
+        if self.dist.is_empty() {
+            return (!self.routes(switch, dst).is_empty()).then_some(1);
+        }
+        let d = self.dist[(switch * self.endpoints + dst) as usize];
+        (d != INF).then_some(d)
+    }
+
+    /// Ports of endpoint `src` at minimum distance to `dst`, in port order
+    /// (one-layer: every port whose switch reaches `dst`).
     pub fn eligible_ports(&self, src: u32, dst: u32, out: &mut Vec<u32>) {
         out.clear();
+        let mut best = INF;
         for k in 0..self.gpu_ports {
             let p = src * self.gpu_ports + k;
             if let Some((s, _, _)) = self.gpu_port_to[p as usize] {
-                if !self.routes(s, dst).is_empty() {
+                if self.routes(s, dst).is_empty() {
+                    continue;
+                }
+                let d = self.distance(s, dst).unwrap_or(INF);
+                if d < best {
+                    best = d;
+                    out.clear();
+                }
+                if d == best {
                     out.push(p);
                 }
             }
         }
     }
 
+    /// Index of the link a switch port drives (`default` in a one-layer fabric).
+    #[inline]
+    pub fn port_link(&self, switch: u32, port: u32, default: u32) -> u32 {
+        self.switch_port_link.get((switch * self.switch_ports + port) as usize).copied().unwrap_or(default)
+    }
+
+    /// One representative path from endpoint `src` to `dst`: the first
+    /// eligible port, then the first ECMP port at every switch; empty if
+    /// unreachable or `src == dst`.
+    pub fn path(&self, src: u32, dst: u32) -> Vec<Hop> {
+        let mut hops = Vec::new();
+        let mut elig = Vec::new();
+        self.eligible_ports(src, dst, &mut elig);
+        let Some(&p0) = elig.first() else { return hops };
+        if src == dst {
+            return hops;
+        }
+        let (mut s, mut inp, l0) = self.gpu_port_to[p0 as usize].expect("eligible ports are wired");
+        hops.push(Hop { switch: None, in_port: None, out_port: p0 % self.gpu_ports, link: l0, ecmp: elig.len() as u32 });
+        // Distances strictly fall along routes, so this ends within `switches` hops.
+        for _ in 0..=self.switches {
+            let r = self.routes(s, dst);
+            let Some(&o) = r.first() else { break };
+            hops.push(Hop { switch: Some(s), in_port: Some(inp), out_port: o, link: self.port_link(s, o, l0), ecmp: r.len() as u32 });
+            match self.peer(s, o) {
+                Peer::Switch { switch, port } => {
+                    s = switch;
+                    inp = port;
+                }
+                _ => break,
+            }
+        }
+        hops
+    }
+
+    /// Switches on any ECMP route from `src` to `dst` (the routing DAG), in
+    /// breadth-first order from the source.
+    pub fn route_switches(&self, src: u32, dst: u32) -> Vec<u32> {
+        let mut elig = Vec::new();
+        self.eligible_ports(src, dst, &mut elig);
+        let mut seen = vec![false; self.switches as usize];
+        let mut order = Vec::new();
+        for &p in &elig {
+            let (s, _, _) = self.gpu_port_to[p as usize].expect("eligible ports are wired");
+            if !seen[s as usize] {
+                seen[s as usize] = true;
+                order.push(s);
+            }
+        }
+        let mut head = 0;
+        while head < order.len() {
+            let s = order[head];
+            head += 1;
+            for &o in self.routes(s, dst) {
+                if let Peer::Switch { switch, .. } = self.peer(s, o) {
+                    if !seen[switch as usize] {
+                        seen[switch as usize] = true;
+                        order.push(switch);
+                    }
+                }
+            }
+        }
+        order
+    }
+
     /// If every switch has exactly `L` wires to every GPU (and all wires use
     /// one link spec), the plane count and `L`: the symmetry plane folding needs.
     pub fn plane_symmetry(&self, spec: &FabricSpec) -> Option<(u32, u32)> {
+        if spec.is_graph() {
+            return None;
+        }
         if spec.switches < 2 || spec.wires.iter().any(|w| w.link != spec.wires[0].link || w.switch_link.is_some_and(|l| l != w.link)) {
             return None;
         }

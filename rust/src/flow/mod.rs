@@ -13,6 +13,7 @@
 //! Validation against packet level: tests/flow.rs and docs/fidelity.md.
 
 mod batch;
+mod graph;
 mod paths;
 mod share;
 mod sim;
@@ -20,6 +21,7 @@ mod stats;
 
 pub use crate::fabric::Fidelity;
 pub use batch::{run_batch_at, run_batch_flow};
+pub use graph::{Bundle, GraphModel};
 pub use paths::{FlowFabric, Resource};
 pub use share::{Filler, Flows};
 pub use sim::{FlowDiagnosis, FlowEv, FlowSim, FlowXfer};

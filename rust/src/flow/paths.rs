@@ -16,6 +16,7 @@
 //! or adaptive spraying; the model then keeps one uplink and one downlink
 //! resource per GPU (capacity = ports x one port): same rates, far fewer terms.
 
+use super::graph::GraphModel;
 use crate::error::{FlitsimError, Result};
 use crate::fabric::{FabricSpec, Spray, Topology};
 
@@ -30,6 +31,10 @@ pub enum Resource {
     UpGpu(u32),
     /// All links into a GPU, switches -> GPU (collapsed model).
     DownGpu(u32),
+    /// A bundle of parallel directed links of a graph fabric
+    /// ([`GraphModel::bundles`]): endpoint ports to one element, or an
+    /// element's ports to one neighbour.
+    Bundle(u32),
 }
 
 /// The flow model's static view of a fabric.
@@ -63,6 +68,9 @@ pub struct FlowFabric {
     /// arbitration-bound), if it should; None = flow level validated.
     pub packet_bound: Option<String>,
     scratch: Vec<u32>,
+    /// The multi-hop model of a graph fabric (trunks, hosts, element kinds);
+    /// None for a one-layer fabric.
+    pub graph: Option<Box<GraphModel>>,
 }
 
 fn ser_ps(bits: f64, rate_bps: u64) -> f64 {
@@ -88,6 +96,9 @@ impl FlowFabric {
         let payload = spec.gpu.payload_bytes as u64;
         let sim_bytes = if spec.sim_packet_bytes == 0 { payload } else { spec.sim_packet_bytes };
         let largest = if spec.sim_packets_per_lane > 0 { spec.max_sim_packet_bytes.max(sim_bytes) } else { sim_bytes };
+        if spec.is_graph() {
+            return Self::new_graph(spec, topo, payload, sim_bytes, largest);
+        }
         let fmt = spec.links[0].packet;
         let fpp = fmt.flits_per_packet(payload);
         let flit_bytes = fmt.flit_bytes as u64;
@@ -219,6 +230,47 @@ impl FlowFabric {
             link_bytes_per_ps: rate as f64 / 8e12,
             packet_bound: why,
             scratch: Vec::new(),
+            graph: None,
+        })
+    }
+
+    /// The graph-fabric variant of [`FlowFabric::new`] ([`GraphModel`]).
+    fn new_graph(spec: &FabricSpec, topo: Topology, payload: u64, sim_bytes: u64, largest: u64) -> Result<Self> {
+        let (g, capacity, mut why) = GraphModel::new(spec, &topo, sim_bytes, largest)?;
+        if !spec.faults.is_empty() {
+            why = Some(format!("faults: {} dead component(s) are simulated at packet level only (rerouting and end-to-end replay)", spec.faults.len()));
+        } else if spec.links.iter().any(|l| l.replay.is_some()) {
+            why = Some("link-level replay (bit errors, FEC, go-back-N) is simulated at packet level only".into());
+        }
+        let fifo = spec.switch.queueing == "fifo" || (0..spec.switches).any(|s| spec.params_of(s).queueing == "fifo");
+        if fifo {
+            why = Some("arbitration-bound: FIFO input queues block at the head of line (58.6 % saturation under uniform traffic, Karol et al. 1987), which fluid sharing does not represent".into());
+        }
+        if g.max_outstanding_limited(spec) {
+            why.get_or_insert_with(|| "outstanding-bound: a per-GPU outstanding-packet limit on a multi-hop fabric is simulated at packet level only".into());
+        }
+        let kinds = (0..capacity.len() as u32).map(Resource::Bundle).collect();
+        let fmt = spec.links[0].packet;
+        let (_, t0) = spec.links[0].derive()?;
+        Ok(FlowFabric {
+            topo,
+            spray: spec.spray,
+            collapsed: false,
+            capacity,
+            kinds,
+            up_port: g.up_port.clone(),
+            lane_cap: f64::INFINITY,
+            latency_ps: 0,
+            payload,
+            sim_bytes,
+            per_lane: spec.sim_packets_per_lane as u64,
+            largest,
+            flits_per_packet: fmt.flits_per_packet(payload),
+            flit_bytes: fmt.flit_bytes as u64,
+            link_bytes_per_ps: t0.rate_bps as f64 / 8e12,
+            packet_bound: why,
+            scratch: Vec::new(),
+            graph: Some(Box::new(g)),
         })
     }
 
@@ -227,15 +279,25 @@ impl FlowFabric {
         self.topo.gpus
     }
 
+    /// Endpoints (GPUs, then host-memory endpoints) of the fabric.
+    pub fn endpoints(&self) -> u32 {
+        self.topo.endpoints
+    }
+
     /// Append the path of a transfer (resource, coefficient) to `out`; returns
-    /// (lanes, work bytes, cap, packet time): the work is the transfer's bytes, `cap` its
+    /// (lanes, work bytes, cap, packet time, latency): the work is the transfer's bytes, `cap` its
     /// largest rate, payload bytes/ps: (bytes / busiest lane's bytes) x one
     /// lane's rate (packet quantization: alone, it ends when its fullest lane
-    /// does); the packet time is one simulated packet on one lane, ps.
+    /// does); the packet time is one simulated packet on one lane, ps; the
+    /// latency is the fixed time on the idle path, ps (one value per
+    /// one-layer fabric; per source and destination on a graph).
     ///
     /// # Errors
     /// `Config` if no port of `src` reaches `dst`.
-    pub fn path(&mut self, src: u32, dst: u32, bytes: u64, x: u32, spray_offset: u32, out: &mut Vec<(u32, f64)>) -> Result<(u32, f64, f64, f64)> {
+    pub fn path(&mut self, src: u32, dst: u32, bytes: u64, x: u32, spray_offset: u32, out: &mut Vec<(u32, f64)>) -> Result<(u32, f64, f64, f64, u64)> {
+        if let Some(g) = self.graph.as_mut() {
+            return g.path(&self.topo, self.spray, src, dst, bytes, x, spray_offset, out);
+        }
         let mut elig = std::mem::take(&mut self.scratch);
         self.topo.eligible_ports(src, dst, &mut elig);
         if elig.is_empty() {
@@ -297,13 +359,18 @@ impl FlowFabric {
         let eff = (bytes as f64 / lane_bytes.max(1) as f64).min(k);
         let cap = eff * self.lane_cap.min(port_cap);
         self.scratch = elig;
-        Ok((lanes as u32, bytes as f64, cap, s.min(lane_bytes.max(1)) as f64 / port_cap))
+        Ok((lanes as u32, bytes as f64, cap, s.min(lane_bytes.max(1)) as f64 / port_cap, self.latency_ps))
     }
 
     /// Ports a resource stands for: (kind, ports) with kind 0 = GPU ports, 1 = switch ports.
     pub(crate) fn ports_of(&self, r: usize, out: &mut Vec<u32>) -> u8 {
         out.clear();
         match self.kinds[r] {
+            Resource::Bundle(b) => {
+                let (side, ports) = self.graph.as_ref().expect("bundles only in graph fabrics").ports_of(b as usize);
+                out.extend_from_slice(ports);
+                side
+            }
             Resource::Up(p) => {
                 out.push(p);
                 0
@@ -330,6 +397,9 @@ impl FlowFabric {
 
     /// Is resource `r` a switch output (downlink) resource?
     pub fn is_down(&self, r: usize) -> bool {
-        matches!(self.kinds[r], Resource::Down(_) | Resource::DownGpu(_))
+        match self.kinds[r] {
+            Resource::Bundle(b) => self.graph.as_ref().is_some_and(|g| g.bundles[b as usize].side == 1),
+            k => matches!(k, Resource::Down(_) | Resource::DownGpu(_)),
+        }
     }
 }

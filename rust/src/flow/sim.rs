@@ -42,6 +42,8 @@ pub struct FlowXfer {
     cap: f64,
     /// One simulated packet's time on one of its lanes, ps.
     pkt_ps: f64,
+    /// Fixed time on its idle path (added after its bytes drain), ps.
+    lat_ps: u64,
     path: (u32, u32),
 }
 
@@ -94,7 +96,7 @@ impl FlowSim {
     pub fn new(spec: &FabricSpec) -> Result<Self> {
         let fab = FlowFabric::new(spec)?;
         let nr = fab.capacity.len();
-        let g = fab.gpus() as usize;
+        let g = fab.endpoints() as usize;
         Ok(FlowSim {
             fab,
             xfers: Vec::new(),
@@ -124,12 +126,14 @@ impl FlowSim {
     /// # Errors
     /// `Config` for GPU ids outside the fabric.
     pub fn add_transfer(&mut self, src: u32, dst: u32, bytes: u64, tag: u32) -> Result<u32> {
-        let g = self.fab.gpus();
+        let g = self.fab.endpoints();
         if src >= g || dst >= g {
-            return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &format!("GPU ids in 0..{g} (the fabric has {g} GPUs)")));
+            let gpus = self.fab.gpus();
+            let allowed = if g == gpus { format!("GPU ids in 0..{g} (the fabric has {g} GPUs)") } else { format!("endpoint ids in 0..{g} ({gpus} GPUs, then {} host-memory endpoints)", g - gpus) };
+            return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &allowed));
         }
         let id = self.xfers.len() as u32;
-        self.xfers.push(FlowXfer { src, dst, bytes, tag, loopback: false, spray_offset: 0, start_ps: 0, end_ps: 0, done: false, lanes: 0, work: 0.0, scale: 0.0, cap: 0.0, pkt_ps: 0.0, path: (0, 0) });
+        self.xfers.push(FlowXfer { src, dst, bytes, tag, loopback: false, spray_offset: 0, start_ps: 0, end_ps: 0, done: false, lanes: 0, work: 0.0, scale: 0.0, cap: 0.0, pkt_ps: 0.0, lat_ps: 0, path: (0, 0) });
         Ok(id)
     }
 
@@ -167,7 +171,6 @@ impl FlowSim {
                     return Ok(());
                 }
                 self.advance(now);
-                let lat = self.fab.latency_ps;
                 let mut k = 0;
                 self.finished.clear();
                 while k < self.active.len() {
@@ -202,7 +205,7 @@ impl FlowSim {
                     let n = j - i;
                     for (rank, f) in self.finished[i..j].iter().enumerate() {
                         let early = ((n - 1 - rank) as f64 * f.3) as u64;
-                        q.schedule(now + lat.saturating_sub(early), FlowEv::Done(f.2));
+                        q.schedule(now + self.xfers[f.2 as usize].lat_ps.saturating_sub(early), FlowEv::Done(f.2));
                     }
                     i = j;
                 }
@@ -246,7 +249,7 @@ impl FlowSim {
             self.compact_paths();
         }
         let a = self.path_buf.len() as u32;
-        let (lanes, work, cap, pkt_ps) = self.fab.path(src, dst, bytes, x, off, &mut self.path_buf)?;
+        let (lanes, work, cap, pkt_ps, lat_ps) = self.fab.path(src, dst, bytes, x, off, &mut self.path_buf)?;
         let t = &mut self.xfers[x as usize];
         t.path = (a, self.path_buf.len() as u32);
         self.live_path += (t.path.1 - t.path.0) as usize;
@@ -255,6 +258,7 @@ impl FlowSim {
         t.scale = bytes as f64 / work;
         t.cap = cap;
         t.pkt_ps = pkt_ps;
+        t.lat_ps = lat_ps;
         // Bring running flows up to now at their old rates before the set changes.
         self.advance(now);
         self.active.push(x);
@@ -349,6 +353,7 @@ impl FlowSim {
                 && match self.fab.kinds[r] {
                     super::paths::Resource::UpGpu(g) => g == src,
                     super::paths::Resource::Up(p) => p / self.fab.topo.gpu_ports == src,
+                    super::paths::Resource::Bundle(b) => self.fab.graph.as_ref().is_some_and(|g| g.bundles[b as usize].side == 0 && g.bundles[b as usize].owner == src),
                     _ => false,
                 }
         })

@@ -33,12 +33,31 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> FabricStats {
             }
         }
     }
-    let wire = |payload: f64| -> (u64, u64) {
+    let wire_one = |payload: f64| -> (u64, u64) {
         let pk = (payload / fab.payload as f64).ceil();
         let flits = (payload / fab.flit_bytes as f64).ceil() + pk * (fab.flits_per_packet as f64 - (fab.payload as f64 / fab.flit_bytes as f64).ceil());
         (pk as u64, flits as u64)
     };
-    let link_ps = |w: u64| (w as f64 * fab.flit_bytes as f64 / fab.link_bytes_per_ps).round() as u64;
+    let link_ps_one = |w: u64| (w as f64 * fab.flit_bytes as f64 / fab.link_bytes_per_ps).round() as u64;
+    // Graph fabrics: each port's own link format and rate (link index `l`).
+    let wire = |payload: f64, l: Option<u32>| -> (u64, u64) {
+        match (&fab.graph, l) {
+            (Some(g), Some(l)) => g.wire_of(l, payload),
+            _ => wire_one(payload),
+        }
+    };
+    let link_ps = |w: u64, l: Option<u32>| -> u64 {
+        match (&fab.graph, l) {
+            (Some(g), Some(l)) => g.busy_ps_of(l, w),
+            _ => link_ps_one(w),
+        }
+    };
+    let flit_of = |l: Option<u32>| -> u64 {
+        match (&fab.graph, l) {
+            (Some(g), Some(l)) => g.flit_bytes_of(l),
+            _ => fab.flit_bytes,
+        }
+    };
     // Bytes delivered into each GPU port: its switch port's output.
     let mut rx = vec![0.0f64; np];
     for (q, w) in topo.switch_port_to.iter().enumerate() {
@@ -48,13 +67,14 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> FabricStats {
     }
     let mut out_ports = Vec::with_capacity(np);
     for (p, &b) in up.iter().enumerate() {
-        let (pk, flits) = wire(b);
+        let l = topo.gpu_port_to[p].map(|x| x.2);
+        let (pk, flits) = wire(b, l);
         let sw = topo.gpu_port_to[p].map_or(u32::MAX, |x| x.0);
         out_ports.push(PortLinkStats {
             gpu: p as u32 / topo.gpu_ports,
             port: p as u32 % topo.gpu_ports,
             switch: sw,
-            link: LinkStats { busy_ps: link_ps(flits), payload_bytes: b.round() as u64, wire_bytes: flits * fab.flit_bytes, packets: pk, replay: Default::default() },
+            link: LinkStats { busy_ps: link_ps(flits, l), payload_bytes: b.round() as u64, wire_bytes: flits * flit_of(l), packets: pk, replay: Default::default() },
             vcs: vec![VcStats::default()],
             rx_payload_bytes: rx[p].round() as u64,
             lost_bytes: 0,
@@ -68,7 +88,8 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> FabricStats {
         let mut fo = 0;
         let mut po = 0;
         for k in 0..sp {
-            let (pk, flits) = wire(down[s * sp + k]);
+            let l = fab.graph.as_ref().map(|_| topo.port_link(s as u32, k as u32, 0));
+            let (pk, flits) = wire(down[s * sp + k], l);
             outputs[k].flits_out = flits;
             outputs[k].packets_out = pk;
             fo += flits;

@@ -82,3 +82,54 @@ pub fn collective_ideal(gpus: u32, alpha_ps: u64, bandwidth_bytes_per_s: f64, nv
 pub fn collective_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     super::convert::to_py(py, &crate::collective::CollectiveParams::default())
 }
+
+/// One representative route from endpoint `src` to `dst`: a list of hop
+/// dicts (element, kind, name, index, in_port, out_port, link, link rate,
+/// ECMP width) plus the P2P verdict; see `flitsim.route`.
+#[pyfunction]
+pub fn fabric_route<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, src: u32, dst: u32) -> PyResult<Bound<'py, PyDict>> {
+    let spec: FabricSpec = from_py(spec, "fabric")?;
+    spec.validate()?;
+    let ne = spec.endpoints();
+    for (name, v) in [("src", src), ("dst", dst)] {
+        if v >= ne {
+            return Err(crate::error::FlitsimError::config(name, v, format!("an endpoint id in 0..{ne} (GPUs 0..{}, hosts {}..{ne})", spec.gpus, spec.gpus)).into());
+        }
+    }
+    let topo = crate::fabric::Topology::new(&spec);
+    let hops = pyo3::types::PyList::empty(py);
+    for h in topo.path(src, dst) {
+        let d = PyDict::new(py);
+        let (rates, _) = spec.links[h.link as usize].derive()?;
+        match h.switch {
+            None => {
+                d.set_item("element", if src < spec.gpus { "gpu" } else { "host" })?;
+                d.set_item("kind", if src < spec.gpus { "gpu" } else { "host" })?;
+                d.set_item("name", spec.endpoint_name(src))?;
+                d.set_item("index", src)?;
+            }
+            Some(s) => {
+                d.set_item("element", "switch")?;
+                let (kind, name) = spec.kind_of(s).map_or(("switch", "switch".to_string()), |k| (k.kind.name(), k.name.clone()));
+                d.set_item("kind", kind)?;
+                d.set_item("name", name)?;
+                d.set_item("index", s)?;
+            }
+        }
+        d.set_item("in_port", h.in_port)?;
+        d.set_item("out_port", h.out_port)?;
+        d.set_item("link", h.link)?;
+        let fmt = spec.links[h.link as usize].packet;
+        let pl = (spec.gpu.payload_bytes.min(fmt.max_payload_bytes)) as u64;
+        let eff = pl as f64 / (fmt.flits_per_packet(pl) * fmt.flit_bytes as u64) as f64;
+        d.set_item("link_GBps", rates.payload_rate_bps as f64 / 8e9)?;
+        d.set_item("link_payload_GBps", rates.payload_rate_bps as f64 / 8e9 * eff)?;
+        d.set_item("ecmp", h.ecmp)?;
+        hops.append(d)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item("hops", hops)?;
+    out.set_item("dst_name", spec.endpoint_name(dst))?;
+    out.set_item("p2p_blocker", spec.p2p_blocker(&topo, src, dst).map(|s| spec.element_name(s)))?;
+    Ok(out)
+}

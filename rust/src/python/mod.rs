@@ -187,6 +187,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fabric_check, m)?)?;
     m.add_function(wrap_pyfunction!(switch_lab, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::fabric_transfers, m)?)?;
+    m.add_function(wrap_pyfunction!(fabric::fabric_route, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::collective_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::collective_run, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::collective_ideal, m)?)?;

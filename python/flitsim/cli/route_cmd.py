@@ -1,0 +1,41 @@
+"""``flitsim route FABRIC SRC DST``: the hops packets take between two endpoints."""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from flitsim.cli._common import echo_json, friendly_errors
+
+
+@click.command("route")
+@click.argument("fabric")
+@click.argument("src", type=int)
+@click.argument("dst", type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly_errors
+def route_cmd(fabric: str, src: int, dst: int, as_json: bool) -> None:
+    """Print the route from endpoint SRC to DST on FABRIC (a preset name or a
+    fabric TOML file): element kind/index/port at each hop, the link it leaves
+    over and its payload rate, and the ECMP width (ports packets spread over)."""
+    from pathlib import Path
+
+    from flitsim.hardware.fabric import FabricSpec
+    from flitsim.routing import route
+
+    f = FabricSpec.from_toml(fabric) if Path(fabric).suffix == ".toml" else fabric
+    r = route(f, src, dst)
+    if as_json:
+        echo_json(r.to_dict())
+        return
+    t = Table(title=f"route {src} -> {dst} ({r.dst_name})")
+    for c in ("hop", "element", "kind", "name", "in port", "out port", "link", "link GB/s", "payload GB/s", "ECMP"):
+        t.add_column(c)
+    for i, h in enumerate(r.hops):
+        t.add_row(str(i), f"{h.element} {h.index}", h.kind, h.name, "-" if h.in_port is None else str(h.in_port),
+                  str(h.out_port), str(h.link), f"{h.link_GBps:.2f}", f"{h.link_payload_GBps:.2f}", str(h.ecmp))
+    c = Console()
+    c.print(t)
+    if r.p2p_blocker:
+        c.print(f"GPU peer-to-peer refused on this route: {r.p2p_blocker} forbids P2P (allow_p2p = false)")
