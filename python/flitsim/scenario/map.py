@@ -42,7 +42,8 @@ from flitsim.errors import ConfigError, StalledError, config_error
 from flitsim.hardware import fabric_gpu, gpu_preset
 from flitsim.hardware.fabric import FabricSpec
 from flitsim.models import as_model
-from flitsim.networks import AnalyticNetwork, FabricNetwork
+from flitsim.collectives import INJECTION_PACKET_OVERHEAD_BYTES, default_params
+from flitsim.networks import FabricNetwork
 from flitsim.parallel import map_ordered
 from flitsim.report.metrics import fabric_metrics, schedule_metrics
 from flitsim.report.scorecard import TOKEN_PIPELINES, map_verdict, match_results, pipelining_outcome, scorecard
@@ -170,6 +171,21 @@ class _Row:
     compares: str
 
 
+def gpu_payload_GBps(fab: FabricSpec) -> float:
+    """Per-GPU payload rate the break-even FLOP/byte is taken against, GB/s:
+    the fabric's ``gpu.injection_bytes_per_s`` when set, else the calibrated
+    ``link_efficiency`` x the payload rates of GPU 0's own wires (its NVLink
+    ports, or its one PCIe link on a PCIe fabric), each protocol packet
+    charged its payload + ``INJECTION_PACKET_OVERHEAD_BYTES`` (the same rule
+    as :meth:`flitsim.networks.AnalyticNetwork.from_fabric`, which assumes
+    every GPU port carries ``links[0]``)."""
+    if fab.gpu.injection_bytes_per_s:
+        return float(fab.gpu.injection_bytes_per_s) / 1e9
+    payload = int(fab.gpu.payload_bytes)
+    raw = sum(fab.links[w.link].payload_GBps() for w in fab.wires if w.gpu == 0)
+    return raw * float(default_params()["link_efficiency"]) * payload / (payload + INJECTION_PACKET_OVERHEAD_BYTES)
+
+
 def _columns(m: MapSection) -> list[_Column]:
     cols = []
     for i, c in enumerate(m.fabrics):
@@ -182,8 +198,7 @@ def _columns(m: MapSection) -> list[_Column]:
             g = gpu_preset(gpu)
         except ConfigError as e:
             raise config_error(f"map.fabrics.{i}.gpu", gpu, str(e)) from None
-        ana = AnalyticNetwork.from_fabric(fab)
-        be = g.peak_flop_per_s("bf16") / (ana.bandwidth_GBps * 1e9)
+        be = g.peak_flop_per_s("bf16") / (gpu_payload_GBps(fab) * 1e9)
         cols.append(_Column(i, c.label or c.preset, c.preset, fab, FabricNetwork(fab), n, g.name, be,
                             str(getattr(fab, "fidelity", "packet"))))
     return cols
