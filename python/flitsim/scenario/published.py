@@ -122,16 +122,16 @@ def reference_checks(res: Any, *, rows: list[tuple[str, str, Any]], columns: lis
     if not (pcie and nvl):
         out.append({"claim": STATEMENTS["nvlink_weakens_pipefusion"],
                     "note": "not in this map: needs both an NVLink and a PCIe fabric column"})
-    # statement 3: at the highest resolution row of each DiT model on PCIe columns, DistriFusion / Ulysses / Ring OOM
-    by_model: dict[str, tuple[int, str]] = {}
-    for name, kind, wl in rows:
-        if kind == "dit" and (wl.model not in by_model or wl.height_px > by_model[wl.model][0]):
-            by_model[wl.model] = (wl.height_px, name)
+    # statement 3: at the highest resolution run of each DiT model on each PCIe column,
+    # DistriFusion / Ulysses / Ring out of memory while PipeFusion and tensor parallel run
     for f in pcie:
+        ran = set(cand.workload[cand.fabric == f])
+        by_model: dict[str, tuple[int, str]] = {}
+        for name, kind, wl in rows:
+            if kind == "dit" and name in ran and (wl.model not in by_model or wl.height_px > by_model[wl.model][0]):
+                by_model[wl.model] = (wl.height_px, name)
         for _, (px, w) in by_model.items():
             sel = cand[(cand.workload == w) & (cand.fabric == f)]
-            if not len(sel):
-                continue
             st = {str(r.schedule): str(r.status) for r in sel.itertuples()}
             seq = [k for k in ("DistriFusion", "Ulysses", "Ring") if k in st]
             agrees = all(st[k] == "oom" for k in seq) and all(st.get(k) == "ok" for k in ("PipeFusion", "tensor parallel"))
