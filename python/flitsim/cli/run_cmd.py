@@ -76,36 +76,42 @@ def print_result(res, console=None) -> None:  # type: ignore[no-untyped-def]
 
 
 def print_map(m, c) -> None:  # type: ignore[no-untyped-def]
-    """The PMF map: one line per cell (winner, margin, pipelining, verdict,
-    fidelity), then the published-measurement checks."""
+    """The PMF map: a table (winner, margin over the best non-pipelined,
+    pipelining, verdict, matches, fidelity), one verdict sentence per cell,
+    then the published-measurement checks as lines."""
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title="PMF map (per cell: winner, margin over the best non-pipelined, pipelining, verdict)")
-    for col in ("workload", "fabric", "compares", "winner", "s", "margin", "best pipeline", "pipelining", "verdict",
-                "T/M/S match", "fidelity"):
+    t = Table(title="PMF map (T/M/S = task / metric / structure match)")
+    for col in ("workload", "fabric", "winner", "winner s", "margin", "pipelining", "verdict", "T/M/S", "fidelity"):
         t.add_column(col, overflow="fold")
     yn = {True: "y", False: "n", None: "-"}
-    for r in m.table().itertuples():
-        t.add_row(r.workload, r.fabric, r.compares.split(" (")[0], str(r.winner or "-"),
-                  "" if r.winner_s != r.winner_s else f"{r.winner_s:.4g}",
-                  "" if r.margin_over_nonpipelined != r.margin_over_nonpipelined else f"{r.margin_over_nonpipelined:.2f}x",
-                  str(r.best_pipelined or "-"),
-                  r.pipelining + ("" if r.pipelining_ratio != r.pipelining_ratio else f" {r.pipelining_ratio:.2f}x"),
-                  r.verdict_text, "/".join(yn[x] for x in (r.task_match, r.metric_match, r.structure_match)),
-                  r.fidelity + (f" (outside validation: {r.decisive_outside_flow_validation})"
-                                if r.decisive_outside_flow_validation else ""))
+    nan = lambda v: v != v  # noqa: E731
+    tab = m.table()
+    for r in tab.itertuples():
+        t.add_row(r.workload, r.fabric, str(r.winner or "-"), "" if nan(r.winner_s) else f"{r.winner_s:.4g}",
+                  "" if nan(r.margin_over_nonpipelined) else f"{r.margin_over_nonpipelined:.2f}x",
+                  r.pipelining + ("" if nan(r.pipelining_ratio) else f" {r.pipelining_ratio:.2f}x"), r.verdict,
+                  "/".join(yn[x] for x in (r.task_match, r.metric_match, r.structure_match)),
+                  r.fidelity + (" (!)" if r.decisive_outside_flow_validation else ""))
     c.print(t)
+    c.print("[dim](!): a deciding run is outside the flow tier's validation (decisive_outside_flow_validation)[/dim]")
+    for r in tab.itertuples():
+        c.print(escape(f"- {r.workload} / {r.fabric} ({r.compares}): {r.verdict_text}"))
     ref = m.reference
     if ref is not None and len(ref):
-        t = Table(title="published measurements vs the map")
-        for col in ("claim", "workload", "fabric", "schedule", "measured s", "simulated s", "sim/meas", "agrees", "note"):
-            t.add_column(col, overflow="fold")
+        c.print("[bold]Published measurements vs the map[/bold]")
         for r in ref.itertuples():
-            f = (lambda v: "" if v is None or v != v else f"{v:.4g}")
-            t.add_row(str(r.claim), str(r.workload if r.workload == r.workload else ""), str(r.fabric if r.fabric == r.fabric else ""),
-                      str(r.schedule if r.schedule == r.schedule else ""), f(r.measured_s), f(r.simulated_s), f(r.ratio),
-                      {True: "yes", False: "NO"}.get(r.agrees, "-"), str(r.note if r.note == r.note else ""))
-        c.print(t)
+            bits = [str(x) for x in (r.workload, r.fabric, r.schedule) if isinstance(x, str)]
+            if r.measured_s == r.measured_s and r.measured_s is not None:
+                bits.append(f"measured {r.measured_s:.4g} s, simulated {r.simulated_s:.4g} s (x{r.ratio:.2f})")
+            if isinstance(r.measured_winner, str) and isinstance(r.simulated_winner, str):
+                bits.append(f"measured winner {r.measured_winner}, simulated {r.simulated_winner}")
+            if r.agrees is not None and r.agrees == r.agrees:
+                bits.append("agrees" if r.agrees else "DISAGREES")
+            if isinstance(r.note, str) and r.note:
+                bits.append(r.note)
+            c.print(escape(f"- {r.claim}: " + "; ".join(bits)))
 
 
 def check_out_dir(out_dir: str, force: bool) -> Path:

@@ -261,12 +261,14 @@ def map_verdict(*, matches: dict[str, dict[str, Any]] | None, pipe_s: float | No
     within = rel <= 1.0 + margin
     failed = "; ".join(f"{k}: {', '.join(m['failed'])}" for k, m in matches.items() if not m["passes"])
     if structural and within:
-        return "fits", (f"{pipe_label} fits: all three matches pass and it is {rel:.2f}x the fastest "
-                        f"({fastest_label}), within the {margin:.0%} margin")
+        where = ("it is the fastest" if pipe_label == fastest_label else
+                 f"it is {rel:.2f}x the fastest ({fastest_label}), within the {margin:.0%} margin")
+        return "fits", f"{pipe_label} fits: all three matches pass and {where}"
     if structural:
         return "fits structurally, loses", (f"{pipe_label} fits structurally but loses to {fastest_label} "
                                              f"by {rel:.2f}x on this fabric")
     if within:
-        return "no structural match", (f"{pipe_label} is {rel:.2f}x the fastest ({fastest_label}), within the "
-                                       f"{margin:.0%} margin, but fails {failed}")
+        where = ("is the fastest" if pipe_label == fastest_label else
+                 f"is {rel:.2f}x the fastest ({fastest_label}), within the {margin:.0%} margin")
+        return "no structural match", f"{pipe_label} {where}, but fails {failed}"
     return "does not fit", f"{pipe_label} does not fit: fails {failed}; {rel:.2f}x the fastest ({fastest_label})"
