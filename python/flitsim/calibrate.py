@@ -20,6 +20,7 @@ collective_params``) accept.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -65,7 +66,9 @@ class Calibration:
         """The parameter file's text."""
         lines = ["# flitsim collective parameters fitted by `flitsim calibrate nccl-tests`",
                  f"# fabric: {self.fabric}; logs: {', '.join(self.logs)}",
-                 f"# MAPE over the fitted rows: {self.mape_pct:.1f} %", "", "[collective]"]
+                 f"# MAPE over the fitted rows: {self.mape_pct:.1f} %",
+                 # machine-readable: `flitsim validate --calibration` refuses the file on another fabric
+                 f"fabric = {json.dumps(self.fabric)}", "", "[collective]"]
         for k, v in self.params.items():
             lines.append(f"{k} = {int(v) if k.endswith('_ps') else repr(float(v))}")
         return "\n".join(lines) + "\n"

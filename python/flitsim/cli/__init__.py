@@ -17,6 +17,7 @@ from flitsim.cli.switch_cmd import switch_cmd
 from flitsim.cli.run_cmd import run_cmd
 from flitsim.cli.route_cmd import route_cmd
 from flitsim.cli.sweep_cmd import sweep_cmd
+from flitsim.cli.validate_cmd import validate_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,6 +37,7 @@ cli.add_command(calibrate_cmd)
 cli.add_command(profile_cmd)
 cli.add_command(ber_cmd)
 cli.add_command(route_cmd)
+cli.add_command(validate_cmd)
 
 
 def main() -> None:
