@@ -120,7 +120,7 @@ fn bad_faults_are_config_errors() {
         (vec![Fault::Link { gpu: 9, port: 0, at_ps: 0 }], "faults[0].gpu"),
         (vec![Fault::Link { gpu: 0, port: 5, at_ps: 0 }], "faults[0].port"),
         (vec![Fault::Plane { switch: 0, at_ps: 1 << 63 }], "faults[0].at_ps"),
-        (vec![Fault::Nic { nic: 0, at_ps: 0 }], "issue 14"),
+        (vec![Fault::Nic { nic: 0, at_ps: 0 }], "of kind \"nic\""),
         (vec![Fault::Link { gpu: 0, port: 0, at_ps: 0 }, Fault::Link { gpu: 0, port: 1, at_ps: 0 }], "GPU 0"),
     ];
     for (faults, want) in cases {
