@@ -163,3 +163,37 @@ fn unknown_fidelity_is_rejected_by_the_spec() {
     let e = serde_json::from_value::<FabricSpec>(v).unwrap_err().to_string();
     assert!(e.contains("fluid") && e.contains("packet"), "{e}");
 }
+
+/// A graph fabric: 4 PCIe Gen4 x16 GPUs, 2 per CPU root complex, one UPI 2.0
+/// link between the sockets, host memory per socket (written from
+/// `flitsim.hardware.tier_presets.pcie_box("pcie-4xa100-1upi", 4, "pcie4x16", 0, upi_links=1)`).
+fn pcie_graph() -> FabricSpec {
+    serde_json::from_str(include_str!("data/fabric_pcie_4gpu_1upi.json")).unwrap()
+}
+
+#[test]
+fn graph_flow_closed_forms_and_packet_level() {
+    let mut spec = pcie_graph();
+    spec.fidelity = Fidelity::Flow;
+    // PCIe Gen4 x16 payload after TLP framing: 16 x 16 GT/s x 128/130 x 256/284 B/s;
+    // UPI 2.0: 20 x 16 GT/s x 64/80 x 256/288.
+    let pcie: f64 = 16.0 * 16e9 * 128.0 / 130.0 / 8.0 * 256.0 / 284.0;
+    let upi: f64 = 20.0 * 16e9 * 64.0 / 80.0 / 8.0 * 256.0 / 288.0;
+    let bytes = 16u64 << 20;
+    let one = batch(&[(0, 2, bytes)]);
+    let f = run_batch_flow(&spec, &one, &mut NoInterrupt).unwrap();
+    let rate = bytes as f64 / (f.end_ps[0] as f64 * 1e-12);
+    assert!(rate <= pcie.min(upi) * (1.0 + 1e-9) && rate >= pcie.min(upi) * 0.995, "{rate}");
+    // Two flows across the one UPI link: half of it each.
+    let two = batch(&[(0, 2, bytes), (1, 3, bytes)]);
+    let f2 = run_batch_flow(&spec, &two, &mut NoInterrupt).unwrap();
+    for &e in &f2.end_ps {
+        let r = bytes as f64 / (e as f64 * 1e-12);
+        assert!(r <= upi / 2.0 * (1.0 + 1e-9) && r >= upi / 2.0 * 0.995, "{r}");
+    }
+    // Packet level agrees within 2 % (the flow tier's bound).
+    let p2 = run_batch(&spec, &two, &mut NoInterrupt).unwrap();
+    let err = f2.makespan_ps as f64 / p2.makespan_ps as f64 - 1.0;
+    assert!(err.abs() < 0.02, "flow/packet - 1 = {err}");
+    assert_eq!(f2.fidelity, "flow");
+}

@@ -138,7 +138,7 @@ def test_dead_link_transfers_reroute_and_account() -> None:
     ({"kind": "plane", "switch": 0, "at_ps": 2**62 + 1}, "at_ps"),
     ({"kind": "plane", "at_ps": 0}, "switch"),
     ({"kind": "plane", "switch": 0, "gpu": 1, "at_ps": 0}, "gpu"),
-    ({"kind": "nic", "nic": 0, "at_ps": 0}, "issue 14"),
+    ({"kind": "nic", "nic": 0, "at_ps": 0}, 'of kind "nic"'),
     ({"kind": "cable", "at_ps": 0}, "kind"),
     ({"kind": "plane", "switch": True, "at_ps": 0}, "switch"),
     ({"kind": "plane", "switch": 0, "at_ps": 1.5}, "at_ps"),

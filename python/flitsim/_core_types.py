@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from typing_extensions import NotRequired
+
 import numpy as np
 import numpy.typing as npt
 
@@ -185,6 +187,10 @@ class BatchResult(TypedDict):
     faults: FaultAccounting
     switch_ports: SwitchPortColumns
     reorder: ReorderColumns
+    #: Graph fabrics only: one row per wired switch output link (trunks and
+    #: links to endpoints): switch, port, to_switch, peer, peer_port,
+    #: link_index, busy_ps, payload_bytes, wire_bytes, packets (uint64 columns).
+    switch_links: NotRequired[dict[str, npt.NDArray[np.uint64]]]
 
 class CollectiveResult(TypedDict):
     time_ps: int

@@ -90,6 +90,10 @@ class TransferResult:
     faults: dict[str, int] = field(default_factory=dict)
     fidelity: str = "packet"
     fidelity_reason: str = ""
+    #: Graph fabrics: one row per wired switch output link (trunks and links
+    #: to endpoints): switch, port, to_switch (1 = trunk), peer, peer_port,
+    #: link_index, busy_ps, payload_bytes, wire_bytes, packets; None otherwise.
+    switch_links: "pd.DataFrame | None" = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-safe headline figures."""
@@ -172,7 +176,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
     if s.ndim != 1 or s.size == 0:
         raise ConfigError(f"src: shape {s.shape}, expected a non-empty 1-D array of GPU ids")
     n = s.size
-    g = fabric.gpus
+    g = fabric.endpoints  # GPUs, then host-memory endpoints (graph fabrics)
     batch = {"src": _col("src", src, n, np.uint32, hi=g), "dst": _col("dst", dst, n, np.uint32, hi=g),
              "bytes": _col("nbytes", nbytes, n, np.uint64), "start_ps": _col("start_ps", start_ps, n, np.uint64, 0),
              "after": _col("after", after, n, np.int64, -1, hi=n)}
@@ -220,4 +224,6 @@ def _result(r: Mapping[str, Any], batch: dict[str, np.ndarray], fabric: FabricSp
     warn_fidelity(str(r["fidelity_reason"]))
     return TransferResult(t, links, ports, ro, int(r["makespan_ps"]), int(r["folded_planes"]), str(r["fold_reason"]),
                           int(r["packets"]), int(r["events"]), {k: int(v) for k, v in r["faults"].items()},
-                          str(r["fidelity"]), str(r["fidelity_reason"]))
+                          str(r["fidelity"]), str(r["fidelity_reason"]),
+                          pd.DataFrame({k: np.asarray(v).astype(np.int64) for k, v in r["switch_links"].items()})
+                          if "switch_links" in r else None)

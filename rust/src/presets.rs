@@ -55,5 +55,6 @@ pub fn planar(gpus: u32, planes: u32, fold_planes: bool) -> FabricSpec {
         switch_kinds: Vec::new(),
         switch_kind: Vec::new(),
         trunks: Vec::new(),
+        static_routes: Vec::new(),
     }
 }

@@ -18,8 +18,10 @@ from flitsim.ledger import ledger
 @friendly_errors
 def ledger_cmd(preset: str, payloads: tuple[int, ...], as_json: bool) -> None:
     """Bandwidth ledger of PRESET (system: gb200-nvl72, hgx-b200, hgx-h100, dgx-a100;
-    link: nvlink3, nvlink4, nvlink5), from symbol rate to payload and per-packet
-    effective rate, per lane, link, GPU, switch chip and system."""
+    multi-tier: pcie-8xl20, pcie-8xl40, pcie-4xa100, pcie-2xh100-nvbridge, eth-2x8xl40,
+    ib-4xhgx-h100, gb200-nvl576; link: nvlink3-5, pcie4x16 (pcie{3,4,5}x{1..16}), upi2,
+    xgmi3, eth100g-eth800g, ib-ndr), from symbol rate to payload and per-packet
+    effective rate, per lane, link, GPU, uplink, socket link, NIC and system."""
     led = ledger(preset, payloads_bytes=tuple(payloads))
     if as_json:
         echo_json(led.to_dict())

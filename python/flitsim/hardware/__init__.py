@@ -7,6 +7,7 @@ from flitsim.hardware.fabric import (
     FabricSpec,
     Fault,
     GpuInjection,
+    StaticRoute,
     SwitchKind,
     SwitchParams,
     Trunk,
@@ -28,10 +29,17 @@ from flitsim.hardware.systems import (
 )
 
 __all__ = [
-    "FABRIC_PRESETS", "FabricSpec", "Fault", "GpuInjection", "SwitchKind", "SwitchParams", "Trunk", "Wire", "fabric_from_dict",
+    "FABRIC_PRESETS", "FabricSpec", "Fault", "GpuInjection", "StaticRoute", "SwitchKind", "SwitchParams", "Trunk", "Wire", "fabric_from_dict",
     "fabric_preset", "uniform_fabric",
     "FecCode", "LinkSpec", "PacketFormat", "ReplaySpec", "SerdesSpec", "KP4", "LINK_PRESETS", "link_preset",
     "nvlink3", "nvlink4", "nvlink5", "SYSTEM_PRESETS", "SystemPreset", "dgx_a100", "gb200_nvl72",
     "hgx_b200", "hgx_h100", "system_preset",
     "GPU_PRESETS", "Efficiency", "GpuSpec", "fabric_gpu", "gpu_preset", "roofline_time_s",
 ]
+
+# Multi-tier presets (PCIe boxes, scale-out nodes, two NVLink tiers) live in
+# their own module (it builds FabricSpecs) and register with fabric_preset here.
+from flitsim.hardware.tier_presets import TIER_PRESETS  # noqa: E402
+
+FABRIC_PRESETS.update({_name: _p.build for _name, _p in TIER_PRESETS.items()})
+__all__ += ["TIER_PRESETS"]

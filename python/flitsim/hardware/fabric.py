@@ -121,6 +121,19 @@ class Trunk(Spec):
     b_link: int | None = None
 
 
+class StaticRoute(Spec):
+    """A routing-table entry fixed by the user: at element ``switch``,
+    packets for endpoint ``dst`` leave by ``ports`` (spread round-robin),
+    replacing the shortest-path ECMP set. For deadlock-free routing on meshes
+    and tori (dimension order): shortest-path ECMP there has cyclic channel
+    dependencies and, credit-based like any lossless network, can deadlock
+    under load. Validated: wired ports, no route loop, no dead end."""
+
+    switch: int = Field(ge=0)
+    dst: int = Field(ge=0)
+    ports: tuple[int, ...]
+
+
 Spray = Literal["round_robin", "hash", "adaptive"]
 
 Fidelity = Literal["packet", "flow", "auto"]
@@ -224,6 +237,7 @@ class FabricSpec(Spec):
     #: One index into ``switch_kinds`` per switch (empty iff switch_kinds is).
     switch_kind: tuple[int, ...] = ()
     trunks: tuple[Trunk, ...] = ()
+    static_routes: tuple[StaticRoute, ...] = ()
 
     @property
     def endpoints(self) -> int:
@@ -233,13 +247,13 @@ class FabricSpec(Spec):
     @property
     def is_graph(self) -> bool:
         """True for a graph fabric (trunks, kinds or hosts), False for one switch layer."""
-        return bool(self.hosts or self.switch_kinds or self.trunks)
+        return bool(self.hosts or self.switch_kinds or self.trunks or self.static_routes)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form; graph fields left out when unused (so one-layer
         fabrics keep the dict they always had)."""
         d = super().to_dict()
-        for k in ("hosts", "switch_kinds", "switch_kind", "trunks"):
+        for k in ("hosts", "switch_kinds", "switch_kind", "trunks", "static_routes"):
             if not d.get(k):
                 d.pop(k, None)
         return d
@@ -394,7 +408,12 @@ FABRIC_PRESETS: dict[str, Callable[..., FabricSpec]] = {
 
 def fabric_preset(name: str, **options: Any) -> FabricSpec:
     """A fabric preset by name (``gb200-nvl72``, ``hgx-b200``, ``hgx-h100``,
-    ``dgx-a100``); ``options`` override FabricSpec fields.
+    ``dgx-a100``; multi-tier, :mod:`flitsim.hardware.tier_presets` and
+    docs/fabrics.md: ``pcie-8xl20``, ``pcie-8xl40``, ``pcie-4xa100``,
+    ``pcie-2xh100-nvbridge``, ``eth-2x8xl40``, ``ib-4xhgx-h100``,
+    ``gb200-nvl576``); ``options`` override FabricSpec fields (multi-tier
+    presets also take their own: ``upi_links``, ``p2p_through_cpu``,
+    ``nics_per_node``, ``nic_gbps``).
 
     Raises:
         ConfigError: unknown name (the message lists the known ones).
@@ -422,9 +441,3 @@ def as_fabric(fabric: "FabricSpec | str") -> FabricSpec:
         raise ConfigError(f"fabric = {fabric!r}: expected a FabricSpec or a preset name")
     return fabric
 
-
-# Multi-tier presets (PCIe boxes, scale-out nodes, two-tier NVLink) live in
-# their own module and register here (imported last: they build FabricSpecs).
-from flitsim.hardware.tier_presets import TIER_PRESETS as _TIER_PRESETS  # noqa: E402
-
-FABRIC_PRESETS.update({_n: _p.build for _n, _p in _TIER_PRESETS.items()})

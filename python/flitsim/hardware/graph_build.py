@@ -17,9 +17,15 @@ from flitsim.hardware.link_spec import LinkSpec
 from flitsim.hardware.links import link_preset
 
 
-def flit_rate_ghz(link: LinkSpec) -> float:
-    """Flits per ns one direction of ``link`` carries at its payload rate."""
-    return link.payload_GBps() / link.packet.flit_bytes
+def flit_rate_ghz(link: LinkSpec, base: LinkSpec, payload_bytes: int = 256) -> float:
+    """Base-format flits per ns one direction of ``link`` carries, as the
+    packet engine re-frames it (``fabric::sim::reframed``): packets are counted
+    in ``base``'s format and the link's rate scaled so each takes the time its
+    payload takes in the link's own framing at its own max payload."""
+    pl = link.packet.max_payload_bytes
+    own = link.packet.flits_per_packet(pl) * link.packet.flit_bytes / pl
+    b = base.packet.flits_per_packet(payload_bytes) * base.packet.flit_bytes / payload_bytes
+    return link.payload_GBps() * b / own / base.packet.flit_bytes
 
 
 @dataclass
@@ -46,10 +52,10 @@ class GraphBuilder:
         ``latency_ns`` its port-to-port pipeline latency; ``params`` other
         SwitchParams fields. Returns its index.
 
-        The clock is set explicitly to the largest flit rate among the links
-        the kind's elements drive (one flit per port per cycle on the fastest,
-        whatever the flit sizes: a root complex mixes 4-B PCIe, 8-B UPI and
-        64-B DDR flits), and the latency becomes that many cycles."""
+        The clock is set explicitly to what the engine would derive (one base
+        flit per cycle on the kind's fastest re-framed link, see
+        :func:`flit_rate_ghz`), so the latency becomes a whole number of
+        cycles of it."""
         self.kinds.append({"name": name, "kind": kind, "params": dict(params), "allow_p2p": allow_p2p,
                            "nvls": nvls})
         self._latency_ns.append(latency_ns)
@@ -62,7 +68,10 @@ class GraphBuilder:
         return len(self.switch_kind) - 1
 
     def link(self, link: LinkSpec | str, label: str | None = None) -> int:
-        """Index of ``link`` (a spec or a link preset name) in the links table."""
+        """Index of ``link`` (a spec or a link preset name) in the links table.
+        The first link registered is the fabric's base packet format (the
+        packet engine counts every packet in ``links[0]``'s flits): register
+        the GPUs' own link first."""
         if isinstance(link, str) and link in self._by_name:
             return self._by_name[link]
         spec = link_preset(link) if isinstance(link, str) else link
@@ -105,7 +114,7 @@ class GraphBuilder:
 
     def _resolve_clocks(self) -> list[dict[str, Any]]:
         ghz = [0.0] * len(self.kinds)
-        rate = [flit_rate_ghz(l) for l in self.links]
+        rate = [flit_rate_ghz(l, self.links[0]) for l in self.links]
         for w in self.wires:
             k = self.switch_kind[w["switch"]]
             ghz[k] = max(ghz[k], rate[w["link"]])

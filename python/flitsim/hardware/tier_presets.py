@@ -118,6 +118,7 @@ def pcie_box(name: str, gpus: int, pcie: str, gpus_per_switch: int, *, p2p_throu
     if not isinstance(upi_links, int) or isinstance(upi_links, bool) or not 1 <= upi_links <= 4:
         raise ConfigError(f"upi_links = {upi_links!r}: expected 1..4 (Intel Xeon 4th/5th gen: up to 4 UPI links)")
     b = GraphBuilder(gpus=gpus, hosts=2)
+    b.link(pcie)  # base packet format: the GPUs' own link
     k = _kinds(b, p2p_through_cpu=p2p_through_cpu)
     _pcie_node(b, k, 0, gpus, 0, pcie=pcie, gpus_per_switch=gpus_per_switch, upi_links=upi_links)
     return _finish(b, name, options)
@@ -148,6 +149,7 @@ def pcie_2xh100_nvbridge(*, p2p_through_cpu: bool = True, **options: Any) -> Fab
     one 2-port "bridge" element (a passive bridge: zero pipeline latency).
     assumed: one socket, GPUs on root ports."""
     b = GraphBuilder(gpus=2, hosts=1)
+    b.link("nvlink4")  # base packet format
     k = _kinds(b, p2p_through_cpu=p2p_through_cpu)
     bridge = b.kind("nvlink-bridge", "bridge")
     rc = _sockets(b, k, 1, 0)[0]
@@ -175,6 +177,7 @@ def eth_2x8xl40(*, nics_per_node: int = 2, nic_gbps: int = 100, p2p_through_cpu:
     eth = f"eth{nic_gbps}g"
     link_preset(eth)
     b = GraphBuilder(gpus=16, hosts=4)
+    b.link("pcie4x16")  # base packet format: the GPUs' own link
     k = _kinds(b, p2p_through_cpu=p2p_through_cpu)
     nic = b.kind("nic", "nic", latency_ns=_NIC_NS)
     esw_kind = b.kind("ethernet-switch", "ethernet", latency_ns=_ETH_SWITCH_NS)
@@ -206,6 +209,7 @@ def ib_hgx_h100(nodes: int = 4, **options: Any) -> FabricSpec:
     if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 2:
         raise ConfigError(f"nodes = {nodes!r}: expected an integer >= 2")
     b = GraphBuilder(gpus=8 * nodes, hosts=2 * nodes)
+    b.link("nvlink4")  # base packet format
     k = _kinds(b, p2p_through_cpu=True)
     nvs = b.kind("nvswitch-gen3", "nvswitch", nvls=True)
     nic = b.kind("connectx-7", "nic", latency_ns=_NIC_NS)

@@ -194,10 +194,11 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
     }
     let pl = planes as u64;
     let mut link_sent = vec![0u64; spec.gpus as usize];
-    for (i, (_, l)) in sim.ports_iter().enumerate() {
+    // Host-memory endpoints' ports and deliveries (graph fabrics) are not GPUs'.
+    for (i, (_, l)) in sim.ports_iter().enumerate().filter(|(i, _)| i / (run_spec.gpu_ports as usize) < spec.gpus as usize) {
         link_sent[i / run_spec.gpu_ports as usize] += l.stats().payload_bytes * pl;
     }
-    let link_recv: Vec<u64> = sim.delivered_bytes.iter().map(|&b| b * pl).collect();
+    let link_recv: Vec<u64> = sim.delivered_bytes.iter().take(spec.gpus as usize).map(|&b| b * pl).collect();
     let mut max_u: f64 = 0.0;
     let mut exh = 0;
     for (_, l) in sim.ports_iter() {
@@ -304,7 +305,9 @@ fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, inter
 fn gpu_rx_bytes(sim: &FabricSim, gpus: u32, gpu_ports: u32) -> Vec<u64> {
     let mut v = vec![0u64; gpus as usize];
     for (i, (rx, _, _)) in sim.port_fault_stats().enumerate() {
-        v[i / gpu_ports as usize] += rx;
+        if let Some(x) = v.get_mut(i / gpu_ports as usize) {
+            *x += rx;
+        }
     }
     v
 }
@@ -401,6 +404,13 @@ pub(crate) fn choose_sim_packets(spec: FabricSpec, requested: u64, xfers: &[(u32
             format!("sim_packet_bytes = {s} as requested")
         };
         return (spec, note);
+    }
+    if spec.is_graph() {
+        // Adaptive coalescing is refused on graph fabrics (FabricSpec::validate):
+        // fixed packets of at most 4 KiB, still >= MIN per lane.
+        let s = largest_safe(4096);
+        spec.sim_packet_bytes = if s == pay { 0 } else { s };
+        return (spec, format!("fixed simulated packets of {s} bytes (graph fabric: adaptive coalescing is refused on multi-hop paths; >= {MIN_PACKETS_PER_LANE} per median transfer)"));
     }
     // One lane per GPU per plane, and folding exact with the chosen packet:
     // every transfer a whole number of planes x packet units.

@@ -41,6 +41,9 @@ impl FoldPlan {
 /// unit (planes x links x simulated packet bytes) every transfer must be a
 /// multiple of for folding to be exact; or why the fabric cannot fold.
 pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u32, u64), String> {
+    if spec.is_graph() {
+        return Err("graph fabric (trunks, element kinds or hosts): planes are not proven identical, so nothing is folded".into());
+    }
     if !spec.fold_planes {
         return Err("folding disabled (fold_planes = false)".into());
     }

@@ -95,8 +95,8 @@ pub(crate) fn validate_batch(b: &TransferBatch, gpus: u32) -> Result<()> {
         ensure(len == n, name, format!("length {len}"), &format!("one entry per transfer ({n})"))?;
     }
     for i in 0..n {
-        ensure(b.src[i] < gpus, &format!("src[{i}]"), b.src[i], &format!("a GPU id in 0..{gpus}"))?;
-        ensure(b.dst[i] < gpus, &format!("dst[{i}]"), b.dst[i], &format!("a GPU id in 0..{gpus}"))?;
+        ensure(b.src[i] < gpus, &format!("src[{i}]"), b.src[i], &format!("a GPU (or host endpoint) id in 0..{gpus}"))?;
+        ensure(b.dst[i] < gpus, &format!("dst[{i}]"), b.dst[i], &format!("a GPU (or host endpoint) id in 0..{gpus}"))?;
         ensure(b.after[i] >= -1 && b.after[i] < n as i64 && b.after[i] != i as i64, &format!("after[{i}]"), b.after[i], &format!("-1 or another transfer's index in 0..{n}"))?;
     }
     // Each transfer has at most one predecessor: a cycle is a loop in the chain.
@@ -131,7 +131,7 @@ pub(crate) fn validate_batch(b: &TransferBatch, gpus: u32) -> Result<()> {
 /// `Stalled` if transfers remain that can never finish.
 pub fn run_batch(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn Interrupt) -> Result<BatchResult> {
     spec.validate()?;
-    validate_batch(batch, spec.gpus)?;
+    validate_batch(batch, spec.endpoints())?;
     let plan = FoldPlan::new(spec, (0..batch.bytes.len()).map(|i| (batch.src[i], batch.dst[i], batch.bytes[i])));
     let (run_spec, planes, reason) = (plan.spec, plan.planes, plan.reason);
     let mut sim = FabricSim::new(&run_spec, spec.gpu_ports)?;

@@ -66,13 +66,17 @@ struct PktInfo {
     lost: bool,
     /// A copy sent again after a fault (delivered bytes count as replayed).
     replayed: bool,
+    /// Switch the packet heads to on a trunk (NONE otherwise).
+    next: u32,
 }
 
 const STAGE_TO_SWITCH: u8 = 0;
 const STAGE_IN_SWITCH: u8 = 1;
-const STAGE_TO_GPU: u8 = 2;
-const STAGE_DELIVERED: u8 = 3;
-const STAGE_FREE: u8 = 4;
+/// On a trunk from switch `sw` (output `out`) to switch `next`.
+const STAGE_ON_TRUNK: u8 = 2;
+const STAGE_TO_GPU: u8 = 3;
+const STAGE_DELIVERED: u8 = 4;
+const STAGE_FREE: u8 = 5;
 
 #[derive(Debug, Clone, Default)]
 struct Share {
@@ -146,6 +150,14 @@ struct Port {
     lost_bytes: u64,
 }
 
+/// The serializer of a switch output port in a graph fabric: the link it
+/// drives at that link's own (re-framed) rate.
+struct OutLink {
+    link: LinkDirection,
+    /// Link index in the spec.
+    index: u32,
+}
+
 struct Sw {
     sw: Switch,
     cycle_ps: f64,
@@ -199,6 +211,40 @@ pub struct FabricSim {
     /// conservation checks against what the links carried.
     pub(crate) delivered_bytes: Vec<u64>,
     faults: FaultState,
+    /// Graph fabrics only (None: one switch layer, the original engine).
+    graph: Option<Box<Graph>>,
+}
+
+/// What a graph fabric adds: the spec (routes are rebuilt when a component
+/// dies) and one serializer per wired switch output port.
+struct Graph {
+    spec: FabricSpec,
+    /// Per switch port (switch * switch_ports + p); None if unwired.
+    out_links: Vec<Option<OutLink>>,
+}
+
+/// A link's timing in the fabric's base flits (`links[0]`'s packet format):
+/// the same payload per second as the link's own format. The link frames
+/// payload into packets of its `max_payload_bytes` (a NIC re-frames TLPs into
+/// MTU-sized frames), so its wire bytes per payload byte are
+/// `flit_bytes x flits_per_packet(max_payload) / max_payload`; the base format
+/// charges `flit_bytes0 x flits_per_packet0(payload) / payload` per payload
+/// byte. The effective rate scales the link's rate by the ratio, so a full
+/// protocol packet in base flits takes exactly the time its payload takes on
+/// the link. Credits convert by bytes. Links in the base format are unchanged.
+pub(crate) fn reframed(l: &crate::link::LinkSpec, base: &PacketFormat, payload: u64) -> Result<LinkTiming> {
+    let (_, mut t) = l.derive()?;
+    if l.packet == *base {
+        return Ok(t);
+    }
+    let pl = l.packet.max_payload_bytes as u64;
+    let own = (l.packet.flits_per_packet(pl) * l.packet.flit_bytes as u64) as f64 / pl as f64;
+    let b = (base.flits_per_packet(payload) * base.flit_bytes as u64) as f64 / payload as f64;
+    t.rate_bps = ((t.rate_bps as f64 * b / own).round() as u64).max(1);
+    t.credits_per_vc_flits = ((t.credits_per_vc_flits as u64 * l.packet.flit_bytes as u64 / base.flit_bytes as u64).max(1)).min(u32::MAX as u64 / 4) as u32;
+    t.flit_bytes = base.flit_bytes;
+    t.flit_ps = crate::phy::serialization_ps(base.flit_bytes as u64, t.rate_bps);
+    Ok(t)
 }
 
 fn ceil_div_f(t: f64) -> u64 {
@@ -214,6 +260,9 @@ impl FabricSim {
     /// GPU-wide limits are split over (the spec's own unless plane-folded).
     pub fn new(spec: &FabricSpec, port_divisor: u32) -> Result<Self> {
         spec.validate()?;
+        if spec.is_graph() {
+            return Self::new_graph(spec);
+        }
         let topo = Topology::new(spec);
         let link0 = &spec.links[0];
         let fmt = link0.packet;
@@ -317,14 +366,176 @@ impl FabricSim {
             completed: Vec::new(),
             packets_sent: 0,
             delivered_bytes: vec![0; topo_gpus],
+            graph: None,
+        })
+    }
+
+    /// A graph fabric: per-element switch parameters and clocks, per-link
+    /// re-framed timing (see [`reframed`]), a serializer on every switch
+    /// output, trunk credits from the next element's input buffer.
+    fn new_graph(spec: &FabricSpec) -> Result<Self> {
+        let topo = Topology::new(spec);
+        let fmt = spec.links[0].packet;
+        let payload = spec.gpu.payload_bytes as u64;
+        let sim_bytes = if spec.sim_packet_bytes == 0 { payload } else { spec.sim_packet_bytes };
+        let largest = if spec.sim_packets_per_lane > 0 { spec.max_sim_packet_bytes.max(sim_bytes) } else { sim_bytes };
+        let max_f = ((largest / payload) * fmt.flits_per_packet(payload)) as u32;
+        let vcs = spec.links.iter().map(|l| l.vcs).min().unwrap_or(1).max(1);
+        let timings: Vec<LinkTiming> = spec.links.iter().map(|l| reframed(l, &fmt, payload)).collect::<Result<_>>()?;
+        let (sn, spp) = (spec.switches as usize, spec.switch_ports);
+        // Per element: its input buffer (flits per VC) and clock.
+        let mut buf = vec![0u32; sn];
+        let mut clock = vec![0f64; sn];
+        for s in 0..spec.switches {
+            let p = spec.params_of(s);
+            let mut fastest = 0u64;
+            let mut credits = 0u32;
+            for o in 0..spp {
+                if matches!(topo.peer(s, o), super::topology::Peer::None) {
+                    continue;
+                }
+                let t = &timings[topo.port_link(s, o, 0) as usize];
+                fastest = fastest.max(t.rate_bps);
+                credits = credits.max(t.credits_per_vc_flits);
+            }
+            let b = if p.buffer_per_vc_flits > 0 { p.buffer_per_vc_flits } else { credits };
+            buf[s as usize] = b.max(2 * max_f);
+            clock[s as usize] = if p.clock_ghz > 0.0 { p.clock_ghz } else { fastest.max(1) as f64 / (fmt.flit_bytes as f64 * 8.0) / 1e9 };
+        }
+        // Endpoint ports: their link, credits = the first element's input buffer.
+        let mut ports = Vec::with_capacity(topo.gpu_port_to.len());
+        let g = &spec.gpu;
+        let div = spec.gpu_ports.max(1) as f64;
+        for p in 0..topo.gpu_port_to.len() {
+            let (sw, sw_port, li) = topo.gpu_port_to[p].unwrap_or((NONE, NONE, 0));
+            let mut timing = timings[li as usize];
+            let rx = timing;
+            if sw != NONE {
+                timing.credits_per_vc_flits = buf[sw as usize];
+            }
+            timing.exhaustion_below_flits = max_f;
+            ports.push(Port {
+                rx_replay: None,
+                rx_replay_stats: ReplayStats::default(),
+                rx_last_ps: 0,
+                rx_payload_bytes: 0,
+                lost_bytes: 0,
+                sw,
+                sw_port,
+                link: LinkDirection::with_stream(timing, 2 * p as u64),
+                rx,
+                queue: VecDeque::new(),
+                try_at: None,
+                blocked: false,
+                credit_blocked_since: None,
+                outstanding: 0,
+                max_outstanding: if g.max_outstanding_packets == 0 { 0 } else { ((g.max_outstanding_packets as f64 / div).ceil() as u32).max(1) },
+                next_inject_ps: 0,
+                inj_ps_per_byte: if g.injection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.injection_bytes_per_s as f64 },
+                inj_overhead_bytes: g.injection_packet_overhead_bytes as u64,
+                rx_free_ps: 0,
+                rx_ps_per_byte: if g.ejection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.ejection_bytes_per_s as f64 },
+            });
+        }
+        let mut sws = Vec::with_capacity(sn);
+        let mut out_links: Vec<Option<OutLink>> = Vec::with_capacity(sn * spp as usize);
+        for s in 0..spec.switches {
+            let p = spec.params_of(s);
+            // What each output's receiver can hold: the next element's input
+            // buffer over a trunk, the link's credits at an endpoint.
+            let mut down = vec![0u32; spp as usize];
+            for o in 0..spp {
+                let li = topo.port_link(s, o, 0);
+                down[o as usize] = match topo.peer(s, o) {
+                    super::topology::Peer::None => 2 * max_f,
+                    super::topology::Peer::Endpoint(_) => timings[li as usize].credits_per_vc_flits.max(2 * max_f),
+                    super::topology::Peer::Switch { switch, .. } => buf[switch as usize],
+                };
+                let wired = !matches!(topo.peer(s, o), super::topology::Peer::None);
+                out_links.push(wired.then(|| {
+                    let mut t = timings[li as usize];
+                    // Credits are the switch core's; the serializer only times.
+                    t.credits_per_vc_flits = u32::MAX / 4;
+                    t.exhaustion_below_flits = 0;
+                    OutLink { link: LinkDirection::with_stream(t, (1 << 40) + (s as u64 * spp as u64 + o as u64)), index: li }
+                }));
+            }
+            let dmax = down.iter().copied().max().unwrap_or(2 * max_f);
+            let ss = SwitchSpec {
+                ports: spp.max(1),
+                vcs,
+                buffer_per_vc_flits: buf[s as usize],
+                max_packet_flits: max_f,
+                queueing: if p.queueing == "fifo" { Queueing::Fifo } else { Queueing::Voq },
+                speedup: p.speedup,
+                pipeline_latency_cycles: p.pipeline_latency_cycles,
+                output_buffer_per_vc_flits: if p.output_buffer_per_vc_flits == 0 { 0 } else { p.output_buffer_per_vc_flits.max(2 * max_f) },
+                downstream_credits_per_vc_flits: dmax,
+                allocator: p.allocator.clone(),
+                iterations: p.iterations,
+                clock_ghz: clock[s as usize],
+                seed: 0,
+                stall_timeout_cycles: 0,
+            };
+            let mut sw = Switch::new(&ss).map_err(|e| crate::link::prefix_field(e, &format!("switch_kinds (element {s})")))?;
+            sw.set_record_upstream_credits(true);
+            for (o, &d) in down.iter().enumerate() {
+                if d < dmax {
+                    sw.set_output_credits(o, d);
+                }
+            }
+            sws.push(Sw { sw, cycle_ps: 1000.0 / clock[s as usize], wake_at: None, stepped: None });
+        }
+        let ne = topo.endpoints as usize;
+        let faults = FaultState::new(spec, &topo)?;
+        Ok(FabricSim {
+            largest_packet_bytes: largest.max(1),
+            packets_planned: 0,
+            faults,
+            rr_out: crate::error::try_vec(topo.switches as usize * ne, 0, "switches x endpoints")?,
+            reorder: vec![ReorderStats::default(); ne],
+            in_flight: vec![0; ne],
+            topo,
+            spray: spec.spray,
+            ports,
+            sws,
+            xfers: Vec::new(),
+            shares: Vec::new(),
+            pkts: Vec::new(),
+            free_pkts: Vec::new(),
+            windows: Vec::new(),
+            free_windows: Vec::new(),
+            fmt,
+            payload,
+            sim_bytes,
+            per_lane: spec.sim_packets_per_lane as u64,
+            largest,
+            vcs,
+            scratch: Vec::new(),
+            completed: Vec::new(),
+            packets_sent: 0,
+            delivered_bytes: vec![0; ne],
+            graph: Some(Box::new(Graph { spec: spec.clone(), out_links })),
         })
     }
 
     /// Register a transfer; start it by scheduling `FEv::StartTransfer(id)`.
     pub fn add_transfer(&mut self, src: u32, dst: u32, bytes: u64, tag: u32) -> Result<u32> {
-        let g = self.topo.gpus;
+        let g = self.topo.endpoints;
         if src >= g || dst >= g {
-            return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &format!("GPU ids in 0..{g} (the fabric has {g} GPUs)")));
+            if self.graph.is_none() {
+                return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &format!("GPU ids in 0..{g} (the fabric has {g} GPUs)")));
+            }
+            return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &format!("endpoint ids in 0..{g} (GPUs 0..{}, hosts {}..{g})", self.topo.gpus, self.topo.gpus)));
+        }
+        if let Some(gr) = &self.graph {
+            if let Some(s) = gr.spec.p2p_blocker(&self.topo, src, dst) {
+                return Err(FlitsimError::config(
+                    "transfer",
+                    format!("GPU {src} -> GPU {dst} peer-to-peer"),
+                    &format!("a route whose elements allow P2P: it crosses {} (allow_p2p = false); stage the copy through host memory instead", gr.spec.element_name(s)),
+                ));
+            }
         }
         // Work estimate before any event: at least one simulated packet per
         // largest-packet bytes. Refuse runs that would take hours rather than
@@ -449,6 +660,30 @@ impl FabricSim {
                 if info.lost {
                     return self.drop_lost(now, pkt, true, q);
                 }
+                let mut info = info;
+                if info.stage == STAGE_ON_TRUNK {
+                    // Next hop, chosen where the packet is (destination-based, ECMP round-robin).
+                    let dst = self.xfers[info.xfer as usize].dst;
+                    let routes = self.topo.routes(sw, dst);
+                    if routes.is_empty() || (self.faults.any_dead && !self.reaches(sw, dst)) {
+                        // A fault left this element without a route: replay from the source.
+                        self.lose_packet(now, now, pkt, q);
+                        return self.drop_lost(now, pkt, true, q);
+                    }
+                    let out = if self.faults.any_dead {
+                        self.live_route(sw, dst)
+                    } else {
+                        let k = (sw * self.topo.endpoints + dst) as usize;
+                        let o = routes[self.rr_out[k] as usize % routes.len()];
+                        self.rr_out[k] = self.rr_out[k].wrapping_add(1);
+                        o
+                    };
+                    let pk = &mut self.pkts[pkt as usize];
+                    pk.sw = sw;
+                    pk.out = out;
+                    pk.next = NONE;
+                    info = *pk;
+                }
                 self.pkts[pkt as usize].stage = STAGE_IN_SWITCH;
                 let c = self.c_of(s, now).max(self.sws[s].stepped.map_or(0, |x| x + 1)).max(self.sws[s].sw.input_link_free_cycle(input as usize));
                 let packet = Packet { dest: info.out, vc: info.vc, flits: info.flits, birth_cycle: c, tag: pkt as u64 };
@@ -518,6 +753,9 @@ impl FabricSim {
     }
 
     fn after_step(&mut self, s: usize, q: &mut dyn Scheduler<FEv>) {
+        if self.graph.is_some() {
+            return self.after_step_graph(s, q);
+        }
         let sp = self.topo.switch_ports;
         for k in 0..self.sws[s].sw.departures().len() {
             let d = self.sws[s].sw.departures()[k];
@@ -538,6 +776,65 @@ impl FabricSim {
         }
     }
 
+    /// Graph fabrics: each departure is serialized on its output's own link
+    /// (the switch core never sends faster than its fastest link; slower
+    /// links queue behind it, bounded by the downstream credits the core
+    /// holds) and goes to an endpoint or, over a trunk, to the next element,
+    /// whose input buffer returns the credits.
+    fn after_step_graph(&mut self, s: usize, q: &mut dyn Scheduler<FEv>) {
+        use super::topology::Peer;
+        let sp = self.topo.switch_ports;
+        let mut gr = self.graph.take().expect("graph fabric");
+        for k in 0..self.sws[s].sw.departures().len() {
+            let d = self.sws[s].sw.departures()[k];
+            let pkt = d.packet.tag as u32;
+            let info = self.pkts[pkt as usize];
+            let flits = d.packet.flits as u64;
+            let head_t = self.t_of(s, d.tail_out_cycle + 1 - flits);
+            let core_tail = self.t_of(s, d.tail_out_cycle + 1);
+            let ol = gr.out_links[(s as u32 * sp + d.output) as usize].as_mut().expect("routed to a wired port");
+            let proto = (info.bytes as u64).div_ceil(self.payload) as u32;
+            let tx = ol.link.send_packets(head_t, info.vc as usize, info.flits, info.bytes, proto);
+            ol.link.return_credits(tx.start_ps, info.vc as usize, info.flits);
+            let lat = ol.link.timing().latency_ps;
+            let tail = tx.tail_out_ps.max(core_tail);
+            match self.topo.peer(s as u32, d.output) {
+                Peer::Switch { switch, port } => {
+                    let pk = &mut self.pkts[pkt as usize];
+                    pk.stage = STAGE_ON_TRUNK;
+                    pk.next = switch;
+                    // The head is handed to the next core no earlier than its
+                    // tail can follow one flit per cycle (virtual cut-through
+                    // over a link slower than that core).
+                    let c2 = self.sws[switch as usize].cycle_ps;
+                    let head = tx.head_arrival_ps.max((tail + lat).saturating_sub((flits as f64 * c2).floor() as u64));
+                    q.schedule(head, FEv::Arrive { sw: switch, input: port, pkt });
+                }
+                Peer::Endpoint(gp) => {
+                    self.pkts[pkt as usize].stage = STAGE_TO_GPU;
+                    q.schedule(tail + lat, FEv::Deliver { port: gp, pkt });
+                }
+                Peer::None => unreachable!("routes lead to wired ports"),
+            }
+        }
+        for k in 0..self.sws[s].sw.upstream_credits().len() {
+            let (input, vc, flits, cycle) = self.sws[s].sw.upstream_credits()[k];
+            let t0 = self.t_of(s, cycle);
+            match self.topo.peer(s as u32, input) {
+                Peer::Endpoint(gp) => {
+                    let t = t0 + self.ports[gp as usize].link.timing().credit_return_ps;
+                    q.schedule(t, FEv::CreditGpu { port: gp, vc, flits });
+                }
+                Peer::Switch { switch, port } => {
+                    let crt = gr.out_links[(s as u32 * sp + input) as usize].as_ref().map_or(0, |o| o.link.timing().credit_return_ps);
+                    q.schedule(t0 + crt, FEv::CreditSw { sw: switch, out: port, vc, flits });
+                }
+                Peer::None => {}
+            }
+        }
+        self.graph = Some(gr);
+    }
+
     fn start_transfer(&mut self, now: TimePs, x: u32, q: &mut dyn Scheduler<FEv>) -> Result<()> {
         let (src, dst, bytes, loopback, offset) = {
             let t = &mut self.xfers[x as usize];
@@ -550,6 +847,15 @@ impl FabricSim {
         }
         let mut elig = std::mem::take(&mut self.scratch);
         self.eligible_ports(src, dst, &mut elig);
+        if elig.is_empty() {
+            self.scratch = elig;
+            let name = |e: u32| if e < self.topo.gpus { format!("GPU {e}") } else { format!("host {}", e - self.topo.gpus) };
+            return Err(FlitsimError::config(
+                format!("transfer {x}"),
+                format!("{} -> {} started at {now} ps", name(src), name(dst)),
+                "a live path: the faults before this start left none (every route crosses a dead element)",
+            ));
+        }
         if offset > 0 && !elig.is_empty() {
             let k = offset as usize % elig.len();
             elig.rotate_left(k);
@@ -722,7 +1028,7 @@ impl FabricSim {
             } else if routes.len() == 1 {
                 routes[0]
             } else {
-                let k = (sw * self.topo.gpus + dst) as usize;
+                let k = (sw * self.topo.endpoints + dst) as usize;
                 let o = routes[self.rr_out[k] as usize % routes.len()];
                 self.rr_out[k] = self.rr_out[k].wrapping_add(1);
                 o
@@ -730,7 +1036,7 @@ impl FabricSim {
             let xf = &mut self.xfers[x as usize];
             let replayed = resent_seq != NO_SEQ;
             let seq = if replayed { resent_seq } else { xf.next_seq };
-            let info = PktInfo { xfer: x, bytes: bytes as u32, flits, vc, seq, src_port: p as u32, sw, out, stage: STAGE_TO_SWITCH, lost: false, replayed };
+            let info = PktInfo { xfer: x, bytes: bytes as u32, flits, vc, seq, src_port: p as u32, sw, out, stage: STAGE_TO_SWITCH, lost: false, replayed, next: NONE };
             if !replayed {
                 xf.next_seq += 1;
             }
@@ -838,6 +1144,11 @@ impl FabricSim {
         for p in &mut self.ports {
             p.link.finish(end_ps);
         }
+        if let Some(g) = &mut self.graph {
+            for o in g.out_links.iter_mut().flatten() {
+                o.link.finish(end_ps);
+            }
+        }
         for s in 0..self.sws.len() {
             let c = self.c_of(s, end_ps);
             self.sws[s].sw.finish_stats(c);
@@ -870,6 +1181,19 @@ impl FabricSim {
 
     pub(crate) fn switches(&self) -> impl Iterator<Item = &Switch> {
         self.sws.iter().map(|s| &s.sw)
+    }
+
+    /// Graph fabrics: every wired switch output port's link direction, as
+    /// (switch, port, peer, link index, stats); empty for one switch layer.
+    pub(crate) fn switch_links(&self) -> Vec<(u32, u32, super::topology::Peer, u32, crate::link::LinkStats)> {
+        let Some(g) = &self.graph else { return Vec::new() };
+        let sp = self.topo.switch_ports.max(1);
+        g.out_links
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.as_ref().map(|o| (i as u32 / sp, i as u32 % sp, o)))
+            .map(|(s, p, o)| (s, p, self.topo.peer(s, p), o.index, *o.link.stats()))
+            .collect()
     }
 
     pub(crate) fn cycle_ps(&self) -> f64 {

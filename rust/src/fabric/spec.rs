@@ -264,6 +264,19 @@ pub struct Trunk {
     pub b_link: Option<u32>,
 }
 
+/// A routing-table entry fixed by the user: at `switch`, packets for
+/// endpoint `dst` leave by `ports` (spread round-robin), instead of the
+/// shortest-path ECMP set. Used for deadlock-free routing on meshes and tori
+/// (dimension order), where shortest-path ECMP has cyclic channel
+/// dependencies and can deadlock under load, as in any credit-based network.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticRoute {
+    pub switch: u32,
+    pub dst: u32,
+    pub ports: Vec<u32>,
+}
+
 /// Most host-memory endpoints one fabric may have.
 pub const MAX_HOSTS: u32 = 1 << 12;
 
@@ -326,6 +339,10 @@ pub struct FabricSpec {
     /// Switch-to-switch cables.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trunks: Vec<Trunk>,
+    /// Routing-table entries that replace the computed ones (validated: wired
+    /// ports, no loop, no dead end).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub static_routes: Vec<StaticRoute>,
 }
 
 fn is_zero(x: &u32) -> bool {
@@ -344,13 +361,15 @@ fn d_true() -> bool {
 }
 
 impl FabricSpec {
-    /// Validate: ids in range, every port wired at most once, link specs valid
-    /// and equal at both ends of every wire, every GPU reachable from every
-    /// other through a shared switch.
+    /// Field checks: ids in range, every port wired at most once, link specs
+    /// valid and equal at both ends of every wire and trunk, kinds, NICs,
+    /// bridges, faults; for a one-layer fabric also every GPU pair sharing a
+    /// switch. [`FabricSpec::validate`] (fabric/validate.rs) adds the checks
+    /// of graph fabrics that need the routing tables.
     ///
     /// # Errors
-    /// `Config` naming the wire or GPU at fault.
-    pub fn validate(&self) -> Result<()> {
+    /// `Config` naming the wire, GPU or element at fault.
+    pub(crate) fn validate_fields(&self) -> Result<()> {
         // Size limits come first, before anything is allocated from them: the
         // largest scale-up domain built is 576 GPUs (NVL576), so 2^20 GPUs or
         // switches leave room for studies while keeping per-port tables
@@ -441,6 +460,12 @@ impl FabricSpec {
             sw_used[si] = w as u32;
         }
         if self.is_graph() {
+            ensure(
+                self.sim_packets_per_lane == 0,
+                "sim_packets_per_lane",
+                self.sim_packets_per_lane,
+                "0 on a graph fabric: adaptive coalescing makes packets so large that the pipeline fill over several hops (one packet time per store point) moves the time by several %; use sim_packet_bytes (<= 4 KiB keeps it within 1 %: docs/graph.md)",
+            )?;
             self.validate_graph(&mut sw_used)?;
             return self.validate_faults_graph();
         }
@@ -518,7 +543,7 @@ impl FabricSpec {
     /// A graph fabric (trunks, element kinds or hosts) rather than one switch layer.
     #[inline]
     pub fn is_graph(&self) -> bool {
-        self.hosts > 0 || !self.switch_kinds.is_empty() || !self.trunks.is_empty()
+        self.hosts > 0 || !self.switch_kinds.is_empty() || !self.trunks.is_empty() || !self.static_routes.is_empty()
     }
 
     /// The kind of switching element `s` (None: a plain switch with `switch` parameters).
@@ -641,55 +666,37 @@ impl FabricSpec {
                 _ => {}
             }
         }
-        let topo = super::topology::Topology::new(self);
-        self.check_graph_reachable(&topo, "")
-    }
-
-    /// Every GPU reaches every other endpoint (GPU or host) over the graph, both ways.
-    fn check_graph_reachable(&self, topo: &super::topology::Topology, when: &str) -> Result<()> {
-        let field = if when.is_empty() { "wires" } else { "faults" };
-        let mut elig = Vec::new();
-        for a in 0..self.gpus {
-            for b in 0..self.endpoints() {
-                if a == b {
-                    continue;
-                }
-                for (x, y) in [(a, b), (b, a)] {
-                    topo.eligible_ports(x, y, &mut elig);
-                    if elig.is_empty() {
-                        return Err(FlitsimError::config(
-                            field,
-                            format!("{} -> {}", self.endpoint_name(x), self.endpoint_name(y)),
-                            &format!("a path of wires and trunks from every GPU to every other endpoint and back{when}; this pair has none (unreachable)"),
-                        ));
-                    }
-                }
+        ensure(self.static_routes.len() as u64 <= MAX_PORTS, "static_routes", self.static_routes.len(), "at most 2^24 entries")?;
+        let mut seen = std::collections::HashSet::new();
+        for (i, r) in self.static_routes.iter().enumerate() {
+            let f = |n: &str| format!("static_routes[{i}].{n}");
+            ensure(r.switch < self.switches, &f("switch"), r.switch, &format!("a switch id in 0..{}", self.switches))?;
+            ensure(r.dst < self.endpoints(), &f("dst"), r.dst, &format!("an endpoint id in 0..{}", self.endpoints()))?;
+            ensure(!r.ports.is_empty() && r.ports.len() <= self.switch_ports as usize, &f("ports"), format!("{:?}", r.ports), "1..=switch_ports output ports")?;
+            ensure(seen.insert((r.switch, r.dst)), &f("dst"), r.dst, &format!("one entry per (switch, dst): {} already has one for this dst", self.element_name(r.switch)))?;
+            for &o in &r.ports {
+                ensure(o < self.switch_ports, &f("ports"), o, &format!("a port in 0..{}", self.switch_ports))?;
+                let si = (r.switch * self.switch_ports + o) as usize;
+                ensure(sw_used[si] != u32::MAX, &f("ports"), format!("{} port {o}", self.element_name(r.switch)), "a wired port (this one leads nowhere)")?;
             }
         }
         Ok(())
     }
 
-    fn validate_faults_graph(&self) -> Result<()> {
+    pub(crate) fn validate_faults_graph(&self) -> Result<()> {
         if self.faults.is_empty() {
             return Ok(());
         }
         ensure(self.faults.len() <= 1 << 16, "faults", self.faults.len(), "at most 65536 faults")?;
         let mut dead_sw = vec![false; self.switches as usize];
         let mut dead_port = vec![false; (self.endpoints() * self.gpu_ports) as usize];
+        // Graph fabrics may lose every path of some pair (one NIC per GPU):
+        // transfers started after that fail at their start with a
+        // ConfigError, so the run up to then still counts.
         for (i, f) in self.faults.iter().enumerate() {
             self.check_fault(i, f, &mut dead_sw, &mut dead_port)?;
         }
-        let topo = super::topology::Topology::with_dead(self, &dead_sw, &dead_port);
-        self.check_graph_reachable(&topo, " after the faults")
-    }
-
-    /// For a GPU -> GPU transfer: the first element on its routes that
-    /// forbids peer-to-peer traffic, if any (transfers with a host are not P2P).
-    pub fn p2p_blocker(&self, topo: &super::topology::Topology, src: u32, dst: u32) -> Option<u32> {
-        if src >= self.gpus || dst >= self.gpus || src == dst || self.switch_kinds.iter().all(|k| k.allow_p2p) {
-            return None;
-        }
-        topo.route_switches(src, dst).into_iter().find(|&s| self.kind_of(s).is_some_and(|k| !k.allow_p2p))
+        Ok(())
     }
 
     /// Every GPU wired to a switch and every pair sharing one, by `on[gpu * switches + switch]`.

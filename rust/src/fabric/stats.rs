@@ -24,6 +24,22 @@ pub struct PortLinkStats {
     pub rx_replay: ReplayStats,
 }
 
+/// One switch output's link direction in a graph fabric (trunks and
+/// switch -> endpoint links).
+#[derive(Debug, Clone, Serialize)]
+pub struct SwitchLinkStats {
+    pub switch: u32,
+    pub port: u32,
+    /// "switch" (a trunk) or "endpoint".
+    pub to: &'static str,
+    /// Peer switch or endpoint id, and its port.
+    pub peer: u32,
+    pub peer_port: u32,
+    /// Index into the spec's links.
+    pub link_index: u32,
+    pub link: LinkStats,
+}
+
 /// What the fabric counted.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct FabricStats {
@@ -37,6 +53,10 @@ pub struct FabricStats {
     pub faults: FaultStats,
     /// Payload bytes of the transfers that crossed the fabric (src != dst or loopback).
     pub sent_bytes: u64,
+    /// Graph fabrics: every switch output's link (empty for one switch layer,
+    /// whose switch -> GPU direction is counted per switch port).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub switch_links: Vec<SwitchLinkStats>,
 }
 
 /// Statistics of a finished simulation (`gpu_ports`: ports per GPU of the
@@ -66,5 +86,17 @@ pub fn stats_of(sim: &FabricSim, gpu_ports: u32, events: u64) -> FabricStats {
         events,
         faults: sim.fault_stats(),
         sent_bytes: sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum(),
+        switch_links: sim
+            .switch_links()
+            .into_iter()
+            .map(|(switch, port, peer, link_index, link)| {
+                let (to, peer, peer_port) = match peer {
+                    super::topology::Peer::Switch { switch, port } => ("switch", switch, port),
+                    super::topology::Peer::Endpoint(g) => ("endpoint", g / gpu_ports, g % gpu_ports),
+                    super::topology::Peer::None => ("none", u32::MAX, u32::MAX),
+                };
+                SwitchLinkStats { switch, port, to, peer, peer_port, link_index, link }
+            })
+            .collect(),
     }
 }

@@ -64,6 +64,9 @@ pub struct Topology {
     /// Hops from switch s to endpoint d at `s * endpoints + d` (INF: none);
     /// empty in a one-layer fabric.
     dist: Vec<u32>,
+    /// Per switch: an NVLink bridge (preferred over other ports at the same
+    /// distance; empty without element kinds).
+    bridge: Vec<bool>,
     /// CSR per (switch, dst endpoint): the ECMP output ports.
     route_off: Vec<u32>,
     route_ports: Vec<u32>,
@@ -157,8 +160,20 @@ impl Topology {
                     }
                 }
             }
+            let fixed: std::collections::HashMap<(u32, u32), &Vec<u32>> = spec.static_routes.iter().map(|r| ((r.switch, r.dst), &r.ports)).collect();
             for s in 0..spec.switches {
                 for d in 0..ne {
+                    if let Some(ports) = fixed.get(&(s, d)) {
+                        let live = |o: u32| {
+                            let i = (s * spp + o) as usize;
+                            !sw_dead(s) && (switch_port_to[i].is_some_and(|g| !port_dead(g)) || (!trunk_to.is_empty() && trunk_to[i].is_some_and(|(v, _)| !sw_dead(v))))
+                        };
+                        let mut l: Vec<u32> = ports.iter().copied().filter(|&o| live(o)).collect();
+                        l.sort_unstable();
+                        route_ports.extend(l);
+                        route_off.push(route_ports.len() as u32);
+                        continue;
+                    }
                     let ds = dist[s as usize * e_n + d as usize];
                     if ds != INF && !sw_dead(s) {
                         for o in 0..spp {
@@ -188,6 +203,7 @@ impl Topology {
             trunk_to,
             switch_port_link,
             dist,
+            bridge: (0..spec.switches).map(|s| spec.kind_of(s).is_some_and(|k| k.kind == super::spec::ElementKind::Bridge)).collect(),
             route_off,
             route_ports,
         }
@@ -224,8 +240,20 @@ impl Topology {
     }
 
     /// Ports of endpoint `src` at minimum distance to `dst`, in port order
-    /// (one-layer: every port whose switch reaches `dst`).
+    /// (one-layer: every port whose switch reaches `dst`). Among those, ports
+    /// into an NVLink bridge win: peer access goes over the bridge, not PCIe
+    /// (CUDA peer-to-peer uses NVLink when the GPUs have it).
     pub fn eligible_ports(&self, src: u32, dst: u32, out: &mut Vec<u32>) {
+        self.min_distance_ports(src, dst, out);
+        if self.bridge.iter().any(|&b| b) {
+            let is_bridge = |p: u32| self.gpu_port_to[p as usize].is_some_and(|(s, _, _)| self.bridge[s as usize]);
+            if out.iter().any(|&p| is_bridge(p)) {
+                out.retain(|&p| is_bridge(p));
+            }
+        }
+    }
+
+    fn min_distance_ports(&self, src: u32, dst: u32, out: &mut Vec<u32>) {
         out.clear();
         let mut best = INF;
         for k in 0..self.gpu_ports {

@@ -17,22 +17,19 @@
 //! ECMP ports; distances fall by one per hop, so accumulating per element
 //! layer by layer gives each resource its fixed coefficient in one pass.
 //!
-//! Capacities are payload rates at the packet size each link carries: buses
-//! (NVLink, PCIe, UPI) carry the GPU's protocol packets (at most their own
-//! max payload); network links (an end at an Ethernet/InfiniBand switch) carry
-//! MTU-sized frames, as the NIC segments messages. Per hop: the head flit's
-//! serialization, link latency, the element's clock edge and pipeline;
-//! per hop a credit window (receiver buffer / round trip) caps the rate.
+//! Framing follows the packet engine (`fabric::sim::reframed`): packets are
+//! counted in the fabric's base format (`links[0]`'s flits, a header per
+//! protocol packet of the GPU's payload) and each link's rate is scaled so a
+//! packet takes the time its payload takes in that link's own framing at its
+//! own max payload (a NIC re-frames into MTU-sized frames: RoCEv2 98.0 %,
+//! InfiniBand 99.4 % at 4096 B). Capacities are payload rates; per hop: the
+//! head flit's serialization, link latency, the element's clock edge and
+//! pipeline; per hop a credit window (receiver buffer / round trip) caps the rate.
 
 use crate::error::{FlitsimError, Result};
 use crate::fabric::{FabricSpec, Spray, Topology};
 use crate::link::LinkTiming;
 use std::collections::HashMap;
-
-/// Element kinds whose links carry MTU-sized network frames.
-fn is_network(spec: &FabricSpec, s: u32) -> bool {
-    spec.kind_of(s).is_some_and(|k| matches!(k.kind.name(), "ethernet" | "infiniband"))
-}
 
 /// A bundle of parallel directed links that the flow level treats as one resource.
 #[derive(Debug, Clone)]
@@ -70,12 +67,12 @@ pub struct GraphModel {
     /// Per switch: clock period and pipeline cycles.
     cycle_ps: Vec<f64>,
     pipe: Vec<u32>,
+    /// Per link index: its re-framed timing (base-format flits at the rate
+    /// that gives the link's own framing's payload rate).
     timings: Vec<LinkTiming>,
-    formats: Vec<crate::phy::PacketFormat>,
-    /// Per link index: payload per protocol packet on that link, bytes.
-    pub link_payload: Vec<u64>,
-    /// Per link index: whether it carries network frames.
-    pub link_network: Vec<bool>,
+    /// The fabric's base packet format and protocol payload, bytes.
+    base: crate::phy::PacketFormat,
+    payload: u64,
     /// Simulated packet payload, bytes.
     sim_bytes: u64,
     cache: HashMap<(u32, u32, u32), CachedPath>,
@@ -95,22 +92,9 @@ fn ser_ps(bytes: u64, rate_bps: u64) -> f64 {
 const MAX_CACHED: usize = 1 << 16;
 
 impl GraphModel {
-    /// Wire bytes of `s` payload bytes on link `l`: protocol packets of that
-    /// link; on a network link the NIC's MTU-sized frames, so the framing is
-    /// charged pro rata (a simulated packet is a slice of a frame).
-    pub fn wire_bytes(&self, spec: &FabricSpec, l: u32, s: u64) -> u64 {
-        let fmt = &spec.links[l as usize].packet;
-        let p = self.link_payload[l as usize];
-        if self.link_network[l as usize] {
-            let frame = fmt.flits_per_packet(p) * fmt.flit_bytes as u64;
-            return (s as u128 * frame as u128).div_ceil(p as u128) as u64;
-        }
-        fmt.transfer(s, p).wire_bytes
-    }
-
-    /// Protocol packets of `s` payload bytes on link `l`.
-    pub fn packets(&self, l: u32, s: u64) -> u64 {
-        s.div_ceil(self.link_payload[l as usize])
+    /// Wire bytes (base format) of a simulated packet of `s` payload bytes.
+    fn wire_bytes(&self, s: u64) -> u64 {
+        self.base.transfer(s, self.payload).wire_bytes
     }
 
     /// Derive from a validated graph spec and its topology. Returns the model,
@@ -120,46 +104,35 @@ impl GraphModel {
     /// # Errors
     /// `Config` for an invalid link spec.
     pub fn new(spec: &FabricSpec, topo: &Topology, sim_bytes: u64, largest: u64) -> Result<(Self, Vec<f64>, Option<String>)> {
+        let base = spec.links[0].packet;
+        let payload = spec.gpu.payload_bytes as u64;
         let mut timings = Vec::with_capacity(spec.links.len());
         for l in &spec.links {
-            timings.push(l.derive()?.1);
+            timings.push(crate::fabric::reframed(l, &base, payload)?);
         }
         let gp = topo.gpu_ports;
         let sp = topo.switch_ports;
-        // Which links are network links (an end at an Ethernet/InfiniBand element).
-        let mut link_network = vec![false; spec.links.len()];
-        for t in &spec.trunks {
-            if is_network(spec, t.a) || is_network(spec, t.b) {
-                link_network[t.link as usize] = true;
-                link_network[t.b_link.unwrap_or(t.link) as usize] = true;
-            }
-        }
-        let gpu_payload = spec.gpu.payload_bytes as u64;
-        let link_payload: Vec<u64> = spec
-            .links
-            .iter()
-            .zip(&link_network)
-            .map(|(l, &net)| if net { l.packet.max_payload_bytes as u64 } else { gpu_payload.min(l.packet.max_payload_bytes as u64) })
-            .collect();
-        // Switch clocks: given, or one flit per cycle of the element's fastest link (flits/s).
+        let max_f = (largest / payload) * base.flits_per_packet(payload);
+        // Per element (as the packet engine): clock given, or one base flit
+        // per cycle at its fastest re-framed link; input buffer per VC given,
+        // or its links' largest credits, at least two of the largest packets.
         let mut cycle_ps = vec![0.0; topo.switches as usize];
         let mut pipe = vec![0u32; topo.switches as usize];
+        let mut buf = vec![0u64; topo.switches as usize];
         for s in 0..topo.switches {
             let p = spec.params_of(s);
             pipe[s as usize] = p.pipeline_latency_cycles;
-            let ghz = if p.clock_ghz > 0.0 {
-                p.clock_ghz
-            } else {
-                let mut best = 0.0f64;
-                for o in 0..sp {
-                    if !matches!(topo.peer(s, o), crate::fabric::Peer::None) {
-                        let t = &timings[topo.port_link(s, o, 0) as usize];
-                        best = best.max(t.rate_bps as f64 / (t.flit_bytes as f64 * 8.0) / 1e9);
-                    }
+            let (mut fastest, mut credits) = (0u64, 0u32);
+            for o in 0..sp {
+                if !matches!(topo.peer(s, o), crate::fabric::Peer::None) {
+                    let t = &timings[topo.port_link(s, o, 0) as usize];
+                    fastest = fastest.max(t.rate_bps);
+                    credits = credits.max(t.credits_per_vc_flits);
                 }
-                if best > 0.0 { best } else { 1.0 }
-            };
+            }
+            let ghz = if p.clock_ghz > 0.0 { p.clock_ghz } else { fastest.max(1) as f64 / (base.flit_bytes as f64 * 8.0) / 1e9 };
             cycle_ps[s as usize] = 1000.0 / ghz;
+            buf[s as usize] = (if p.buffer_per_vc_flits > 0 { p.buffer_per_vc_flits } else { credits } as u64).max(2 * max_f);
         }
         let g = &spec.gpu;
         let div = gp.max(1) as f64;
@@ -174,9 +147,8 @@ impl GraphModel {
             cycle_ps,
             pipe,
             timings,
-            formats: spec.links.iter().map(|l| l.packet).collect(),
-            link_payload,
-            link_network,
+            base,
+            payload,
             sim_bytes,
             cache: HashMap::new(),
             acc: Vec::new(),
@@ -188,14 +160,13 @@ impl GraphModel {
         };
         let mut capacity = Vec::new();
         let mut why: Option<String> = None;
-        // Receiver buffer in flits, enlarged to two of the largest simulated packets (as the packet level does).
-        let max_f = |l: u32, m: &GraphModel| spec.links[l as usize].packet.transfer(largest, m.link_payload[l as usize]).flits;
+        let wire = m.wire_bytes(sim_bytes);
+        let flits = wire / base.flit_bytes as u64;
         let mut index: HashMap<(u8, u32, u32, u32), u32> = HashMap::new();
         // Endpoint uplinks.
         for p in 0..topo.gpu_port_to.len() {
             let Some((s, _, l)) = topo.gpu_port_to[p] else { continue };
             let t = m.timings[l as usize];
-            let wire = m.wire_bytes(spec, l, sim_bytes);
             let ser = ser_ps(wire, t.rate_bps);
             let cap = sim_bytes as f64 / ser.max(inj_ps);
             m.up_port[p] = cap;
@@ -210,9 +181,7 @@ impl GraphModel {
             m.up_res[p] = r;
             capacity[r as usize] += cap;
             // Window: the element's input buffer over the round trip.
-            let sw = spec.params_of(s);
-            let flits = spec.links[l as usize].packet.transfer(sim_bytes, m.link_payload[l as usize]).flits;
-            let c = (if sw.buffer_per_vc_flits > 0 { sw.buffer_per_vc_flits as u64 } else { t.credits_per_vc_flits as u64 }).max(2 * max_f(l, &m));
+            let c = buf[s as usize];
             let cyc = m.cycle_ps[s as usize];
             let rtt = ser + t.latency_ps as f64 + (m.pipe[s as usize] as f64 + 1.0) * cyc + t.credit_return_ps as f64;
             let w = (c / flits) as f64 * sim_bytes as f64 / rtt;
@@ -239,8 +208,6 @@ impl GraphModel {
                 };
                 let l = topo.port_link(s, o, 0);
                 let t = m.timings[l as usize];
-                let wire = m.wire_bytes(spec, l, sim_bytes);
-                let flits = wire / t.flit_bytes as u64;
                 let ser = ser_ps(wire, t.rate_bps).max((flits as f64 * cyc).ceil());
                 let cap = sim_bytes as f64 / if is_ep { ser.max(ej_ps) } else { ser };
                 let key = (if is_ep { 1u8 } else { 2u8 }, s, nb, l);
@@ -255,14 +222,11 @@ impl GraphModel {
                 m.down_res[q] = r;
                 capacity[r as usize] += cap;
                 let (c, rtt) = if is_ep {
-                    (t.credits_per_vc_flits as u64, flits as f64 * cyc + t.latency_ps as f64 + ej_ps + t.credit_return_ps as f64 + cyc)
+                    ((t.credits_per_vc_flits as u64).max(2 * max_f), flits as f64 * cyc + t.latency_ps as f64 + ej_ps + t.credit_return_ps as f64 + cyc)
                 } else {
                     let crate::fabric::Peer::Switch { switch: v, .. } = peer else { unreachable!() };
-                    let pv = spec.params_of(v);
-                    let c = if pv.buffer_per_vc_flits > 0 { pv.buffer_per_vc_flits as u64 } else { t.credits_per_vc_flits as u64 };
-                    (c, ser + t.latency_ps as f64 + (pv.pipeline_latency_cycles as f64 + 1.0) * m.cycle_ps[v as usize] + t.credit_return_ps as f64)
+                    (buf[v as usize], ser + t.latency_ps as f64 + (m.pipe[v as usize] as f64 + 1.0) * m.cycle_ps[v as usize] + t.credit_return_ps as f64)
                 };
-                let c = c.max(2 * max_f(l, &m));
                 let w = (c / flits.max(1)) as f64 * sim_bytes as f64 / rtt;
                 m.window[r as usize] += w;
                 if w < cap && why.is_none() {
@@ -429,25 +393,10 @@ impl GraphModel {
         self.sw_touched.clear();
     }
 
-    /// (protocol packets, flits) that `payload` bytes take on link `l`
-    /// (fluid: fractional packets rounded up once).
-    pub fn wire_of(&self, l: u32, payload: f64) -> (u64, u64) {
-        let f = &self.formats[l as usize];
-        let p = self.link_payload[l as usize] as f64;
-        let pk = (payload / p).ceil();
-        let flits = (payload / f.flit_bytes as f64).ceil() + pk * (f.flits_per_packet(p as u64) as f64 - (p / f.flit_bytes as f64).ceil());
-        (pk as u64, flits as u64)
-    }
-
-    /// Time `flits` flits keep link `l` busy, ps.
+    /// Time `flits` base flits keep link `l` busy, ps (its re-framed rate).
     pub fn busy_ps_of(&self, l: u32, flits: u64) -> u64 {
         let t = &self.timings[l as usize];
-        (flits as f64 * t.flit_bytes as f64 * 8e12 / t.rate_bps as f64).round() as u64
-    }
-
-    /// Flit size of link `l`, bytes.
-    pub fn flit_bytes_of(&self, l: u32) -> u64 {
-        self.formats[l as usize].flit_bytes as u64
+        (flits as f64 * self.base.flit_bytes as f64 * 8e12 / t.rate_bps as f64).round() as u64
     }
 
     /// Whether the GPUs have an outstanding-packet limit (not modelled on graphs).

@@ -39,25 +39,16 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> FabricStats {
         (pk as u64, flits as u64)
     };
     let link_ps_one = |w: u64| (w as f64 * fab.flit_bytes as f64 / fab.link_bytes_per_ps).round() as u64;
-    // Graph fabrics: each port's own link format and rate (link index `l`).
-    let wire = |payload: f64, l: Option<u32>| -> (u64, u64) {
-        match (&fab.graph, l) {
-            (Some(g), Some(l)) => g.wire_of(l, payload),
-            _ => wire_one(payload),
-        }
-    };
+    // Graph fabrics: packets in the base format (as the packet engine counts
+    // them), busy time at each port's own re-framed rate (link index `l`).
+    let wire = |payload: f64, _l: Option<u32>| -> (u64, u64) { wire_one(payload) };
     let link_ps = |w: u64, l: Option<u32>| -> u64 {
         match (&fab.graph, l) {
             (Some(g), Some(l)) => g.busy_ps_of(l, w),
             _ => link_ps_one(w),
         }
     };
-    let flit_of = |l: Option<u32>| -> u64 {
-        match (&fab.graph, l) {
-            (Some(g), Some(l)) => g.flit_bytes_of(l),
-            _ => fab.flit_bytes,
-        }
-    };
+    let flit_of = |_l: Option<u32>| -> u64 { fab.flit_bytes };
     // Bytes delivered into each GPU port: its switch port's output.
     let mut rx = vec![0.0f64; np];
     for (q, w) in topo.switch_port_to.iter().enumerate() {

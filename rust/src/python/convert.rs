@@ -144,6 +144,23 @@ pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResul
     l.set_item("rx_replayed_wire_bytes", u(&|x| x.rx_replay.replayed_wire_bytes).into_pyarray(py))?;
     l.set_item("rx_replay_ps", u(&|x| x.rx_replay.replay_ps).into_pyarray(py))?;
     d.set_item("links", l)?;
+    // Graph fabrics: every switch output's link (trunks and links to endpoints).
+    let sl = &r.stats.switch_links;
+    if !sl.is_empty() {
+        let t = PyDict::new(py);
+        let u = |f: &dyn Fn(&crate::fabric::SwitchLinkStats) -> u64| sl.iter().map(f).collect::<Vec<u64>>();
+        t.set_item("switch", u(&|x| x.switch as u64).into_pyarray(py))?;
+        t.set_item("port", u(&|x| x.port as u64).into_pyarray(py))?;
+        t.set_item("to_switch", u(&|x| (x.to == "switch") as u64).into_pyarray(py))?;
+        t.set_item("peer", u(&|x| x.peer as u64).into_pyarray(py))?;
+        t.set_item("peer_port", u(&|x| x.peer_port as u64).into_pyarray(py))?;
+        t.set_item("link_index", u(&|x| x.link_index as u64).into_pyarray(py))?;
+        t.set_item("busy_ps", u(&|x| x.link.busy_ps).into_pyarray(py))?;
+        t.set_item("payload_bytes", u(&|x| x.link.payload_bytes).into_pyarray(py))?;
+        t.set_item("wire_bytes", u(&|x| x.link.wire_bytes).into_pyarray(py))?;
+        t.set_item("packets", u(&|x| x.link.packets).into_pyarray(py))?;
+        d.set_item("switch_links", t)?;
+    }
     let f = to_py(py, &r.stats.faults)?;
     f.set_item("sent_bytes", r.stats.sent_bytes)?;
     d.set_item("faults", f)?;

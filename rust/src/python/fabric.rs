@@ -120,7 +120,10 @@ pub fn fabric_route<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, src: u32, ds
         d.set_item("out_port", h.out_port)?;
         d.set_item("link", h.link)?;
         let fmt = spec.links[h.link as usize].packet;
-        let pl = (spec.gpu.payload_bytes.min(fmt.max_payload_bytes)) as u64;
+        // As the engine frames it: the base format (links[0]) per protocol
+        // packet of gpu.payload_bytes, any other format in packets of its
+        // own max_payload_bytes (docs/graph.md).
+        let pl = if fmt == spec.links[0].packet { spec.gpu.payload_bytes.min(fmt.max_payload_bytes) } else { fmt.max_payload_bytes } as u64;
         let eff = pl as f64 / (fmt.flits_per_packet(pl) * fmt.flit_bytes as u64) as f64;
         d.set_item("link_GBps", rates.payload_rate_bps as f64 / 8e9)?;
         d.set_item("link_payload_GBps", rates.payload_rate_bps as f64 / 8e9 * eff)?;

@@ -416,6 +416,17 @@ impl Switch {
         Ok(())
     }
 
+    /// Lower the downstream credits of `output` (every VC) to `flits`, for an
+    /// output whose receiver has a smaller buffer than the largest one
+    /// (`downstream_credits_per_vc_flits`). Call before the first step.
+    pub fn set_output_credits(&mut self, output: usize, flits: u32) {
+        for vc in 0..self.v {
+            let ov = output * self.v + vc;
+            self.credits[ov] = flits.min(self.spec.downstream_credits_per_vc_flits);
+            self.update_ok(output, vc, self.now_cycle);
+        }
+    }
+
     /// Packets whose tail left an output during the last [`Self::step`].
     pub fn departures(&self) -> &[Departure] {
         &self.departures

@@ -102,11 +102,14 @@ impl FabricSim {
     fn out_alive(&self, sw: u32, o: u32) -> bool {
         match self.topo.switch_port_to[(sw * self.topo.switch_ports + o) as usize] {
             Some(gp) => self.port_alive(gp as usize),
-            None => false,
+            None => match self.topo.peer(sw, o) {
+                crate::fabric::topology::Peer::Switch { switch, .. } => !self.faults.sw_dead[switch as usize],
+                _ => false,
+            },
         }
     }
 
-    fn reaches(&self, sw: u32, dst: u32) -> bool {
+    pub(super) fn reaches(&self, sw: u32, dst: u32) -> bool {
         self.topo.routes(sw, dst).iter().any(|&o| self.out_alive(sw, o))
     }
 
@@ -121,7 +124,7 @@ impl FabricSim {
 
     /// Next live output of `sw` towards `dst`, round-robin.
     pub(super) fn live_route(&mut self, sw: u32, dst: u32) -> u32 {
-        let k = (sw * self.topo.gpus + dst) as usize;
+        let k = (sw * self.topo.endpoints + dst) as usize;
         let n = self.topo.routes(sw, dst).len();
         for _ in 0..n {
             let o = self.topo.routes(sw, dst)[self.rr_out[k] as usize % n];
@@ -154,27 +157,32 @@ impl FabricSim {
                     let (s, o, _) = self.topo.gpu_port_to[p].expect("validated: a wired port");
                     (NONE, Some((p as u32, s, o)))
                 }
-                Fault::Nic { .. } => continue,
+                Fault::Nic { nic, .. } => {
+                    self.faults.sw_dead[nic as usize] = true;
+                    (nic, None)
+                }
             };
+            let graph = self.graph.is_some();
             // Packets in flight on what died.
             for id in 0..self.pkts.len() {
                 let pk = self.pkts[id];
                 if pk.lost || pk.stage > STAGE_TO_GPU {
                     continue;
                 }
-                let hit = pk.sw == dead_sw || wire.is_some_and(|(p, s, o)| (pk.src_port == p && pk.stage == STAGE_TO_SWITCH) || (pk.sw == s && pk.out == o));
-                if !hit {
-                    continue;
+                let mut hit = pk.sw == dead_sw || wire.is_some_and(|(p, s, o)| (pk.src_port == p && pk.stage == STAGE_TO_SWITCH) || (pk.sw == s && pk.out == o));
+                if graph && !hit && dead_sw != NONE {
+                    // On a trunk into the dead element, or queued for an output leading to it.
+                    hit = (pk.stage == STAGE_ON_TRUNK && pk.next == dead_sw)
+                        || (pk.stage <= STAGE_IN_SWITCH && matches!(self.topo.peer(pk.sw, pk.out), crate::fabric::topology::Peer::Switch { switch, .. } if switch == dead_sw));
                 }
-                self.pkts[id].lost = true;
-                let b = pk.bytes as u64;
-                self.faults.stats.lost_packets += 1;
-                self.faults.stats.lost_bytes += b;
-                self.ports[pk.src_port as usize].lost_bytes += b;
-                let sid = self.shares.len() as u32;
-                self.shares.push(Share { xfer: pk.xfer, full_left: 0, last_bytes: pk.bytes, pkt_bytes: b, seq: pk.seq });
-                // Applied lazily, so the timer may already have expired.
-                q.schedule((at + self.faults.timeout_ps[pk.src_port as usize]).max(now), FEv::Requeue(sid));
+                if hit {
+                    self.lose_packet(at, now, id as u32, q);
+                }
+            }
+            if let Some(g) = &self.graph {
+                // Routes over what is left (shortest paths on the live graph).
+                let dead_port: Vec<bool> = self.faults.port_dead.clone();
+                self.topo = Topology::with_dead(&g.spec, &self.faults.sw_dead, &dead_port);
             }
         }
         self.faults.next_ps = self.faults.list.get(self.faults.next).map_or(u64::MAX, |&(t, _)| t);
@@ -205,6 +213,21 @@ impl FabricSim {
                 self.respray(now, sid, q);
             }
         }
+    }
+
+    /// Packet `id` is destroyed by a fault at `at`: count it and queue a copy
+    /// at its source when the replay timer expires (applied lazily, so the
+    /// timer may already have expired by `now`).
+    pub(super) fn lose_packet(&mut self, at: TimePs, now: TimePs, id: u32, q: &mut dyn Scheduler<FEv>) {
+        let pk = self.pkts[id as usize];
+        self.pkts[id as usize].lost = true;
+        let b = pk.bytes as u64;
+        self.faults.stats.lost_packets += 1;
+        self.faults.stats.lost_bytes += b;
+        self.ports[pk.src_port as usize].lost_bytes += b;
+        let sid = self.shares.len() as u32;
+        self.shares.push(Share { xfer: pk.xfer, full_left: 0, last_bytes: pk.bytes, pkt_bytes: b, seq: pk.seq });
+        q.schedule((at + self.faults.timeout_ps[pk.src_port as usize]).max(now), FEv::Requeue(sid));
     }
 
     /// Move the packets left in share `sid` to live ports, by the spray rule.
@@ -282,7 +305,11 @@ impl FabricSim {
         self.pkts[pkt as usize].stage = STAGE_FREE;
         self.free_pkts.push(pkt);
         let sp = info.src_port as usize;
-        if at_switch {
+        if at_switch && info.stage == STAGE_ON_TRUNK {
+            // Off a trunk: the upstream element's output gets its credits back.
+            let crt = self.ports[sp].link.timing().credit_return_ps;
+            q.schedule(now + crt, FEv::CreditSw { sw: info.sw, out: info.out, vc: info.vc, flits: info.flits });
+        } else if at_switch {
             let crt = self.ports[sp].link.timing().credit_return_ps;
             q.schedule(now + crt, FEv::CreditGpu { port: info.src_port, vc: info.vc, flits: info.flits });
         } else {

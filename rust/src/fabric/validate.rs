@@ -1,0 +1,115 @@
+//! Whole-spec validation: the field checks of `spec.rs`, and for graph
+//! fabrics the checks that need the routing tables of `topology.rs` (every
+//! GPU reaches every endpoint; static routes without loops or dead ends),
+//! plus the peer-to-peer rule applied when a transfer is added.
+
+use super::spec::FabricSpec;
+use super::topology::{Peer, Topology};
+use crate::error::{FlitsimError, Result};
+
+impl FabricSpec {
+    /// Validate the whole spec: fields (ids, ports wired once, link specs
+    /// equal at both ends of every wire and trunk, kinds, NICs, bridges,
+    /// faults) and reachability (one layer: every GPU pair shares a switch;
+    /// graph: a path of wires and trunks both ways, static routes loop-free).
+    ///
+    /// # Errors
+    /// `Config` naming the wire, GPU or element at fault.
+    pub fn validate(&self) -> Result<()> {
+        self.validate_fields()?;
+        if self.is_graph() {
+            let topo = Topology::new(self);
+            if !self.static_routes.is_empty() {
+                self.check_route_loops(&topo)?;
+            }
+            self.check_graph_reachable(&topo, "")?;
+        }
+        Ok(())
+    }
+
+    /// With static routes: from every switch that routes towards a
+    /// destination, following the tables must reach it, never revisiting a
+    /// switch (a loop) and never stopping at a switch without a route (a dead end).
+    fn check_route_loops(&self, topo: &Topology) -> Result<()> {
+                let n = self.switches as usize;
+        let mut state = vec![0u8; n];
+        let mut stack: Vec<(u32, usize)> = Vec::new();
+        for d in 0..self.endpoints() {
+            state.iter_mut().for_each(|x| *x = 0);
+            for s0 in 0..self.switches {
+                if state[s0 as usize] != 0 || topo.routes(s0, d).is_empty() {
+                    continue;
+                }
+                // Iterative DFS: 1 = on the stack, 2 = done.
+                state[s0 as usize] = 1;
+                stack.push((s0, 0));
+                while let Some(&mut (s, ref mut k)) = stack.last_mut() {
+                    let r = topo.routes(s, d);
+                    if *k >= r.len() {
+                        state[s as usize] = 2;
+                        stack.pop();
+                        continue;
+                    }
+                    let o = r[*k];
+                    *k += 1;
+                    match topo.peer(s, o) {
+                        Peer::Switch { switch: v, .. } => {
+                            if topo.routes(v, d).is_empty() {
+                                return Err(FlitsimError::config("static_routes", format!("{} port {o} towards {}", self.element_name(s), self.endpoint_name(d)), &format!("routes without dead ends: it leads to {}, which has no route to that endpoint", self.element_name(v))));
+                            }
+                            match state[v as usize] {
+                                0 => {
+                                    state[v as usize] = 1;
+                                    stack.push((v, 0));
+                                }
+                                1 => {
+                                    return Err(FlitsimError::config("static_routes", format!("{} port {o} towards {}", self.element_name(s), self.endpoint_name(d)), &format!("loop-free routes: this one returns to {} (a route loop)", self.element_name(v))));
+                                }
+                                _ => {}
+                            }
+                        }
+                        Peer::Endpoint(g) if g / self.gpu_ports != d => {
+                            return Err(FlitsimError::config("static_routes", format!("{} port {o} towards {}", self.element_name(s), self.endpoint_name(d)), &format!("routes that end at their destination: this port reaches {}", self.endpoint_name(g / self.gpu_ports))));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every GPU reaches every other endpoint (GPU or host) over the graph, both ways.
+    fn check_graph_reachable(&self, topo: &Topology, when: &str) -> Result<()> {
+        let field = if when.is_empty() { "wires" } else { "faults" };
+        let mut elig = Vec::new();
+        for a in 0..self.gpus {
+            for b in 0..self.endpoints() {
+                if a == b {
+                    continue;
+                }
+                for (x, y) in [(a, b), (b, a)] {
+                    topo.eligible_ports(x, y, &mut elig);
+                    if elig.is_empty() {
+                        return Err(FlitsimError::config(
+                            field,
+                            format!("{} -> {}", self.endpoint_name(x), self.endpoint_name(y)),
+                            &format!("a path of wires and trunks from every GPU to every other endpoint and back{when}; this pair has none (unreachable)"),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// For a GPU -> GPU transfer: the first element on its routes that
+    /// forbids peer-to-peer traffic, if any (transfers with a host are not P2P).
+    pub fn p2p_blocker(&self, topo: &Topology, src: u32, dst: u32) -> Option<u32> {
+        if src >= self.gpus || dst >= self.gpus || src == dst || self.switch_kinds.iter().all(|k| k.allow_p2p) {
+            return None;
+        }
+        topo.route_switches(src, dst).into_iter().find(|&s| self.kind_of(s).is_some_and(|k| !k.allow_p2p))
+    }
+
+}
