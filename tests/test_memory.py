@@ -35,6 +35,8 @@ def test_every_schedule_has_a_memory_table():
     built["terapipe"] = S.build("terapipe", TINY, 64, stages=2)
     built["layer_pipeline"] = S.build("layer_pipeline", TINY, 64, stages=2, batch=2)
     built["decode"] = S.build("decode", TINY, _requests([30, 50, 20, 40], [3, 5, 2, 4]), stages=2, requests=4)
+    built["usp"] = S.build("usp", None, w, ulysses=2, ring=2)
+    built["cfg_parallel"] = S.build("cfg_parallel", None, w, ulysses=2)
     assert set(built) == set(S.SCHEDULES)
     for name, s in built.items():
         t = s.memory

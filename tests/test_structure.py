@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("flitsim.taskgraph", "flitsim.memory"),
     ("flitsim.schedules", "flitsim.serving"),
     ("flitsim.report",),
-    ("flitsim.scenario", "flitsim.sweeps", "flitsim.validation"),
+    ("flitsim.scenario", "flitsim.sweeps", "flitsim.planner", "flitsim.validation"),
     ("flitsim.cli", "flitsim"),
 ]
 

@@ -41,6 +41,7 @@ __all__ = [
     "link_transfer", "switchlab", "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "TransferResult", "transfers",
     "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario", "Fault",
     "fec_error_model", "goodput_vs_ber", "cancel_all", "SwitchKind", "Trunk", "Route", "RouteHop", "route",
+    "plan",
 ]
 
 
@@ -51,4 +52,8 @@ def __getattr__(name: str) -> object:
         import importlib
 
         return importlib.import_module("flitsim.scenario")
+    if name == "plan":  # flitsim.plan(model, workload, fabric=..., gpus=...): loads schedules on first use
+        from flitsim.planner import plan
+
+        return plan
     raise AttributeError(f"module 'flitsim' has no attribute {name!r}")

@@ -17,6 +17,7 @@ from flitsim.cli.switch_cmd import switch_cmd
 from flitsim.cli.run_cmd import run_cmd
 from flitsim.cli.route_cmd import route_cmd
 from flitsim.cli.sweep_cmd import sweep_cmd
+from flitsim.cli.plan_cmd import plan_cmd
 from flitsim.cli.validate_cmd import validate_cmd
 
 
@@ -36,6 +37,7 @@ cli.add_command(sweep_cmd)
 cli.add_command(calibrate_cmd)
 cli.add_command(profile_cmd)
 cli.add_command(ber_cmd)
+cli.add_command(plan_cmd)
 cli.add_command(route_cmd)
 cli.add_command(validate_cmd)
 

@@ -100,7 +100,7 @@ class Parallel:
 
     def build(self, model: Any, workload: Any, **options: Any) -> Any:
         """Lower with :func:`flitsim.schedules.build` (``options`` added: fabric, gpu, ...)."""
-        from flitsim.schedules import build
+        from flitsim.schedules.registry import build
         from flitsim.workloads import DitWorkload
 
         name, o = self.schedule(isinstance(workload, DitWorkload))

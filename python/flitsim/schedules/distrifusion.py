@@ -51,6 +51,11 @@ def build_distrifusion(model: Any, workload: Any, *, devices: Any = None, degree
                                       include_embed_head=include_embed_head, fabric_devices=fabric_devices,
                                       comm_streams=comm_streams, execution=execution, profile=profile,
                                       interference=interference, fabric=fabric)
+    if work.cfg.attention_kind != "softmax":
+        from flitsim.errors import config_error
+
+        raise config_error("model", work.cfg.name, "a model with softmax attention (DistriFusion all-gathers per-token K/V; this one's "
+                           "self-attention is linear)")
     W = check_int("warmup_steps", warmup_steps, 0)
     if W > work.steps:
         raise config_error("warmup_steps", W, f"at most steps = {work.steps}")

@@ -56,7 +56,7 @@ from flitsim.memory import hybrid_memory
 from flitsim.models import handoff_bytes
 from flitsim.models.config import dtype_bytes
 from flitsim.models.kernels import Kernels, patch_kernels
-from flitsim.schedules._work import block_kind, dit_stage_layers, is_joint, layer_work, require_head_split, spread
+from flitsim.schedules._work import block_kind, dit_stage_layers, is_joint, layer_work, spread
 from flitsim.schedules.builder import GraphBuilder, Hardware, check_int, new_builder
 from flitsim.schedules.placement import place
 from flitsim.schedules.ring_attention import _block
@@ -93,15 +93,26 @@ class _SP:
         att = k.parts("attn")
         rin = Kernels.elementwise("reshape", qkv_elems, b, part="attn") if u > 1 else Kernels.empty()
         rout = Kernels.elementwise("reshape", out_elems, b, part="attn") if u > 1 else Kernels.empty()
+        self.blocks: dict[tuple[int, int], Kernels | None] = {}
         if r == 1:
-            self.blocks = {(0, 0): Kernels.concat([rin, att.attention_as(heads_div=u), rout])}
+            self.blocks[(0, 0)] = Kernels.concat([rin, att.attention_as(heads_div=u), rout])
         else:
-            self.blocks = {}
             for qd in range(r):
                 for kd in range(r):
                     blk = _block(att, kind, r, qd, kd)
                     self.blocks[(qd, kd)] = None if blk is None else blk.attention_as(heads_div=u)
-        self.rin, self.rout = rin, rout
+        # the kernels of every (ring position, ring step), reshapes included, built once:
+        # task times are cached per kernel table
+        empty = Kernels.empty()
+        self.step_k: dict[tuple[int, int], Kernels] = {}
+        for d in range(r):
+            for st in range(r):
+                kb = self.blocks[(d, (d - st) % r)] if r > 1 else self.blocks[(0, 0)]
+                kb = empty if kb is None else kb
+                if r > 1:
+                    kb = Kernels.concat([rin if st == 0 else empty, kb, rout if st == r - 1 else empty])
+                self.step_k[(d, st)] = kb
+        self.post_mlp = self.post + self.mlp
         self.shard = lambda width: int(round(q / n * width * b * batch))  # noqa: E731
         self.block_bytes = int(round(keys / r * kw / u * b * batch))
         self.aw, self.kw = aw, kw
@@ -112,7 +123,7 @@ def _sp_layer(gb: GraphBuilder, grid: np.ndarray, sp: _SP, after: list[int], *, 
     """One block on the r x u group ``grid`` (shape (r, u)); ``after``: one task
     per device in grid order (< 0: none). Returns the tails, same order."""
     ids = [int(x) for x in grid.reshape(-1)]
-    kw = dict(stage=stage, step=step, layer=layer, phase=phase)
+    kw: dict[str, Any] = dict(stage=stage, step=step, layer=layer, phase=phase)
     pre = gb.compute_on(ids, sp.pre, after=after, item=item, label=f"{label}.qkv", **kw)
     pre_at = np.array(pre, np.int64).reshape(r, u)
     ready: list[list[int]] = [[t] for t in pre]  # per device: what its attention inputs wait for
@@ -127,7 +138,6 @@ def _sp_layer(gb: GraphBuilder, grid: np.ndarray, sp: _SP, after: list[int], *, 
             for ui in range(u):
                 ready[ri * u + ui] = xs
     last: list[int] = [-1] * (r * u)
-    empty = Kernels.empty()
     for ui in range(u):
         X = [[-1] * r for _ in range(r)]
         A = [[-1] * r for _ in range(r)]
@@ -142,13 +152,8 @@ def _sp_layer(gb: GraphBuilder, grid: np.ndarray, sp: _SP, after: list[int], *, 
                         gb.edge(X[(d - 1) % r][k - 1], x)
                     X[d][k] = x
             for d in range(r):
-                kb = sp.blocks[(d, (d - k) % r)] if r > 1 else sp.blocks[(0, 0)]
-                kb = empty if kb is None else kb
-                if r > 1 and k == 0:
-                    kb = sp.rin + kb
-                if r > 1 and k == r - 1:
-                    kb = kb + sp.rout
-                a = gb.compute(int(grid[d, ui]), kb, item=item, label=f"{label}.u{ui}.attn{k}.d{d}", **kw)
+                a = gb.compute(int(grid[d, ui]), sp.step_k[(d, k)], item=item, label=f"{label}.u{ui}.attn{k}.d{d}",
+                               **kw)
                 if k == 0:
                     gb.edges(ready[d * u + ui], a)
                 else:
@@ -166,7 +171,7 @@ def _sp_layer(gb: GraphBuilder, grid: np.ndarray, sp: _SP, after: list[int], *, 
             for ui in range(u):
                 post_after[ri * u + ui] = o
     if ep is None:
-        return gb.compute_on(ids, sp.post + sp.mlp, after=post_after, item=item, label=f"{label}.post", **kw)
+        return gb.compute_on(ids, sp.post_mlp, after=post_after, item=item, label=f"{label}.post", **kw)
     post = gb.compute_on(ids, sp.post, after=post_after, item=item, label=f"{label}.post", **kw)
     return ep.lower(gb, ids, post, sp.mlp, item=item, label=label, **kw)
 
@@ -221,9 +226,10 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
                            + "), so there is no second branch to run in parallel")
     if c == 2 and work.batch % 2:
         raise config_error("cfg", c, f"an even step batch (got {work.batch})")
-    require_head_split(work, u, "Ulysses") if u > 1 else None
     if u > 1 and mcfg.n_heads % u:
         raise config_error("ulysses", u, f"a divisor of the model's n_heads = {mcfg.n_heads}")
+    if r > 1 and mcfg.attention_kind != "softmax":
+        raise config_error("ring", r, f"1: {mcfg.name} has linear attention (no K/V blocks to pass around a ring)")
     moe = ExpertParallel.make(mcfg, E, u * r, work) if (E > 1 or mcfg.n_experts) else None
     dims = (("pp", K), ("cfg", c), ("ring", r), ("ulysses", u))
     pl, size = place(dims, devices=devices, fabric=fabric, fabric_devices=fabric_devices, placement=placement)
@@ -283,6 +289,7 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
         key_ = (which, q_img, tq_m)
         if key_ not in ends_cache:
             names = ["patch_embed", "cond_embed"] if which == "pre" else ["final"]
+            k: Kernels | None
             if dit:
                 k = patch_kernels(mcfg, q_img, P, layers=names, batch=B, text_query_tokens=tq_m, text_tokens=T,
                                   dtype=dtype)
@@ -364,7 +371,7 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
     for s in range(sync_steps):
         last = []
         for ci in range(c):
-            tail, skip_in = tails[ci], {}
+            tail, skip_in = tails[ci], {}  # type: list[int], dict[int, list[int]]
             for j in range(K):
                 tail = stage_pass(j, ci, s, -1, P, T, tail, ph, skip_in)
                 if j + 1 < K:

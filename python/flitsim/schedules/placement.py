@@ -8,11 +8,11 @@ dimensions, which communicate most (Ulysses' four all-to-alls and tensor
 parallel's two all-reduces per layer), inside the fabric's fastest domain:
 
 - the domains are read from the fabric (:func:`fabric_domains`): GPUs joined
-  by switches and by switch-to-switch trunks no slower than the GPUs' own
-  links form one domain (an NVSwitch node, an NVL72 rack, a PCIe box);
-  trunks slower than that (a NIC to an Ethernet / InfiniBand switch, a
-  second-tier uplink that is slower) separate domains. A one-tier fabric (every
-  preset of one NVSwitch layer) is one domain. A fabric may also name its
+  by their switches and by switch-to-switch trunks form one domain (an
+  NVSwitch node, an NVL72 rack or a two-tier NVLink system, a PCIe box),
+  except through network elements (NICs, Ethernet / InfiniBand switches),
+  which separate domains (nodes). A one-tier fabric (every preset of one
+  NVSwitch layer) is one domain. A fabric may also name its
   domains itself (a ``domains`` attribute: lists of GPU ids).
 - device ids are ordered domain by domain and the grid is filled with its
   innermost dimension fastest, so a group of the innermost dimension(s) whose
@@ -34,25 +34,27 @@ import numpy as np
 
 from flitsim.errors import config_error
 
-__all__ = ["Placement", "fabric_domains", "place", "PLACEMENTS"]
+__all__ = ["Placement", "fabric_domains", "place", "PLACEMENTS", "NETWORK_KINDS"]
 
 PLACEMENTS = ("domain", "linear")
 """Named placement rules (or an explicit nested list of ids)."""
 
 
-def _rate(fabric: Any, link_index: int) -> float:
-    try:
-        return float(fabric.links[link_index].payload_GBps())
-    except Exception:  # a link without a payload rate: treat as the fastest (no split)
-        return float("inf")
+NETWORK_KINDS = ("nic", "ethernet", "infiniband")
+"""Switching-element kinds that join domains over a network (scale-out); the
+fastest domain stops at them."""
 
 
 def fabric_domains(fabric: Any) -> list[list[int]]:
     """The fabric's fastest domains as lists of GPU ids (see the module
-    docstring); ``[[0 .. gpus-1]]`` for a one-tier fabric or None.
+    docstring), sorted by their first id; ``[[0 .. gpus-1]]`` for a one-tier fabric.
 
-    ``fabric``: a FabricSpec, a preset name, or None (no fabric: one domain of
-    unknown size, returns ``[]``).
+    Rule: GPUs, and the switching elements they are wired to, are joined by
+    their wires and by switch-to-switch trunks, except through elements of a
+    network kind (:data:`NETWORK_KINDS`: NICs, Ethernet / InfiniBand switches).
+    A fabric may name its domains itself (a ``domains`` attribute).
+
+    ``fabric``: a FabricSpec, a preset name, or None (returns ``[]``).
     """
     if fabric is None:
         return []
@@ -62,16 +64,21 @@ def fabric_domains(fabric: Any) -> list[list[int]]:
         fabric = as_fabric(fabric)
     given = getattr(fabric, "domains", None)
     if given:
-        return [sorted(int(g) for g in d) for d in given]
+        return sorted([sorted(int(g) for g in d) for d in given], key=lambda d: d[0])
     n = int(fabric.gpus)
-    wires = list(getattr(fabric, "wires", ()))
     trunks = list(getattr(fabric, "trunks", ()) or ())
     nsw = int(getattr(fabric, "switches", 0))
     if not trunks or nsw == 0:
         return [list(range(n))]
-    gpu_wire = [w for w in wires if int(w.gpu) < n]
-    fastest_gpu = min((_rate(fabric, int(w.link)) for w in gpu_wire), default=float("inf"))
-    parent = list(range(nsw))
+    kinds = list(getattr(fabric, "switch_kinds", ()) or ())
+    kind_of = list(getattr(fabric, "switch_kind", ()) or ())
+
+    def network(sw: int) -> bool:
+        if not kinds or sw >= len(kind_of):
+            return False
+        return str(getattr(kinds[int(kind_of[sw])], "kind", "")) in NETWORK_KINDS
+
+    parent = list(range(n + nsw))  # GPUs 0..n-1, switch k at n + k
 
     def find(a: int) -> int:
         while parent[a] != a:
@@ -79,22 +86,23 @@ def fabric_domains(fabric: Any) -> list[list[int]]:
             a = parent[a]
         return a
 
+    def join(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[ra] = rb
+
+    for w in getattr(fabric, "wires", ()):
+        g, sw = int(w.gpu), int(w.switch)
+        if g < n and not network(sw):
+            join(g, n + sw)
     for t in trunks:
-        if _rate(fabric, int(getattr(t, "link", 0))) >= fastest_gpu * 0.999:
-            a, b = find(int(t.a)), find(int(t.b))
-            if a != b:
-                parent[a] = b
+        a, b = int(t.a), int(t.b)
+        if not network(a) and not network(b):
+            join(n + a, n + b)
     comp: dict[int, list[int]] = {}
-    seen: dict[int, int] = {}
-    for w in gpu_wire:
-        g = int(w.gpu)
-        root = find(int(w.switch))
-        # a GPU joins the domain of the first switch it is wired to (its fastest attach in presets)
-        if g not in seen:
-            seen[g] = root
-            comp.setdefault(root, []).append(g)
-    lone = [[g] for g in range(n) if g not in seen]
-    return sorted([sorted(v) for v in comp.values()] + lone, key=lambda d: d[0])
+    for g in range(n):
+        comp.setdefault(find(g), []).append(g)
+    return sorted(comp.values(), key=lambda d: d[0])
 
 
 @dataclass(frozen=True)
@@ -202,8 +210,10 @@ def place(dims: Sequence[tuple[str, int]], *, devices: Any = None, fabric: Any =
         rule = "explicit"
         try:
             grid = np.array(placement, dtype=object)
-            if grid.shape != shape:
+            squeeze = lambda sh: tuple(x for x in sh if x != 1)  # noqa: E731  (degree-1 dimensions may be left out)
+            if squeeze(grid.shape) != squeeze(shape):
                 raise ValueError
+            grid = grid.reshape(shape)
             flat = [int(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) else x
                     for x in grid.reshape(-1)]
         except (ValueError, TypeError):

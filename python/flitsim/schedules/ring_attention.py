@@ -55,6 +55,11 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
                                       include_embed_head=include_embed_head, fabric_devices=fabric_devices,
                                       comm_streams=comm_streams, execution=execution, profile=profile,
                                       interference=interference, fabric=fabric)
+    if work.cfg.attention_kind != "softmax":
+        from flitsim.errors import config_error
+
+        raise config_error("model", work.cfg.name, "a model with softmax attention (ring attention passes K/V blocks around a ring; this one's "
+                           "self-attention is linear)")
     block_bytes = int(round(work.kv_bytes / N))
     parts = {}
     for k in work.blocks:

@@ -31,7 +31,7 @@ def tp_stage(gb: GraphBuilder, ids: Sequence[int], layer: Kernels, n_layers: int
     tp = len(ids)
     attn = layer.shard_heads(tp).parts("pre_attn", "attn", "post_attn")
     mlp = layer.shard_heads(tp).parts("mlp")
-    kw = dict(stage=stage, item=item, step=step, phase=phase)
+    kw: dict[str, Any] = dict(stage=stage, item=item, step=step, phase=phase)
     tail = list(after)
     if pre is not None:
         tail = gb.compute_on(ids, pre.shard_heads(tp), after=tail, label=f"{label}.pre", **kw)
