@@ -2,7 +2,7 @@
 every case of a scenario, plus the 1-GPU baselines, as ``flitsim run`` builds
 them. Used to check the compute model's cost (issue 12: at most 20 % slower).
 
-    PYTHONPATH=python python3 benches/graph_build_bench.py [examples/main.toml] [--repeat 3]
+    PYTHONPATH=python python3 benches/graph_build_bench.py [examples/nvl72.toml] [--repeat 3]
 
 Prints the best-of-N wall time and the task count.
 """
@@ -59,7 +59,7 @@ def build_all(path: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", nargs="?", default="examples/main.toml")
+    ap.add_argument("scenario", nargs="?", default="examples/nvl72.toml")
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args(argv)
     best = float("inf")

@@ -216,7 +216,7 @@ def test_scenario_rejects_unknown_keys_and_types(tmp_path):
         load_scenario(_write(tmp_path, GOOD.replace('kind = "tokens"', 'kind = "banana"')))
     with pytest.raises(ConfigError, match="TOML"):
         load_scenario(_write(tmp_path, "title = "))
-    for ex in ("main.toml", "tiny.toml"):
+    for ex in ("main.toml", "nvl72.toml", "tiny.toml"):
         load_scenario(ROOT / "examples" / ex)
 
 

@@ -20,6 +20,10 @@ def print_result(res, fmt: str | None = None) -> None:  # type: ignore[no-untype
     c = Printer(fmt)
     for n in res.network_notes:
         c.print(f"[dim]{n}[/dim]")
+    if res.map is not None:
+        print_map(res.map, c)
+    if not res.runs:
+        return
     t = Table(title=f"{res.scenario.title}: runs")
     for col in ("case", "schedule", "GPUs", "network", "fidelity", "makespan ms", "speedup", "stage CV", "fill/drain",
                 "bubble", "FLOP/B", "memory GB"):
@@ -68,6 +72,45 @@ def print_result(res, fmt: str | None = None) -> None:  # type: ignore[no-untype
     c.print("[bold]Where token-level pipelining fits[/bold]")
     for line in res.conclusion:
         c.print(f"- {line}")
+
+
+def print_map(m, c) -> None:  # type: ignore[no-untyped-def]
+    """The PMF map: a table (winner, margin over the best non-pipelined,
+    pipelining, verdict, matches, fidelity), one verdict sentence per cell,
+    then the published-measurement checks as lines."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="PMF map (T/M/S = task / metric / structure match)")
+    for col in ("workload", "fabric", "winner", "winner s", "margin", "pipelining", "verdict", "T/M/S", "fidelity"):
+        t.add_column(col, overflow="fold")
+    yn = {True: "y", False: "n", None: "-"}
+    nan = lambda v: v != v  # noqa: E731
+    tab = m.table()
+    for r in tab.itertuples():
+        t.add_row(r.workload, r.fabric, str(r.winner or "-"), "" if nan(r.winner_s) else f"{r.winner_s:.4g}",
+                  "" if nan(r.margin_over_nonpipelined) else f"{r.margin_over_nonpipelined:.2f}x",
+                  r.pipelining + ("" if nan(r.pipelining_ratio) else f" {r.pipelining_ratio:.2f}x"), r.verdict,
+                  "/".join(yn[x] for x in (r.task_match, r.metric_match, r.structure_match)),
+                  r.fidelity + (" (!)" if r.decisive_outside_flow_validation else ""))
+    c.print(t)
+    c.print("[dim](!): a deciding run is outside the flow tier's validation (decisive_outside_flow_validation)[/dim]")
+    for r in tab.itertuples():
+        c.print(escape(f"- {r.workload} / {r.fabric} ({r.compares}): {r.verdict_text}"))
+    ref = m.reference
+    if ref is not None and len(ref):
+        c.print("[bold]Published measurements vs the map[/bold]")
+        for r in ref.itertuples():
+            bits = [str(x) for x in (r.workload, r.fabric, r.schedule) if isinstance(x, str)]
+            if r.measured_s == r.measured_s and r.measured_s is not None:
+                bits.append(f"measured {r.measured_s:.4g} s, simulated {r.simulated_s:.4g} s (x{r.ratio:.2f})")
+            if isinstance(r.measured_winner, str) and isinstance(r.simulated_winner, str):
+                bits.append(f"measured winner {r.measured_winner}, simulated {r.simulated_winner}")
+            if r.agrees is not None and r.agrees == r.agrees:
+                bits.append("agrees" if r.agrees else "DISAGREES")
+            if isinstance(r.note, str) and r.note:
+                bits.append(r.note)
+            c.print(escape(f"- {r.claim}: " + "; ".join(bits)))
 
 
 def check_out_dir(out_dir: str, force: bool) -> Path:

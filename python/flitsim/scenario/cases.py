@@ -11,7 +11,7 @@ import numpy as np
 
 from flitsim.errors import config_error
 from flitsim.models import model_preset
-from flitsim.scenario.spec import CaseSection, Scenario
+from flitsim.scenario.spec import CaseSection, MapWorkload, Scenario
 from flitsim.workloads import dit_workload, llmperf_workload, load_trace
 
 __all__ = ["load_workload", "representatives", "info_kind"]
@@ -30,8 +30,8 @@ def representatives(wl: Any, n: int) -> tuple[list[int], str]:
     return reps, desc
 
 
-def load_workload(case: CaseSection, sc: Scenario) -> tuple[Any, dict[str, Any]]:
-    """(workload, info) of a case: the DiT or LLM workload object (None for
+def load_workload(case: CaseSection | MapWorkload, sc: Scenario) -> tuple[Any, dict[str, Any]]:
+    """(workload, info) of a case (or a map row): the DiT or LLM workload object (None for
     ``kind = "tokens"``) and the facts the report prints (``kind`` "dit" or
     "llm", ``reps`` the prefill lengths to run, tokenizer, distribution).
 
@@ -43,7 +43,8 @@ def load_workload(case: CaseSection, sc: Scenario) -> tuple[Any, dict[str, Any]]
     if w.kind == "dit":
         if w.model is None or w.resolution_px is None:
             raise config_error(f"cases.{case.name}.workload", w.kind, "model and resolution_px for kind = 'dit'")
-        d = dit_workload(w.model, w.resolution_px, steps=w.steps, batch=w.batch)
+        px = w.resolution_px if w.width_px is None else (w.resolution_px, w.width_px)
+        d = dit_workload(w.model, px, steps=w.steps, batch=w.batch, frames=w.frames)
         info = {"kind": "dit", "model": w.model, "tokens": f"{d.image_tokens} image + {d.text_tokens_} text tokens, "
                 f"{w.steps} steps, batch {d.step_batch}", "workload": d}
         return d, info

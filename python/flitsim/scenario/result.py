@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from flitsim._notebook import notebook
-from flitsim.report.scorecard import TOKEN_PIPELINES, pipeline_fit
+from flitsim.report.scorecard import FIT_MARGIN, TOKEN_PIPELINES, map_verdict, match_results
 from flitsim.scenario.spec import Scenario
 from flitsim.scenario.write import write_report
 
@@ -74,7 +74,7 @@ def memory_columns(schedules: list[Any]) -> dict[str, Any]:
 @dataclasses.dataclass
 class ScenarioResult:
     """Everything a scenario produced: :attr:`runs`, per-case workload facts,
-    the scorecards, the conclusion lines and the wall time."""
+    the scorecards, the conclusion lines, the wall time and the :attr:`map`."""
 
     scenario: Scenario
     runs: list[RunRecord]
@@ -83,6 +83,8 @@ class ScenarioResult:
     conclusion: list[str]
     wall_s: float
     network_notes: list[str]
+    #: The PMF map (:class:`flitsim.scenario.map.MapResult`) when the scenario has a ``[map]``.
+    map: Any = None
 
     def summary_frame(self) -> Any:
         """One row per (case, schedule): devices, network, makespan, speedup,
@@ -112,22 +114,29 @@ class ScenarioResult:
         return write_report(self, out_dir)
 
 
-def conclusion(runs: list[RunRecord]) -> list[str]:
+def conclusion(runs: list[RunRecord], cards: Any, margin: float = FIT_MARGIN) -> list[str]:
     """One line per case: the fastest schedule, and for each token-level
-    pipeline (TeraPipe, PipeFusion) whether it fits and why."""
+    pipeline (TeraPipe, PipeFusion) its verdict (:func:`~flitsim.report.scorecard.map_verdict`:
+    "fits" needs all three PMF matches AND being within ``margin`` of the
+    fastest schedule of the case). ``cards``: the scenario's scorecards
+    (column ``case``). Latencies compared are one request's (prefill) or one
+    image's (DiT); a batched schedule's row says so in its label."""
     lines = []
     cases: dict[str, list[RunRecord]] = {}
     for r in runs:
         if r.name != "decode":
             cases.setdefault(r.case, []).append(r)
     for case, rs in cases.items():
-        best = min(rs, key=lambda r: r.metrics["makespan_s"])
+        ok = [r for r in rs if r.memory.get("memory_status") != "oom"] or rs
+        best = min(ok, key=lambda r: r.metrics["makespan_s"])
         parts = [f"{case}: fastest {best.label} ({best.metrics['makespan_s'] * 1e3:.1f} ms on {best.devices} GPUs)"]
         for r in rs:
             if r.name in TOKEN_PIPELINES:
-                sp = r.single_gpu_s / r.metrics["makespan_s"] if r.single_gpu_s else None
-                v, why = pipeline_fit(r.metrics, sp, r.devices)
-                rel = r.metrics["makespan_s"] / best.metrics["makespan_s"]
-                parts.append(f"{r.label} {v} ({why}; {rel:.2f}x the fastest)")
+                card = cards[(cards["case"] == case) & (cards["schedule"] == r.label)]
+                oom = r.memory.get("memory_status") == "oom"
+                v, why = map_verdict(matches=None if oom else match_results(card), pipe_s=None if oom else r.metrics["makespan_s"],
+                                     pipe_label=r.label, fastest_s=best.metrics["makespan_s"], fastest_label=best.label,
+                                     margin=margin, pipe_oom=f"{r.label} ({r.memory.get('memory_broken_by')})" if oom else None)
+                parts.append(f"{r.label}: {v} ({why})")
         lines.append("; ".join(parts))
     return lines

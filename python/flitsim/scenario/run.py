@@ -23,10 +23,12 @@ from flitsim.errors import config_error
 from flitsim.hardware import fabric_gpu, gpu_preset
 from flitsim.schedules.builder import DEFAULT_GPU
 from flitsim.networks import AnalyticNetwork, FabricNetwork
+from flitsim.parallel import check_jobs, map_ordered
 from flitsim.report.critical_path import critical_path
 from flitsim.report.metrics import dit_latency, fabric_metrics, llm_latency_table, schedule_metrics, token_times_s
 from flitsim.report.scorecard import scorecard
 from flitsim.scenario.cases import info_kind, load_workload
+from flitsim.scenario.map import run_map
 from flitsim.scenario.result import RunRecord, ScenarioResult, conclusion, memory_columns
 from flitsim.scenario.spec import CaseSection, Scenario, ScheduleEntry, fabric_spec, load_scenario
 
@@ -71,6 +73,12 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
     """
     t_all = time.perf_counter()
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    jobs = check_jobs(jobs)
+    if not sc.cases:  # a map-only scenario
+        mres = run_map(sc, jobs=jobs, progress=progress)
+        return ScenarioResult(sc, [], {}, pd.DataFrame(), [], time.perf_counter() - t_all,
+                              [f"map: {len(mres.rows)} workloads x {len(mres.columns)} fabrics, {len(mres.runs)} schedule "
+                               f"runs in {mres.wall_s:.1f} s"], map=mres)
     fabric = fabric_spec(sc)
     cp = sc.fabric.collective_params
     if cp is not None and not os.path.isabs(cp):
@@ -114,9 +122,6 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
         hw["profile"] = read_profile(pp if pp.is_absolute() else Path(sc.base_dir) / pp)  # read once, errors early
     common = {**hw, "fabric_devices": fabric.gpus}
     ctx = _Context(sc, fab_net, ana_net, workloads, common, hw)
-    from flitsim.parallel import check_jobs, map_ordered
-
-    jobs = check_jobs(jobs)
     steps = [(1 if (e.name == "decode" or info_kind(workloads[c.name]) == "dit") else len(workloads[c.name]["reps"]))
              for c, e, _ in plan]
 
@@ -137,8 +142,13 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
                                fabric={k: v for k, v in r.fabric.items() if not hasattr(v, "columns")} if r.fabric else None,
                                stages=r.stages).assign(case=r.case))
     cards_df = pd.concat(cards, ignore_index=True) if cards else pd.DataFrame()
-    concl = conclusion(runs)
-    return ScenarioResult(sc, runs, workloads, cards_df, concl, time.perf_counter() - t_all, notes)
+    concl = conclusion(runs, cards_df)
+    mres = None
+    if sc.map is not None:
+        mres = run_map(sc, jobs=jobs, progress=progress)
+        notes.append(f"map: {len(mres.rows)} workloads x {len(mres.columns)} fabrics, {len(mres.runs)} schedule runs "
+                     f"in {mres.wall_s:.1f} s")
+    return ScenarioResult(sc, runs, workloads, cards_df, concl, time.perf_counter() - t_all, notes, map=mres)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,7 @@ TOML layout (every table is validated; unknown keys and wrong types raise
 Workload kinds: ``llmperf`` (fields of :class:`flitsim.workloads.LLMPerfSpec`
 in ``llmperf``), ``trace`` (``trace`` name or CSV path, ``limit``), ``tokens``
 (one prefill of ``tokens``), ``dit`` (``model``, ``resolution_px``,
-``steps``, ``batch``). An LLM length distribution is run at ``sequences``
+``steps``, ``batch``, and ``width_px`` / ``frames`` for a video DiT). An LLM length distribution is run at ``sequences``
 representative prefill lengths: the input-length quantiles at the bin
 midpoints (i + 0.5) / n, each standing for an equal share of requests, so the
 mean over them estimates the mean over the distribution. The schedule
@@ -46,6 +46,22 @@ schedule's own ``fidelity = "flow"``; every run's ``fidelity`` and
 ``fidelity_reason`` columns say which ran and why (docs/fidelity.md).
 ``flitsim run -j N`` runs the (case, schedule) entries on N processes with
 identical results.
+
+The map (``[map]``, docs/map.md): rows = workloads, columns = fabrics, each
+cell = every feasible schedule of the row on ``devices`` GPUs of the column's
+fabric (:mod:`flitsim.scenario.map`)::
+
+    [map]
+    devices = 8                   # GPUs per cell (a column may override)
+    margin = 0.05                 # "fits" needs <= 5 % slower than the fastest feasible schedule
+    tie = 0.02                    # |pipelined / non-pipelined - 1| <= 2 %: a tie
+    [[map.fabrics]]
+    preset = "hgx-h100"
+    overrides = { fidelity = "auto" }
+    [[map.workloads]]
+    name = "Llama-3-70B prefill 8k"
+    model = "llama-3-70b"
+    workload = { kind = "tokens", tokens = 8192 }
 """
 
 from __future__ import annotations
@@ -54,7 +70,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from flitsim._spec import Spec
 from flitsim._toml import read_toml
@@ -62,7 +78,7 @@ from flitsim.errors import config_error
 from flitsim.hardware.fabric import FabricSpec, fabric_from_dict, fabric_preset
 
 __all__ = ["Scenario", "FabricSection", "HardwareSection", "WorkloadSection", "ScheduleEntry", "CaseSection",
-           "OutputSection", "load_scenario", "fabric_spec"]
+           "OutputSection", "MapFabric", "MapWorkload", "MapSection", "load_scenario", "fabric_spec", "map_fabric_spec"]
 
 Scalar = int | float | str | bool
 Option = Scalar | list[Scalar]
@@ -107,6 +123,10 @@ class WorkloadSection(Spec):
     sequences: int = Field(default=3, ge=1, le=64)
     model: str | None = None
     resolution_px: int | None = Field(default=None, ge=16)
+    #: DiT image width, px (default: square, = resolution_px, the height).
+    width_px: int | None = Field(default=None, ge=16)
+    #: video frames for a video DiT (1: an image).
+    frames: int = Field(default=1, ge=1)
     steps: int = Field(default=28, ge=1)
     batch: int = Field(default=1, ge=1)
 
@@ -146,18 +166,66 @@ class OutputSection(Spec):
     task_tables: bool = True
 
 
+class MapFabric(Spec):
+    """One map column: a fabric ``preset`` (+ ``overrides`` of FabricSpec
+    fields, e.g. ``fidelity``), shown as ``label``; ``devices``: GPUs each
+    cell uses (default the map's); ``gpu``: the compute GPU (default the
+    GPU the fabric is built from)."""
+
+    preset: str
+    label: str | None = None
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    devices: int | None = Field(default=None, ge=1, le=1024)
+    gpu: str | None = None
+
+
+class MapWorkload(Spec):
+    """One map row: a model + workload (``kind`` tokens, llmperf, trace or dit,
+    as in a case). ``schedules``: restrict the cell to these builder names
+    (default: every schedule that applies to the workload)."""
+
+    name: str
+    model: str | None = None
+    workload: WorkloadSection
+    #: ``prefill`` (one request's prefill at each representative length) or
+    #: ``decode`` (prefill + decode of the workload's requests; llmperf / trace).
+    phase: Literal["prefill", "decode"] = "prefill"
+    schedules: list[str] | None = None
+
+
+class MapSection(Spec):
+    """The PMF map: ``workloads`` (rows) x ``fabrics`` (columns). ``margin``:
+    a pipeline "fits" only within this share of the fastest feasible
+    schedule; ``tie``: pipelined vs best non-pipelined within this share is a
+    tie (the 2 % the flow tier is validated to against packet level)."""
+
+    workloads: list[MapWorkload] = Field(min_length=1)
+    fabrics: list[MapFabric] = Field(min_length=1)
+    devices: int = Field(default=8, ge=1, le=1024)
+    margin: float = Field(default=0.05, ge=0.0, le=10.0)
+    tie: float = Field(default=0.02, ge=0.0, le=1.0)
+
+
 class Scenario(Spec):
-    """A whole scenario file."""
+    """A whole scenario file: ``cases`` (schedules named per case) and / or a
+    ``map`` (every feasible schedule per workload x fabric); at least one."""
 
     title: str
     description: str = ""
     fabric: FabricSection = FabricSection()
     hardware: HardwareSection = HardwareSection()
-    cases: list[CaseSection] = Field(min_length=1)
+    cases: list[CaseSection] = Field(default_factory=list)
+    map: MapSection | None = None
     output: OutputSection = OutputSection()
     base_dir: str = "."
     #: The scenario file's text as read (for the report's provenance block); "" when built in code.
     source_text: str = ""
+
+    @model_validator(mode="after")
+    def _something_to_run(self) -> "Scenario":
+        if not self.cases and self.map is None:
+            raise ValueError("at least one [[cases]] entry or a [map] section")
+        return self
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
@@ -191,3 +259,17 @@ def fabric_spec(sc: Scenario) -> FabricSpec:
     else:
         raise config_error("fabric", None, "one of preset, file or inline")
     return cast(FabricSpec, spec.replace(**f.overrides)) if f.overrides else spec
+
+
+def map_fabric_spec(col: MapFabric, index: int) -> FabricSpec:
+    """The fabric of map column ``index``: its preset with overrides.
+
+    Raises:
+        ConfigError: an unknown preset or override, naming ``map.fabrics.<index>.preset``.
+    """
+    from flitsim.errors import ConfigError
+
+    try:
+        return fabric_preset(col.preset, **col.overrides)
+    except ConfigError as e:
+        raise config_error(f"map.fabrics.{index}.preset", col.preset, str(e)) from None

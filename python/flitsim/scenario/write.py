@@ -377,15 +377,23 @@ def html_report(res: "ScenarioResult", figures: Any = None, *, relative: list[di
                         "efficiency", "stage_time_cv", "fill_drain_share", "bubble_fraction_mean",
                         "flop_per_comm_byte", "memory_status", "peak_memory_bytes") if c in summ.columns]
     answer = []
-    from flitsim.report.scorecard import TOKEN_PIPELINES, pipeline_fit
+    from flitsim.report.scorecard import FIT_MARGIN, TOKEN_PIPELINES, map_verdict, match_results
 
     for line, (case, irs) in zip(res.conclusion, [(c, v) for c, v in by_case.items()
                                                   if any(r.name != "decode" for _, r in v)]):
+        timed = [r for _, r in irs if r.name != "decode"]
+        ok = [r for r in timed if r.memory.get("memory_status") != "oom"] or timed
+        best = min(ok, key=lambda r: r.metrics["makespan_s"])
         verdicts = []
         for _, r in irs:
-            if r.name in TOKEN_PIPELINES:
-                sp = r.single_gpu_s / r.metrics["makespan_s"] if r.single_gpu_s else None
-                verdicts.append({"label": r.label, "verdict": pipeline_fit(r.metrics, sp, r.devices)[0]})
+            if r.name in TOKEN_PIPELINES:  # the same rule as the conclusion line (scenario.result.conclusion)
+                card = res.scorecards[(res.scorecards["case"] == case) & (res.scorecards["schedule"] == r.label)]
+                oom = r.memory.get("memory_status") == "oom"
+                v, _ = map_verdict(matches=None if oom else match_results(card),
+                                   pipe_s=None if oom else r.metrics["makespan_s"], pipe_label=r.label,
+                                   fastest_s=best.metrics["makespan_s"], fastest_label=best.label, margin=FIT_MARGIN,
+                                   pipe_oom=f"{r.label} ({r.memory.get('memory_broken_by')})" if oom else None)
+                verdicts.append({"label": r.label, "verdict": v})
         answer.append({"text": line, "verdicts": verdicts})
     cases = []
     for case, irs in by_case.items():
