@@ -24,6 +24,9 @@ from flitsim.workloads import dit_workload, llmperf_workload
 
 DIT = dit_workload("dit-xl/2", 256, steps=2, cfg=False)
 DIT1 = dit_workload("dit-xl/2", 256, steps=1, cfg=False)
+# classifier-free guidance on: the two branches of cfg_parallel
+DIT_CFG = dit_workload("dit-xl/2", 256, steps=2, cfg=True)
+DIT1_CFG = dit_workload("dit-xl/2", 256, steps=1, cfg=True)
 
 
 def _spread(gpus: int, k: int) -> list[int]:
@@ -37,6 +40,7 @@ def _cases(gpus: int, graph: bool):
     # to keep the packet-level runs small
     k = 2 if gpus < 4 or graph else 4
     DIT = DIT1 if graph else globals()["DIT"]
+    cfg_dit = DIT1_CFG if graph else DIT_CFG
     dev = _spread(gpus, k)
     return {
         "layer_pipeline": dict(model="llama-3-8b", workload=256, stages=k, batch=2, micro_batches=2),
@@ -46,6 +50,9 @@ def _cases(gpus: int, graph: bool):
         "ulysses": dict(model=None, workload=DIT, degree=k),
         "ring_attention": dict(model=None, workload=DIT, degree=k),
         "distrifusion": dict(model=None, workload=DIT, degree=k, warmup_steps=1),
+        # hybrids: Ulysses x Ring over the k devices; the two CFG branches on k/2 each
+        "usp": dict(model=None, workload=DIT, ulysses=2, ring=k // 2),
+        "cfg_parallel": dict(model=None, workload=cfg_dit, ulysses=k // 2, ring=1),
         "decode": dict(model="llama-3-8b", workload=llmperf_workload(n_requests=2, seed=1), stages=k,
                        requests=2, micro_batches=2),
     }, dev

@@ -7,10 +7,9 @@ from __future__ import annotations
 import math
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from flitsim.cli._common import echo_json, friendly_errors
+from flitsim.cli._common import echo_json, format_option, friendly_errors
+from flitsim.cli._table import Printer, Table, resolve_format
 
 
 def _f(v: float, fmt: str) -> str:
@@ -30,9 +29,10 @@ def _f(v: float, fmt: str) -> str:
 @click.option("-j", "--jobs", type=int, default=1, show_default=True,
               help="Worker processes for building the configurations (same result at any count).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@format_option()
 @friendly_errors
 def plan_cmd(model: str, workload: str, fabric: str, gpus: int | None, steps: int | None, fidelity: str,
-             prune_factor: float, jobs: int, as_json: bool) -> None:
+             prune_factor: float, jobs: int, as_json: bool, fmt: str | None) -> None:
     """Rank parallel configurations of MODEL for WORKLOAD (a DiT resolution such
     as 1024 or 720x1280, or an LLM prefill length such as 8192) on N GPUs of a
     fabric: memory per GPU, latency and the scorecard's structure figures."""
@@ -42,7 +42,8 @@ def plan_cmd(model: str, workload: str, fabric: str, gpus: int | None, steps: in
     fab = FabricSpec.from_toml(fabric) if fabric.endswith(".toml") else as_fabric(fabric)
     r = plan(model, workload, fabric=fab, gpus=gpus, fidelity=fidelity, prune_factor=prune_factor, steps=steps,
              jobs=jobs)
-    if as_json:
+    fmt = resolve_format(fmt, as_json)
+    if fmt == "json":
         echo_json({"meta": r.meta, "enumerated": r.enumerated, "infeasible": r.infeasible, "pruned": r.pruned,
                    "simulated": r.simulated, "wall_s": r.wall_s,
                    "configurations": r.table.reset_index().to_dict(orient="records")})
@@ -58,7 +59,8 @@ def plan_cmd(model: str, workload: str, fabric: str, gpus: int | None, steps: in
                   _f(row.speedup, ".2f"), _f(row.memory_peak_GB, ".2f"), _f(row.bubble_fraction, ".1%"),
                   _f(row.stage_time_cv, ".3f"), _f(row.fill_drain_share, ".1%"), _f(row.flop_per_comm_byte, ",.0f"),
                   _f(row.comm_GB, ".2f"))
-    Console(width=200).print(t)
-    click.echo(r.summary_line())
-    click.echo("pruned: compute-only lower bound (zero-cost network) >= the best simulated latency; "
+    out = Printer(fmt)
+    out.print(t)
+    out.print(r.summary_line())
+    out.print("pruned: compute-only lower bound (zero-cost network) >= the best simulated latency; "
                "oom: the static memory footprint exceeds the GPU's HBM")

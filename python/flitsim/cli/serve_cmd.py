@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from flitsim.cli._common import check_plot_path, echo_json, friendly_errors
+from flitsim.cli._common import check_plot_path, echo_json, format_option, friendly_errors
+from flitsim.cli._table import Printer, Table, resolve_format
 
 
 @click.command("serve")
@@ -30,23 +31,23 @@ from flitsim.cli._common import check_plot_path, echo_json, friendly_errors
 @click.option("--slo-tpot", type=float, default=None, help="TPOT SLO, s (goodput).")
 @click.option("--plot", default=None, help="Write the throughput-latency plot (PNG/PDF/SVG) here.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@format_option()
 @friendly_errors
 def serve_cmd(study: str | None, model: str, fabric: str, tp: int, pp: int, replicas: int, policy: str,
               workload: str, columns: str | None, rates: str, n: int, dtype: str, max_num_batched_tokens: int, max_num_seqs: int,
-              slo_ttft: float | None, slo_tpot: float | None, plot: str | None, as_json: bool) -> None:
+              slo_ttft: float | None, slo_tpot: float | None, plot: str | None, as_json: bool, fmt: str | None) -> None:
     """Serve a workload at each request rate: TTFT, TPOT, ITL, throughput and
     goodput (vLLM definitions; ``metrics()`` in Python gives LLMPerf,
     GenAI-Perf and MLPerf too). With STUDY (a TOML file such as
     examples/serving.toml) runs every workload x fabric x layout x policy and
     prints the best layout and policy at the SLO per workload."""
-    from rich.console import Console
-    from rich.table import Table
-
     from flitsim.serving.serve import parse_rates, plot_sweep, sweep_rates
 
     if plot:
         check_plot_path(plot)
-    con = Console(width=200)
+    fmt = resolve_format(fmt, as_json)
+    as_json = fmt == "json"
+    con = Printer(fmt)
     if study:
         from flitsim.serving.study import best_at_slo, read_study, run_study
 
@@ -102,10 +103,8 @@ _COLS = (("workload", "workload", 1), ("fabric", "fabric", 1), ("layout", "layou
          ("mean_kv_transfer_share_of_ttft", "KV/TTFT", 1), ("preemptions", "preempt", 1), ("error", "error", 1))
 
 
-def _table(con: object, df: object) -> None:
+def _table(con: Printer, df: object) -> None:
     """The sweep as a table: times in ms (vLLM definitions: TPOT per request, ITL pooled)."""
-    from rich.table import Table
-
     cols = [c for c in _COLS if c[0] in df]  # type: ignore[operator]
     t = Table(title="Serving sweep (vLLM benchmark_serving definitions; ms)")
     for _, head, _ in cols:
@@ -116,4 +115,4 @@ def _table(con: object, df: object) -> None:
             v = row[c]
             cells.append(("" if v != v else f"{v * scale:,.4g}") if isinstance(v, float) else str(v))
         t.add_row(*cells)
-    con.print(t)  # type: ignore[attr-defined]
+    con.print(t)
