@@ -477,9 +477,9 @@ def run_map(sc: Scenario, *, jobs: int = 1, progress: bool = True) -> MapResult:
     order = sorted(range(len(plan)), key=lambda i: (-_cost_hint(plan[i][0]), i))
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from flitsim._progress import progress_bar  # tqdm on a terminal, periodic plain lines in a log
 
-        bar = tqdm(total=len(plan), desc="map", unit="run", file=sys.stderr, leave=True)
+        bar = progress_bar(len(plan), desc="map", unit="run", file=sys.stderr)
 
     def done(i: int, r: CandidateRun) -> None:
         if bar:
