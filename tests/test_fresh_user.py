@@ -1,6 +1,7 @@
 """Regressions from a fresh-user hostile-input pass (each case once failed with a raw
 Python exception, a silent answer or a wrong coercion)."""
 
+import numpy as np
 import pytest
 
 import flitsim
@@ -48,3 +49,32 @@ def test_calibrate_checks_its_output_folder_before_fitting(tmp_path):
     r = CliRunner().invoke(cli, ["calibrate", "nccl-tests", str(log), "-F", "hgx-h100",
                                  "-o", str(tmp_path / "missing" / "p.toml")])
     assert r.exit_code == 2 and "does not exist" in r.output
+
+
+# Second fresh-user pass (stop 11): plan's GPU count and steps, strict JSON.
+def test_plan_refuses_zero_gpus_and_blames_steps():
+    from flitsim.planner import plan
+
+    with pytest.raises(flitsim.ConfigError, match="gpus"):
+        plan("pixart-alpha", "256", fabric="hgx-h100", gpus=0)
+    with pytest.raises(flitsim.ConfigError, match="steps"):
+        plan("pixart-alpha", "256", fabric="hgx-h100", gpus=2, steps=0)
+
+
+def test_cli_json_is_strict_json_without_nan(capsys):
+    import json
+
+    from flitsim.cli._common import echo_json
+
+    echo_json({"a": float("nan"), "b": [1.0, float("inf")], "c": np.float64("nan")})
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"a": None, "b": [1.0, None], "c": None}
+
+
+def test_gpu_to_gpu_inside_an_hgx_node_uses_nvlink_only():
+    # CUDA peer access goes over NVLink when the GPUs have it: GPU 0 -> 1 inside
+    # one HGX node of ib-4xhgx-h100 must not add the PCIe port to its NVLink ports
+    # (the one-node hgx-h100's 18 ports bound it).
+    one = flitsim.transfers("hgx-h100", [0], [1], 16 << 20, fidelity="flow").transfers.GBps.iloc[0]
+    multi = flitsim.transfers("ib-4xhgx-h100", [0], [1], 16 << 20, fidelity="flow").transfers.GBps.iloc[0]
+    assert multi <= one * 1.001

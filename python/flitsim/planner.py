@@ -200,7 +200,9 @@ def plan(model: Any, workload: Any, *, fabric: Any, gpus: int | None = None, fid
     t0 = time.perf_counter()
     cfg = as_model(model)
     fab = as_fabric(fabric)
-    N = fab.gpus if gpus is None else check_int("gpus", gpus)
+    N = fab.gpus if gpus is None else check_int("gpus", gpus, minimum=1)
+    if steps is not None:
+        check_int("steps", steps, minimum=1)
     if N > fab.gpus:
         raise config_error("gpus", N, f"at most the fabric {fab.name}'s {fab.gpus} GPUs")
     if isinstance(prune_factor, bool) or not isinstance(prune_factor, (int, float)) or not prune_factor >= 1:

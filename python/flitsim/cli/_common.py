@@ -45,9 +45,21 @@ def _jsonable(o: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(o)}")
 
 
+def _finite(o: Any) -> Any:
+    """``o`` with every non-finite float (NaN, inf) as None: strict JSON has no NaN."""
+    if isinstance(o, float) and not np.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
+
+
 def echo_json(obj: Any) -> None:
-    """Print ``obj`` as indented JSON (numpy arrays become lists)."""
-    click.echo(json.dumps(obj, indent=2, default=_jsonable))
+    """Print ``obj`` as indented, strict JSON (numpy arrays become lists; NaN
+    and inf become null)."""
+    click.echo(json.dumps(_finite(json.loads(json.dumps(obj, default=_jsonable))), indent=2, allow_nan=False))
 
 
 def friendly_errors(fn: F) -> F:

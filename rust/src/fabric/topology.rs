@@ -64,8 +64,8 @@ pub struct Topology {
     /// Hops from switch s to endpoint d at `s * endpoints + d` (INF: none);
     /// empty in a one-layer fabric.
     dist: Vec<u32>,
-    /// Per switch: an NVLink bridge (preferred over other ports at the same
-    /// distance; empty without element kinds).
+    /// Per switch: an NVLink element — an NVLink bridge or an NVSwitch —
+    /// (preferred over other ports at the same distance; empty without element kinds).
     bridge: Vec<bool>,
     /// CSR per (switch, dst endpoint): the ECMP output ports.
     route_off: Vec<u32>,
@@ -203,7 +203,9 @@ impl Topology {
             trunk_to,
             switch_port_link,
             dist,
-            bridge: (0..spec.switches).map(|s| spec.kind_of(s).is_some_and(|k| k.kind == super::spec::ElementKind::Bridge)).collect(),
+            bridge: (0..spec.switches)
+                .map(|s| spec.kind_of(s).is_some_and(|k| matches!(k.kind, super::spec::ElementKind::Bridge | super::spec::ElementKind::Nvswitch)))
+                .collect(),
             route_off,
             route_ports,
         }
@@ -241,8 +243,8 @@ impl Topology {
 
     /// Ports of endpoint `src` at minimum distance to `dst`, in port order
     /// (one-layer: every port whose switch reaches `dst`). Among those, ports
-    /// into an NVLink bridge win: peer access goes over the bridge, not PCIe
-    /// (CUDA peer-to-peer uses NVLink when the GPUs have it).
+    /// into an NVLink element (bridge or NVSwitch) win: peer access goes over
+    /// NVLink, not PCIe (CUDA peer-to-peer uses NVLink when the GPUs have it).
     pub fn eligible_ports(&self, src: u32, dst: u32, out: &mut Vec<u32>) {
         self.min_distance_ports(src, dst, out);
         if self.bridge.iter().any(|&b| b) {
