@@ -78,3 +78,13 @@ def test_gpu_to_gpu_inside_an_hgx_node_uses_nvlink_only():
     one = flitsim.transfers("hgx-h100", [0], [1], 16 << 20, fidelity="flow").transfers.GBps.iloc[0]
     multi = flitsim.transfers("ib-4xhgx-h100", [0], [1], 16 << 20, fidelity="flow").transfers.GBps.iloc[0]
     assert multi <= one * 1.001
+
+
+def test_flow_fidelity_with_faults_is_refused_not_ignored():
+    # the flow level cannot reroute or replay: an explicit flow run with a dead
+    # component would ignore it (delivered 0 of sent); auto goes to packet level
+    fault = [{"kind": "nic", "nic": 13, "at_ps": 0}]
+    with pytest.raises(flitsim.ConfigError, match="fidelity"):
+        flitsim.transfers("eth-2x8xl40", [0], [1], 1 << 16, fidelity="flow", faults=fault)
+    r = flitsim.transfers("eth-2x8xl40", [0], [1], 1 << 16, fidelity="auto", faults=fault)
+    assert r.summary()["fidelity"] == "packet"

@@ -94,6 +94,16 @@ impl FlowSim {
     /// # Errors
     /// `Config` for an invalid spec.
     pub fn new(spec: &FabricSpec) -> Result<Self> {
+        // Dead components reroute and replay at packet level only: a fluid
+        // run would ignore them (a wrong answer, not an approximation), so it
+        // is refused; `auto` never gets here with faults (it picks packet level).
+        if !spec.faults.is_empty() {
+            return Err(crate::error::FlitsimError::config(
+                "fidelity",
+                "flow",
+                &format!("\"packet\" or \"auto\" when the spec has faults ({} dead component(s)): the flow level does not reroute or replay", spec.faults.len()),
+            ));
+        }
         let fab = FlowFabric::new(spec)?;
         let nr = fab.capacity.len();
         let g = fab.endpoints() as usize;
