@@ -18,9 +18,9 @@ from flitsim.memory import pipeline_memory
 from flitsim.models import handoff_bytes
 from flitsim.models.kernels import slice_kernels
 from flitsim.models.zoo import as_model
-from flitsim.schedules.builder import Hardware, check_int, new_builder, resolve_devices
+from flitsim.schedules.builder import Hardware, check_int, new_builder
 from flitsim.schedules.schedule import Schedule
-from flitsim.schedules.terapipe import causal_seq_tokens, stage_layers
+from flitsim.schedules.terapipe import causal_seq_tokens, pipeline_devices, stage_layers
 
 __all__ = ["build_layer_pipeline"]
 
@@ -54,17 +54,7 @@ def build_layer_pipeline(model: Any, workload: Any, *, devices: Any = None, stag
     if B % M:
         raise config_error("micro_batches", M, f"a divisor of batch = {B} (micro-batches hold whole sequences)")
     groups = stage_layers(cfg, K, include_embed_head)
-    TP = check_int("tp", tp)
-    if TP > 1:
-        from flitsim.schedules.placement import place
-
-        if cfg.n_heads % TP:
-            raise config_error("tp", TP, f"a divisor of the model's n_heads = {cfg.n_heads}")
-        pl, size = place((("pp", K), ("tp", TP)), devices=devices, fabric=fabric, fabric_devices=fabric_devices,
-                         placement=placement)
-        ids = pl.devices
-    else:
-        ids, size = resolve_devices(K if devices is None else devices, K, fabric_devices)
+    TP, ids, size = pipeline_devices(cfg, K, tp, devices, fabric, fabric_devices, placement)
     hw = Hardware(gpu, efficiency, dtype, execution, profile, interference, fabric)
     gb = new_builder(size, hw, comm_streams)
     mb = B // M

@@ -232,17 +232,7 @@ def build_terapipe(model: Any, workload: Any, *, devices: Any = None, stages: in
     T = causal_seq_tokens(workload)
     K = check_int("stages", stages)
     groups = stage_layers(cfg, K, include_embed_head)
-    TP = check_int("tp", tp)
-    if TP > 1:
-        from flitsim.schedules.placement import place
-
-        if cfg.n_heads % TP:
-            raise config_error("tp", TP, f"a divisor of the model's n_heads = {cfg.n_heads}")
-        pl, size = place((("pp", K), ("tp", TP)), devices=devices, fabric=fabric, fabric_devices=fabric_devices,
-                         placement=placement)
-        ids = pl.devices
-    else:
-        ids, size = resolve_devices(K if devices is None else devices, K, fabric_devices)
+    TP, ids, size = pipeline_devices(cfg, K, tp, devices, fabric, fabric_devices, placement)
     hw = Hardware(gpu, efficiency, dtype, execution, profile, interference, fabric)
     opts: dict[str, Any] = {"model": cfg.name, "seq_tokens": T, "slicing": slicing, "batch": batch, "tp": TP,
                             "stage_layers": [[x for x in g_] for g_ in groups]}
@@ -339,3 +329,26 @@ def _terapipe_tp(gb: Any, cfg: Any, ids: list[int], K: int, TP: int, groups: lis
             if j + 1 < K:
                 tail = tp_handoff(gb, dev[j], dev[j + 1], hand, tail, stage=j, item=i, step=0, phase="pipeline",
                                   label=f"slice{i}.{j}->{j + 1}")
+
+
+def pipeline_devices(cfg: Any, K: int, tp: Any, devices: Any, fabric: Any, fabric_devices: Any,
+                     placement: Any) -> tuple[int, Any, int]:
+    """(tp degree, device ids, graph size) of a K-stage pipeline whose stages
+    are ``tp``-way tensor parallel (placed on the fabric's domains,
+    :func:`flitsim.schedules.placement.place`), or one device per stage.
+
+    Raises:
+        ConfigError: naming ``tp`` when it does not divide the heads, or the
+            device / placement option at fault.
+    """
+    TP = check_int("tp", tp)
+    if TP <= 1:
+        ids, size = resolve_devices(K if devices is None else devices, K, fabric_devices)
+        return TP, ids, size
+    from flitsim.schedules.placement import place
+
+    if cfg.n_heads % TP:
+        raise config_error("tp", TP, f"a divisor of the model's n_heads = {cfg.n_heads}")
+    pl, size = place((("pp", K), ("tp", TP)), devices=devices, fabric=fabric, fabric_devices=fabric_devices,
+                     placement=placement)
+    return TP, pl.devices, size

@@ -150,6 +150,37 @@ struct Port {
     lost_bytes: u64,
 }
 
+impl Port {
+    /// A GPU (or host) port: `timing` drives its uplink (stream `2 p`), `rx`
+    /// its downlink; GPU-wide injection/ejection limits from `g`, split over
+    /// `div` ports (see [`FabricSim::new`]).
+    #[allow(clippy::too_many_arguments)]
+    fn new(sw: u32, sw_port: u32, p: usize, timing: LinkTiming, rx: LinkTiming, rx_replay: Option<Replay>, g: &super::spec::GpuInjection, div: f64) -> Self {
+        Port {
+            rx_replay,
+            rx_replay_stats: ReplayStats::default(),
+            rx_last_ps: 0,
+            rx_payload_bytes: 0,
+            lost_bytes: 0,
+            sw,
+            sw_port,
+            link: LinkDirection::with_stream(timing, 2 * p as u64),
+            rx,
+            queue: VecDeque::new(),
+            try_at: None,
+            blocked: false,
+            credit_blocked_since: None,
+            outstanding: 0,
+            max_outstanding: if g.max_outstanding_packets == 0 { 0 } else { ((g.max_outstanding_packets as f64 / div).ceil() as u32).max(1) },
+            next_inject_ps: 0,
+            inj_ps_per_byte: if g.injection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.injection_bytes_per_s as f64 },
+            inj_overhead_bytes: g.injection_packet_overhead_bytes as u64,
+            rx_free_ps: 0,
+            rx_ps_per_byte: if g.ejection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.ejection_bytes_per_s as f64 },
+        }
+    }
+}
+
 /// The serializer of a switch output port in a graph fabric: the link it
 /// drives at that link's own (re-framed) rate.
 struct OutLink {
@@ -287,28 +318,7 @@ impl FabricSim {
             timing.exhaustion_below_flits = max_f;
             let g = &spec.gpu;
             let rx_replay = rx.replay.filter(|r| r.hazard_per_flit_bit > 0.0).map(|r| Replay::new(r, 2 * p as u64 + 1));
-            ports.push(Port {
-                rx_replay,
-                rx_replay_stats: ReplayStats::default(),
-                rx_last_ps: 0,
-                rx_payload_bytes: 0,
-                lost_bytes: 0,
-                sw,
-                sw_port,
-                link: LinkDirection::with_stream(timing, 2 * p as u64),
-                rx,
-                queue: VecDeque::new(),
-                try_at: None,
-                blocked: false,
-                credit_blocked_since: None,
-                outstanding: 0,
-                max_outstanding: if g.max_outstanding_packets == 0 { 0 } else { ((g.max_outstanding_packets as f64 / div).ceil() as u32).max(1) },
-                next_inject_ps: 0,
-                inj_ps_per_byte: if g.injection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.injection_bytes_per_s as f64 },
-                inj_overhead_bytes: g.injection_packet_overhead_bytes as u64,
-                rx_free_ps: 0,
-                rx_ps_per_byte: if g.ejection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.ejection_bytes_per_s as f64 },
-            });
+            ports.push(Port::new(sw, sw_port, p, timing, rx, rx_replay, g, div));
         }
         let rate = rate_bps.unwrap_or(1) as f64;
         let flit_bits = fmt.flit_bytes as f64 * 8.0;
@@ -414,28 +424,7 @@ impl FabricSim {
                 timing.credits_per_vc_flits = buf[sw as usize];
             }
             timing.exhaustion_below_flits = max_f;
-            ports.push(Port {
-                rx_replay: None,
-                rx_replay_stats: ReplayStats::default(),
-                rx_last_ps: 0,
-                rx_payload_bytes: 0,
-                lost_bytes: 0,
-                sw,
-                sw_port,
-                link: LinkDirection::with_stream(timing, 2 * p as u64),
-                rx,
-                queue: VecDeque::new(),
-                try_at: None,
-                blocked: false,
-                credit_blocked_since: None,
-                outstanding: 0,
-                max_outstanding: if g.max_outstanding_packets == 0 { 0 } else { ((g.max_outstanding_packets as f64 / div).ceil() as u32).max(1) },
-                next_inject_ps: 0,
-                inj_ps_per_byte: if g.injection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.injection_bytes_per_s as f64 },
-                inj_overhead_bytes: g.injection_packet_overhead_bytes as u64,
-                rx_free_ps: 0,
-                rx_ps_per_byte: if g.ejection_bytes_per_s == 0 { 0.0 } else { 1e12 * div / g.ejection_bytes_per_s as f64 },
-            });
+            ports.push(Port::new(sw, sw_port, p, timing, rx, None, g, div));
         }
         let mut sws = Vec::with_capacity(sn);
         let mut out_links: Vec<Option<OutLink>> = Vec::with_capacity(sn * spp as usize);
