@@ -305,3 +305,60 @@ def test_blocks_within_capacity_under_pressure(policy):
     assert np.all(np.isfinite(r.finish_s)) and np.all(r.finish_s >= r.first_token_s)
     if policy == "static":
         assert r.preemptions_total == 0  # full reservation at admission
+
+
+# ---- pipeline stages with micro-batches in flight (TensorRT-LLM PP in-flight batching) ----
+
+def test_pipeline_micro_batches_hand_schedule():
+    # two 1-in / 3-out requests at t = 0, one per micro-batch (max_num_seqs 1), cost 1 ms per iteration
+    # split into 2 stages of 0.5 ms with a 0.1 ms hand-off. Hand-worked stage timeline (ms):
+    #   A it1: s0 [0, .5] s1 [.6, 1.1]  | B it1: s0 [.5, 1.0] s1 [1.1, 1.6]
+    #   A it2: s0 [1.1, 1.6] s1 [1.7, 2.2] | B it2: s0 [1.6, 2.1] s1 [2.2, 2.7]  ... period 1.1 per micro-batch
+    cost = AffineIterationCost(fixed_s=1 * MS, per_token_s=0.0, pp=2, hop_s=0.1 * MS)
+    t = _table([0.0, 0.0], [1, 1], [3, 3])
+    r = run_instance(t, cost, policy="chunked", kv_blocks=100, max_num_seqs=1)
+    np.testing.assert_allclose(r.first_token_s, np.array([1.1, 1.6]) * MS, rtol=1e-12)
+    np.testing.assert_allclose(r.finish_s, np.array([3.3, 3.8]) * MS, rtol=1e-12)
+    # one batch at a time: each iteration is 2 stages + 1 hop = 1.1 ms and B waits for A
+    one = run_instance(t, cost, policy="chunked", kv_blocks=100, max_num_seqs=1, micro_batches=1)
+    np.testing.assert_allclose(one.first_token_s, np.array([1.1, 4.4]) * MS, rtol=1e-12)
+    np.testing.assert_allclose(one.finish_s, np.array([3.3, 6.6]) * MS, rtol=1e-12)
+    # in-system time with several micro-batches is the sum of sojourns (no separate integral)
+    assert r.in_system_s == pytest.approx(float((r.finish_s - r.arrival_s).sum()), rel=1e-12)
+
+
+def test_pipeline_micro_batches_share_the_kv_blocks():
+    # micro-batches draw on one pool: with room for one request's K/V (8 in + 10 out -> 17 tokens, 5 blocks
+    # of 4; 6 blocks), the second micro-batch waits for the first request to finish instead of preempting
+    cost = AffineIterationCost(fixed_s=1 * MS, per_token_s=0.0, pp=2)
+    t = _table([0.0, 0.0], [8, 8], [10, 10])
+    r = run_instance(t, cost, policy="static", kv_blocks=6, block_tokens=4, log_iterations=True)
+    assert max(row[4] for row in r.log) <= 6
+    assert r.finish_s[1] > r.finish_s[0] and r.first_token_s[1] >= r.finish_s[0]
+    with pytest.raises(flitsim.ConfigError, match="micro_batches"):
+        run_instance(t, cost, kv_blocks=60, micro_batches=0)
+
+
+def test_saturated_throughput_hand_count():
+    # 4 requests 1 in / 3 out, 2 at a time, 1 ms iterations: it1-3 serve A, B (6 tokens);
+    # it4 admits C, D and empties the queue: saturated until 4 ms with 8 tokens
+    t = _table([0.0] * 4, [1] * 4, [3] * 4)
+    cost = AffineIterationCost(fixed_s=1 * MS, per_token_s=0.0)
+    r = run_instance(t, cost, policy="chunked", kv_blocks=100, max_num_seqs=2)
+    assert r.saturated_s == pytest.approx(4 * MS, rel=1e-12) and r.saturated_tokens == 8
+    assert r.makespan_s == pytest.approx(6 * MS, rel=1e-12)
+
+
+def test_stage_cost_splits_layers_and_hops_on_the_fabric():
+    from flitsim.serving import ModelIterationCost
+
+    c = ModelIterationCost("llama-3-8b", "h100", pp=2, network="hgx-h100", fidelity="flow", max_tokens=256)
+    chunks, n_dec, ctx = [(128, 0)], 64, 64 * 300
+    stage, hop = c.stage_s(chunks, n_dec, ctx, 65)
+    full = c.time_s(chunks, n_dec, ctx, 65)
+    assert full == pytest.approx(2 * stage + hop, rel=1e-12)
+    # the hand-off is the fabric's sendrecv of T x hidden x 2 bytes (T = 192 tokens)
+    ref = CommModel("hgx-h100", [0, 1], fidelity="flow").time_s("sendrecv", 192 * 4096 * 2)
+    assert hop == pytest.approx(ref, rel=1e-12) and hop > 0
+    solo = ModelIterationCost("llama-3-8b", "h100", pp=1, network="hgx-h100", fidelity="flow", max_tokens=256)
+    assert stage == pytest.approx(solo.time_s(chunks, n_dec, ctx, 65) / 2, rel=1e-9)

@@ -104,7 +104,13 @@ class InstanceRun:
             included) and decode tokens computed.
         kv_blocks, kv_peak_blocks, preemptions_total: capacity, peak in use, preemptions.
         in_system_s: time integral of the requests in the system (waiting or
-            running), request x s (Little's law: = sum of sojourn times).
+            running), request x s (Little's law: = sum of sojourn times; with
+            several micro-batches it is that sum, not an independent integral).
+        saturated_s, saturated_tokens: when the waiting queue emptied after the
+            last arrival (the end of the last iteration scheduled by then) and
+            the tokens emitted by then; their ratio is the throughput of a run
+            whose queue never empties (MLPerf Offline's 2,400 s runs), without
+            this run's drain. 0 when the queue never emptied early.
         log: per-iteration tuples (start_s, duration_s, prefill_tokens, decodes,
             blocks_in_use, preempted) when asked for.
     """
@@ -127,26 +133,39 @@ class InstanceRun:
     preemptions_total: int = 0
     in_system_s: float = 0.0
     comm_s: float = 0.0
+    saturated_s: float = 0.0
+    saturated_tokens: int = 0
     log: list[tuple[float, float, int, int, int, int]] | None = field(default=None, repr=False)
 
 
 def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", kv_blocks: int,
                  block_tokens: int = DEFAULT_BLOCK_TOKENS, max_num_batched_tokens: int = 2048,
                  max_num_seqs: int = 128, prefilled: bool = False, log_iterations: bool = False,
-                 max_idle_iterations: int = 100_000) -> InstanceRun:
+                 max_idle_iterations: int = 100_000, micro_batches: int | None = None) -> InstanceRun:
     """Serve ``requests`` on one instance.
 
     Args:
         requests: :class:`~flitsim.serving.RequestTable` (sorted by arrival).
         cost: an iteration cost model (``time_s(chunks, n_decode,
-            decode_context, n_sample)``, e.g. :class:`ModelIterationCost`).
+            decode_context, n_sample)``, e.g. :class:`ModelIterationCost`);
+            with pipeline stages (``cost.pp > 1``) also ``stage_s(...) ->
+            (stage time, hand-off time)``.
         policy: ``static``, ``continuous`` or ``chunked``.
         kv_blocks, block_tokens: K/V capacity (see :func:`kv_capacity`).
         max_num_batched_tokens, max_num_seqs: the token budget and sequence
-            cap per iteration (vLLM's names and defaults).
+            cap per iteration (vLLM's names and defaults; per micro-batch).
         prefilled: requests arrive with their prompt's K/V and first token
             (the decode side of a disaggregated deployment).
         log_iterations: keep a per-iteration log (memory grows with iterations).
+        micro_batches: batches in flight through the pipeline stages (default
+            ``cost.pp``: TensorRT-LLM's pipeline-parallel in-flight batching;
+            1: one batch at a time, stages idle while others work). Each
+            micro-batch has its own running requests; the waiting queue and
+            the K/V blocks are shared. An iteration of micro-batch k enters
+            stage 0 when its previous iteration left the last stage and stage
+            0 is free, and stage s + 1 one hand-off after it leaves stage s and
+            stage s + 1 is free, so ``pp`` micro-batches of equal size keep
+            every stage busy: one iteration per ``pp x stage`` each.
 
     Raises:
         ConfigError: unknown policy; budgets < 1; a K/V capacity below the
@@ -158,6 +177,8 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
     bm = BlockManager(kv_blocks, block_tokens)
     budget = check_int("max_num_batched_tokens", max_num_batched_tokens, 1)
     seqs = check_int("max_num_seqs", max_num_seqs, 1)
+    pp = int(getattr(cost, "pp", 1))
+    m = check_int("micro_batches", pp if micro_batches is None else micro_batches, 1, 1024)
     n = len(requests)
     arr, inp, out = requests.arrival_s, requests.input_tokens, requests.output_tokens
     smallest = int(bm.blocks_for(int((inp + out - 1).min())))
@@ -172,15 +193,29 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
                       log=[] if log_iterations else None)
     pending: list[float] = []  # gaps not yet binned (flushed every 65536: bounded memory)
     waiting: deque = deque()
-    running: list[Req] = []
+    streams: list[list[Req]] = [[] for _ in range(m)]  # running requests of each micro-batch
+    ready = [0.0] * m  # when micro-batch k's previous iteration left the last stage
+    order = list(range(m))  # tie-break among equal ready times (a deferred micro-batch goes last)
+    turn = m
+    stage_free = [0.0] * pp  # when each stage finishes the work given to it
+    piped = pp > 1
     t = 0.0
+    horizon = 0.0  # latest end of any iteration scheduled
     nxt = 0
     finished = 0
     idle = 0
-    area = 0.0
+    area = 0.0  # one micro-batch: the integral as time advances; several: sum of sojourns at the end
+    tokens = 0
     while finished < n:
+        k = 0 if m == 1 else min(range(m), key=lambda j: (ready[j], order[j]))
+        t_new = ready[k]
+        if m == 1 and t_new > t:
+            area += (len(waiting) + len(streams[0])) * (t_new - t)
+        t = max(t, t_new)
+        running = streams[k]
         while nxt < n and arr[nxt] <= t:
-            area += t - arr[nxt]
+            if m == 1:
+                area += t - arr[nxt]
             waiting.append(Req(nxt, float(arr[nxt]), int(inp[nxt]), int(out[nxt]), prefilled))
             nxt += 1
         b = schedule(policy, running, waiting, bm, max_num_batched_tokens=budget, max_num_seqs=seqs)
@@ -193,7 +228,13 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
             npre += b.preempted
         res.preemptions_total += npre
         if not b:
-            if waiting and not running:
+            later = [ready[j] for j in range(m) if j != k and streams[j] and ready[j] >= t]
+            if later:  # other micro-batches hold blocks or work: wait for the next one to finish
+                ready[k] = min(later)
+                order[k] = turn
+                turn += 1
+                continue
+            if waiting and not any(streams):
                 # the cache is empty and the head still does not fit: no arrival can change that
                 r = waiting[0]
                 need = bm.blocks_for(r.n_in + r.n_out - 1)
@@ -203,20 +244,40 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
                     f"{bm.block_tokens} tokens and cannot run in the instance's {bm.capacity}; "
                     f"{len(waiting)} waiting, {finished} of {n} finished")
             if nxt < n:
-                area += (len(waiting) + len(running)) * (arr[nxt] - t)
-                t = float(arr[nxt])
+                t_arr = float(arr[nxt])
+                if m == 1:
+                    area += (len(waiting) + len(running)) * (t_arr - t)
+                    t = t_arr
+                ready[k] = max(t_arr, t)
                 continue
-            raise StalledError(f"serving stalled at t = {t:.6f} s: {len(waiting)} waiting, {len(running)} running, "
-                               "no batch can be formed")
+            raise StalledError(f"serving stalled at t = {t:.6f} s: {len(waiting)} waiting, "
+                               f"{sum(len(x) for x in streams)} running, no batch can be formed")
         chunks = [(q, r.kv) for r, q in b.chunks]
         n_dec = len(b.decodes) + len(b.padded)
         ctx = b.decode_context
         completing = sum(1 for r, q in b.chunks if r.done + q >= r.target)
-        dt = float(cost.time_s(chunks, n_dec, ctx, completing + len(b.decodes)))
-        if not dt > 0:
-            dt = 1e-12  # an empty-cost model still advances time (ps resolution)
-        area += (len(waiting) + len(running)) * dt
-        t_end = t + dt
+        n_s = completing + len(b.decodes)
+        if piped:
+            st, hop = cost.stage_s(chunks, n_dec, ctx, n_s)
+            st = float(st) if st > 0 else 1e-12
+            t_in = t
+            for s_ in range(pp):
+                if s_:
+                    t_in += hop
+                t_in = max(t_in, stage_free[s_]) + st
+                stage_free[s_] = t_in
+            t_end = t_in
+        else:
+            dt = float(cost.time_s(chunks, n_dec, ctx, n_s))
+            if not dt > 0:
+                dt = 1e-12  # an empty-cost model still advances time (ps resolution)
+            t_end = t + dt
+        dt = t_end - t
+        if m == 1:
+            area += (len(waiting) + len(running)) * (t_end - t)
+        ready[k] = t_end
+        if t_end > horizon:
+            horizon = t_end
         res.iterations += 1
         res.busy_s += dt
         emitted = 0
@@ -241,6 +302,10 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
                 done.append(r)
         res.tokens_decoded += len(b.decodes)
         emitted += len(b.decodes)
+        tokens += emitted
+        if nxt >= n and not waiting and res.saturated_s == 0.0:
+            # the queue just emptied: until here every iteration had work waiting (offline: MLPerf's steady state)
+            res.saturated_s, res.saturated_tokens = horizon, tokens
         if len(pending) >= 65536:
             gaps.add_many(pending)
             pending.clear()
@@ -258,15 +323,17 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
             fin[r.i] = r.last_t  # its last token (static batching holds the slot longer)
             pre[r.i] = r.preempted
             finished += 1
-        t = t_end
+        if m == 1:
+            t = t_end
         idle = 0 if emitted else idle + 1
         if idle > max_idle_iterations:
             raise StalledError(f"serving stalled: {idle} iterations without a token at t = {t:.6f} s "
-                               f"({len(running)} running, {len(waiting)} waiting, {res.preemptions_total} preemptions)")
+                               f"({sum(len(x) for x in streams)} running, {len(waiting)} waiting, "
+                               f"{res.preemptions_total} preemptions)")
     gaps.add_many(pending)
-    res.makespan_s = t
+    res.makespan_s = max(t, horizon)
     res.kv_peak_blocks = bm.peak
-    res.in_system_s = area
+    res.in_system_s = area if m == 1 else float(np.sum(fin - arr))
     return res
 
 

@@ -26,8 +26,14 @@ collectives on the chosen network (:func:`flitsim.collective` on a fabric):
   ``T x hidden x bytes(comm_dtype)``, on the fabric with
   :func:`flitsim.collective` (algorithm ``auto``), serialized with compute
   (as TensorRT-LLM and vLLM run them on the compute stream);
-- pipeline stages run one batch at a time (no micro-batching across
-  iterations): ``pp`` adds hand-off latency, not throughput.
+- pipeline stages: layers split evenly, so a stage runs ``1 / pp`` of the
+  iteration's compute and TP collectives (:meth:`ModelIterationCost.stage_s`)
+  and hands ``T x hidden x b`` activations to the next stage over the fabric
+  (``sendrecv``). With one batch in flight (``micro_batches=1``) an iteration
+  takes ``pp`` stage times plus ``pp - 1`` hops (:meth:`~ModelIterationCost.time_s`);
+  with ``pp`` micro-batches in flight (TensorRT-LLM's pipeline-parallel
+  in-flight batching) the engine overlaps them stage by stage
+  (:func:`flitsim.serving.engine.run_instance`).
 
 Memoization (the speed lever): the linear and head tables are computed once
 for every token count up to the budget (one vectorized call); attention per
@@ -68,19 +74,23 @@ _MEMO: dict[tuple[Any, ...], float] = {}
 
 class AffineIterationCost:
     """A closed-form iteration cost for tests and what-ifs:
-    ``fixed_s + per_token_s x T + per_context_token_s x (summed decode context)``.
+    ``fixed_s + per_token_s x T + per_context_token_s x (summed decode context)``,
+    split into ``pp`` equal pipeline stages with a hand-off of ``hop_s`` between them.
 
     Raises:
         ConfigError: a negative or non-finite coefficient.
     """
 
-    def __init__(self, fixed_s: float = 1e-3, per_token_s: float = 1e-5, per_context_token_s: float = 0.0) -> None:
+    def __init__(self, fixed_s: float = 1e-3, per_token_s: float = 1e-5, per_context_token_s: float = 0.0,
+                 pp: int = 1, hop_s: float = 0.0) -> None:
         for name, v in (("fixed_s", fixed_s), ("per_token_s", per_token_s),
-                        ("per_context_token_s", per_context_token_s)):
+                        ("per_context_token_s", per_context_token_s), ("hop_s", hop_s)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise config_error(name, v, "a finite time >= 0 s")
         self.fixed_s, self.per_token_s, self.per_context_token_s = float(fixed_s), float(per_token_s), \
             float(per_context_token_s)
+        self.pp = check_int("pp", pp, 1, 1024)
+        self.hop_s = float(hop_s)
 
     def time_s(self, chunks: Sequence[tuple[int, int]], n_decode: int, decode_context: int, n_sample: int) -> float:
         """Iteration time, s. ``chunks``: (new tokens, context) per prefill chunk;
@@ -91,6 +101,11 @@ class AffineIterationCost:
     def comm_s(self, tokens: int) -> float:
         """Communication time inside an iteration of ``tokens`` tokens, s (none here)."""
         return 0.0
+
+    def stage_s(self, chunks: Sequence[tuple[int, int]], n_decode: int, decode_context: int,
+                n_sample: int) -> tuple[float, float]:
+        """(one of ``pp`` equal stages: ``time_s / pp``, s; hand-off ``hop_s``, s)."""
+        return self.time_s(chunks, n_decode, decode_context, n_sample) / self.pp, self.hop_s
 
 
 class CommModel:
@@ -270,13 +285,33 @@ class ModelIterationCost:
         return max(nbytes / (g.hbm_bytes_per_s * g.memory_efficiency),
                    flops / (self.cm.peak * g.attention_efficiency)) + self._gap
 
+    def tp_comm_s(self, tokens: int) -> float:
+        """TP all-reduces of the whole model (all stages) in an iteration of ``tokens`` tokens, s."""
+        if self.tp == 1:
+            return 0.0
+        return 2 * self.cfg.n_layers * self.comm.time_s("all_reduce", tokens * self.cfg.hidden * self.comm_bytes)
+
+    def hop_s(self, tokens: int) -> float:
+        """One pipeline hand-off (stage -> next stage) of ``tokens`` tokens' activations, s (0 without stages)."""
+        if self.p2p is None:
+            return 0.0
+        return self.p2p.time_s("sendrecv", tokens * self.cfg.hidden * self.comm_bytes)
+
     def comm_s(self, tokens: int) -> float:
         """TP all-reduce (+ pipeline hand-off) time inside an iteration of ``tokens`` tokens, s."""
-        nbytes = tokens * self.cfg.hidden * self.comm_bytes
-        t = 2 * self.cfg.n_layers * self.comm.time_s("all_reduce", nbytes) if self.tp > 1 else 0.0
-        if self.p2p is not None:
-            t += (self.pp - 1) * self.p2p.time_s("sendrecv", nbytes)
-        return t
+        return self.tp_comm_s(tokens) + (self.pp - 1) * self.hop_s(tokens)
+
+    def stage_s(self, chunks: Sequence[tuple[int, int]], n_decode: int, decode_context: int,
+                n_sample: int) -> tuple[float, float]:
+        """(time of one pipeline stage on this iteration, s; one hand-off to the
+        next stage, s). Stages hold ``1 / pp`` of the layers, so a stage's
+        compute and TP collectives are ``1 / pp`` of the model's (embedding and
+        head spread evenly: at most one layer's worth of imbalance, not modelled);
+        ``time_s = pp x stage + (pp - 1) x hop``."""
+        T = n_decode + sum(c[0] for c in chunks)
+        hop = self.hop_s(T)
+        full = self.time_s(chunks, n_decode, decode_context, n_sample)
+        return (full - (self.pp - 1) * hop) / self.pp, hop
 
     def time_s(self, chunks: Sequence[tuple[int, int]], n_decode: int, decode_context: int, n_sample: int) -> float:
         """Iteration time, s.

@@ -93,10 +93,12 @@ def _preempt(victim: Req, running: list[Req], waiting: deque, bm: BlockManager) 
     """Recompute preemption: free every block; prefill prompt + generated tokens again.
 
     Raises:
-        StalledError: the victim is the only running request: it alone fills
-            the cache and still needs more, so it can never finish.
+        StalledError: the victim is the only running request and holds every
+            block in use: it alone fills the cache and still needs more, so it
+            can never finish (with several micro-batches, others may hold blocks:
+            the victim then waits for them).
     """
-    if len(running) == 1:
+    if len(running) == 1 and victim.blocks >= bm.used:
         from flitsim.errors import StalledError
 
         raise StalledError(f"serving stalled: request {victim.i} (input {victim.n_in}, output {victim.n_out} tokens, "

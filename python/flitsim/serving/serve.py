@@ -100,6 +100,18 @@ class ServeResult:
         """Benchmark duration: t = 0 to the last completion, s."""
         return float(np.nanmax(self.finish_s))
 
+    @property
+    def saturated_tokens_per_s(self) -> float:
+        """Output tokens/s while every instance had requests waiting, summed over
+        instances (:attr:`InstanceRun.saturated_s`): the throughput of an
+        Offline run long enough that its drain does not count (MLPerf Offline
+        runs >= 2,400 s). NaN when an instance's queue never emptied early."""
+        rates = [s["saturated_tokens"] / s["saturated_s"] for s in self.instances
+                 if s.get("saturated_s", 0.0) > 0]
+        if len(rates) != len(self.instances) or not rates:
+            return float("nan")
+        return float(sum(rates))
+
     def metrics(self) -> Any:
         """All metrics side by side (:func:`flitsim.serving.metrics.side_by_side`)."""
         return M.side_by_side(self.per_request(), self.gaps, self.input_tokens, self.output_tokens,
@@ -177,7 +189,7 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
           rate: Any = None, cv: float = 1.0, seed: int = 0, n: int | None = None, time_scale: float = 1.0,
           columns: Any = None, network: str = "fabric", fidelity: str | None = "auto",
           execution: Any = "cuda_graph", disaggregated: Any = None, kv_fidelity: str | None = "packet",
-          contention: bool = True, cost: Any = None) -> ServeResult:
+          contention: bool = True, cost: Any = None, micro_batches: int | None = None) -> ServeResult:
     """Serve a workload on a fabric.
 
     Args:
@@ -200,6 +212,9 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
             (``layout`` is then unused); K/V moved per request (:mod:`.disagg`)
             at ``kv_fidelity``, with the instances' TP traffic if ``contention``.
         cost: an iteration cost model to use instead of the kernel model (tests).
+        micro_batches: batches in flight through a pipeline-parallel instance
+            (default ``pp``: every stage busy, TensorRT-LLM's in-flight batching
+            with pipeline parallelism; 1: one batch at a time).
 
     Raises:
         ConfigError: bad workload, rate, policy, budgets; a layout that does
@@ -218,11 +233,12 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
     wl = resolve_workload(workload, columns, n if isinstance(workload, (str, dict)) else None)
     table = request_table(wl, arrival=arrival, rate=rate, cv=cv, seed=seed, n=n, time_scale=time_scale)
     common = dict(policy=policy, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-                  block_tokens=block_tokens)
+                  block_tokens=block_tokens, micro_batches=micro_batches)
     base = {"model": cfg.name, "fabric": fab.name, "gpu": g if isinstance(g, str) else g.name, "policy": policy,
             "dtype": dtype, "kv_dtype": kv_dtype or dtype, "max_num_batched_tokens": max_num_batched_tokens,
             "max_num_seqs": max_num_seqs, "block_tokens": block_tokens, "arrival": table.arrival, "rate": rate,
-            "tokenizer": table.tokenizer, "network": network, "fidelity": fidelity, "preemption": "recompute"}
+            "tokenizer": table.tokenizer, "network": network, "fidelity": fidelity, "preemption": "recompute",
+            "micro_batches": micro_batches}
 
     def instance_cost(lay: Layout, budget_tokens: int) -> Any:
         if cost is not None:
@@ -301,7 +317,8 @@ def _assemble(table: RequestTable, runs: list[tuple[np.ndarray, InstanceRun]], r
         stats.append({"requests": len(ix), "iterations": r.iterations, "busy_s": r.busy_s,
                       "makespan_s": r.makespan_s, "kv_blocks": r.kv_blocks, "kv_peak_blocks": r.kv_peak_blocks,
                       "preemptions": r.preemptions_total, "tokens_prefilled": r.tokens_prefilled,
-                      "tokens_decoded": r.tokens_decoded, "in_system_request_s": r.in_system_s})
+                      "tokens_decoded": r.tokens_decoded, "in_system_request_s": r.in_system_s,
+                      "saturated_s": r.saturated_s, "saturated_tokens": r.saturated_tokens})
     return ServeResult(table.arrival_s.copy(), first, fin, table.input_tokens.copy(), table.output_tokens.copy(),
                        pre, inst, transfer, gaps, instances=stats)
 
