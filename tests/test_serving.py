@@ -362,3 +362,36 @@ def test_stage_cost_splits_layers_and_hops_on_the_fabric():
     assert hop == pytest.approx(ref, rel=1e-12) and hop > 0
     solo = ModelIterationCost("llama-3-8b", "h100", pp=1, network="hgx-h100", fidelity="flow", max_tokens=256)
     assert stage == pytest.approx(solo.time_s(chunks, n_dec, ctx, 65) / 2, rel=1e-9)
+
+
+def test_comm_packet_anchor_scales_flow_by_the_anchor_ratio(monkeypatch):
+    # the arithmetic of the anchor (the bound itself is measured: COMM_PACKET_ANCHOR_BYTES docstring):
+    # a fake collective whose flow level warns above 1 MiB and whose packet level is 1.1 x the flow level
+    import warnings
+    from types import SimpleNamespace
+
+    import flitsim.collectives as C
+    from flitsim.errors import FidelityWarning
+    from flitsim.serving import iteration_cost as ic
+
+    calls = []
+
+    def fake(fabric, op, nbytes, group, dtype="half", fidelity="auto"):
+        calls.append((fidelity, nbytes))
+        if fidelity == "flow" and nbytes > (1 << 20):
+            warnings.warn("outside validation", FidelityWarning)
+        t = 10.0 + nbytes / 1e5
+        return SimpleNamespace(time_us=t * (1.1 if fidelity in ("packet", "auto") and nbytes > (1 << 20) or
+                                            fidelity == "packet" else 1.0))
+
+    monkeypatch.setattr(C, "collective", fake)
+    monkeypatch.setattr(ic, "_MEMO", {})
+    cm = CommModel("hgx-h100", list(range(8)), fidelity="auto", grid=False)
+    big = 8 << 20
+    t = cm.time_s("all_reduce", big)
+    assert t == pytest.approx((10.0 + big / 1e5) * 1.1 * 1e-6, rel=1e-12)  # flow x packet/flow at the anchor
+    assert calls.count(("packet", 1 << 20)) == 1 and not any(f == "packet" and n == big for f, n in calls)
+    cm.time_s("all_reduce", 16 << 20)
+    assert calls.count(("packet", 1 << 20)) == 1  # one packet-level run per op
+    small = cm.time_s("all_reduce", 1 << 19)  # below the anchor: the fidelity asked for (auto)
+    assert ("auto", 1 << 19) in calls and small == pytest.approx((10.0 + (1 << 19) / 1e5) * 1e-6, rel=1e-12)

@@ -57,7 +57,8 @@ from flitsim.errors import ConfigError, check_int, config_error
 from flitsim.models.config import ModelConfig, dtype_bytes
 from flitsim.models.kernels import slice_kernels
 
-__all__ = ["AffineIterationCost", "ModelIterationCost", "CommModel", "COMM_GRID_POINTS_PER_OCTAVE"]
+__all__ = ["AffineIterationCost", "ModelIterationCost", "CommModel", "COMM_GRID_POINTS_PER_OCTAVE",
+           "COMM_PACKET_ANCHOR_BYTES"]
 
 COMM_GRID_POINTS_PER_OCTAVE = 4
 """Grid points per factor of two in collective size (interpolated between)."""
@@ -66,6 +67,16 @@ COMM_EXACT_MAX_BYTES = 64 << 20
 """Largest collective simulated (64 MiB); beyond it the time is extrapolated
 along the line through the 32 MiB and 64 MiB points (bandwidth-bound:
 a collective's time is affine in its size there)."""
+
+COMM_PACKET_ANCHOR_BYTES = 1 << 20
+"""At ``fidelity="auto"``, a collective above this size whose flow-level run
+is outside the flow level's validation (so ``auto`` would run packet level)
+is taken as its flow-level time x the packet / flow ratio at this size
+(one packet-level run per op, not one per grid point). Measured on
+ib-4xhgx-h100, all_reduce over 16 GPUs of two nodes: packet / flow = 1.0075
+at 1 MiB, 1.010 at 2 MiB, 1.027 at 8.6 MiB, so the anchored time is within
+2 % of the packet level's there (tests/test_serving.py checks a small case
+against the packet level). Without it one 9 MB all-reduce took 26 CPU-s."""
 
 _MEMO: dict[tuple[Any, ...], float] = {}
 # process-wide: (fabric, group, fidelity, op, bytes) -> s, so a study's many
@@ -133,7 +144,7 @@ class CommModel:
                                        f"GPU ids of the fabric {self.fabric.name!r} (0..{self.fabric.gpus - 1})")
         self.fidelity = fidelity
         self.grid = bool(grid)
-        self._memo: dict[tuple[str, int], float] = {}
+        self._memo: dict[tuple[str, Any], float] = {}
         self._interp: dict[tuple[str, int], float] = {}
         self.calls = 0
 
@@ -150,20 +161,40 @@ class CommModel:
             if hit is not None:
                 self._memo[key] = hit
         if hit is None:
-            import warnings
-
-            from flitsim.collectives import collective
-            assert self.fabric is not None
-            grp = self.group
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # fidelity notes: the memo hides repeats anyway
-                r = collective(self.fabric, op, nbytes, grp, dtype="half", fidelity=self.fidelity)
-            hit = r.time_us * 1e-6
+            hit = self._run(op, nbytes)
             self._memo[key] = hit
             if len(_MEMO) < 100_000:
                 _MEMO[gkey] = hit
             self.calls += 1
         return hit
+
+    def _run(self, op: str, nbytes: int) -> float:
+        import warnings
+
+        from flitsim.collectives import collective
+        from flitsim.errors import FidelityWarning
+
+        assert self.fabric is not None
+        grp = self.group
+        auto = self.fidelity == "auto" or (self.fidelity is None and self.fabric.fidelity == "auto")
+        anchored = auto and nbytes > COMM_PACKET_ANCHOR_BYTES
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # fidelity notes: the memo hides repeats anyway
+            if anchored:
+                flow = collective(self.fabric, op, nbytes, grp, dtype="half", fidelity="flow").time_us
+                if any(issubclass(w.category, FidelityWarning) for w in caught):
+                    unit = 2 * (len(grp) if op in ("all_gather", "reduce_scatter") else 1)
+                    a = -(-COMM_PACKET_ANCHOR_BYTES // unit) * unit
+                    key = (op, "anchor")
+                    ratio = self._memo.get(key)
+                    if ratio is None:
+                        ratio = self._memo[key] = (
+                            collective(self.fabric, op, a, grp, dtype="half", fidelity="packet").time_us
+                            / collective(self.fabric, op, a, grp, dtype="half", fidelity="flow").time_us)
+                    return flow * 1e-6 * ratio
+                return flow * 1e-6  # within the flow level's validation: what auto runs
+            r = collective(self.fabric, op, nbytes, grp, dtype="half", fidelity=self.fidelity)
+        return r.time_us * 1e-6
 
     def time_s(self, op: str, nbytes: int) -> float:
         """Time of collective ``op`` (``all_reduce``, ``sendrecv``) of nccl-tests size ``nbytes``, s."""

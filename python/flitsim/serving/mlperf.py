@@ -109,6 +109,7 @@ def mlperf_offline(row: str, *, layouts: Sequence[dict] | None = None, n: int = 
     import pandas as pd
 
     from flitsim.errors import ConfigError
+    from flitsim.hardware.gpus import gpu_preset
     from flitsim.serving.kv_cache import kv_capacity
     from flitsim.serving.serve import serve
     from flitsim.workloads import llmperf_workload
@@ -138,10 +139,17 @@ def mlperf_offline(row: str, *, layouts: Sequence[dict] | None = None, n: int = 
         if not tps == tps:  # NaN: too few samples to fill every instance
             tps = s["output_tokens_per_s"]
         tot = max(sum(r.config["iteration_time_s"].values()), 1e-30)
+        lin = r.config["iteration_time_s"].get("linear_s", 0.0) / tot
+        g = gpu_preset(spec["gpu"])
+        rest = tps / spec["tokens_per_s"] - (1 - lin)
         rows.append({"row": row, "layout": r.config["layout"], "sim_tokens_per_s": tps,
                      "published_tokens_per_s": spec["tokens_per_s"], "rel_error": tps / spec["tokens_per_s"] - 1,
                      "whole_run_tokens_per_s": s["output_tokens_per_s"],
                      "kv_blocks_per_instance": r.config["kv_blocks_per_instance"], "preemptions": s["preemptions"],
                      **{f"share_{k[:-2]}": v / tot for k, v in r.config["iteration_time_s"].items()},
+                     # diagnostic, never applied: the GEMM efficiency top at which the linear layers alone would
+                     # close the row (time per token = linear x top / top' + the rest)
+                     "gemm_top": g.gemm_efficiency,
+                     "gemm_top_to_match": g.gemm_efficiency * lin / rest if rest > 0 else float("inf"),
                      "wall_s": time.perf_counter() - t0})
     return pd.DataFrame(rows)
