@@ -395,3 +395,24 @@ def test_comm_packet_anchor_scales_flow_by_the_anchor_ratio(monkeypatch):
     assert calls.count(("packet", 1 << 20)) == 1  # one packet-level run per op
     small = cm.time_s("all_reduce", 1 << 19)  # below the anchor: the fidelity asked for (auto)
     assert ("auto", 1 << 19) in calls and small == pytest.approx((10.0 + (1 << 19) / 1e5) * 1e-6, rel=1e-12)
+
+
+def test_chunked_pipeline_prefill_hand_schedule():
+    # one 1000-token prompt, 2 out, budget 250 (4 chunks), 2 stages of 0.5 ms, 2 micro-batches.
+    # Without pipelining each chunk leaves the last stage before the next enters: TTFT = 4 x 1 ms;
+    # with it chunk j + 1 follows chunk j one stage behind: TTFT = (4 + 2 - 1) x 0.5 ms; the decode
+    # then takes both stages (1 ms).
+    cost = AffineIterationCost(fixed_s=1 * MS, per_token_s=0.0, pp=2)
+    t = _table([0.0], [1000], [2])
+    kw = dict(policy="chunked", kv_blocks=200, max_num_batched_tokens=250)
+    plain = run_instance(t, cost, **kw)
+    piped = run_instance(t, cost, pipeline_prefill=True, **kw)
+    assert plain.first_token_s[0] == pytest.approx(4.0 * MS, rel=1e-12)
+    assert plain.finish_s[0] == pytest.approx(5.0 * MS, rel=1e-12)
+    assert piped.first_token_s[0] == pytest.approx(2.5 * MS, rel=1e-12)
+    assert piped.finish_s[0] == pytest.approx(3.5 * MS, rel=1e-12)
+    assert piped.tokens_prefilled == 1000
+    with pytest.raises(flitsim.ConfigError, match="pipeline_prefill"):
+        run_instance(t, cost, policy="continuous", kv_blocks=200, pipeline_prefill=True)
+    with pytest.raises(flitsim.ConfigError, match="pipeline_prefill"):
+        run_instance(t, AffineIterationCost(), policy="chunked", kv_blocks=200, pipeline_prefill=True)

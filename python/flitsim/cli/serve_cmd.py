@@ -16,6 +16,10 @@ from flitsim.cli._table import Printer, Table, resolve_format
 @click.option("--tp", type=int, default=8, show_default=True, help="Tensor-parallel degree per instance.")
 @click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages per instance.")
 @click.option("--replicas", type=int, default=1, show_default=True, help="Instances (round-robin dispatch).")
+@click.option("--micro-batches", type=int, default=None,
+              help="Batches in flight through the pipeline stages (default: --pp; 1: one at a time).")
+@click.option("--pipeline-prefill", is_flag=True,
+              help="Chunked pipeline prefill: a prompt's chunks in successive micro-batches (needs --pp > 1).")
 @click.option("--policy", type=click.Choice(["static", "continuous", "chunked"]), default="chunked", show_default=True)
 @click.option("--workload", default="llmperf", show_default=True,
               help="'llmperf' (550/150, Llama-2 tokens), a shipped trace name or a CSV path.")
@@ -33,7 +37,8 @@ from flitsim.cli._table import Printer, Table, resolve_format
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @format_option()
 @friendly_errors
-def serve_cmd(study: str | None, model: str, fabric: str, tp: int, pp: int, replicas: int, policy: str,
+def serve_cmd(study: str | None, model: str, fabric: str, tp: int, pp: int, replicas: int,
+              micro_batches: int | None, pipeline_prefill: bool, policy: str,
               workload: str, columns: str | None, rates: str, n: int, dtype: str, max_num_batched_tokens: int, max_num_seqs: int,
               slo_ttft: float | None, slo_tpot: float | None, plot: str | None, as_json: bool, fmt: str | None) -> None:
     """Serve a workload at each request rate: TTFT, TPOT, ITL, throughput and
@@ -87,7 +92,8 @@ def serve_cmd(study: str | None, model: str, fabric: str, tp: int, pp: int, repl
           "stddev_output_tokens": 10} if workload == "llmperf" else workload
     df = sweep_rates(model, wl, parse_rates(rates), fabric=fabric, layout={"tp": tp, "pp": pp, "replicas": replicas},
                      policy=policy, n=n, dtype=dtype, max_num_batched_tokens=max_num_batched_tokens,
-                     max_num_seqs=max_num_seqs, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot, columns=cols)
+                     max_num_seqs=max_num_seqs, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot, columns=cols,
+                     micro_batches=micro_batches, pipeline_prefill=pipeline_prefill)
     if as_json:
         echo_json(df.reset_index().to_dict(orient="records"))
     else:

@@ -141,7 +141,8 @@ class InstanceRun:
 def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", kv_blocks: int,
                  block_tokens: int = DEFAULT_BLOCK_TOKENS, max_num_batched_tokens: int = 2048,
                  max_num_seqs: int = 128, prefilled: bool = False, log_iterations: bool = False,
-                 max_idle_iterations: int = 100_000, micro_batches: int | None = None) -> InstanceRun:
+                 max_idle_iterations: int = 100_000, micro_batches: int | None = None,
+                 pipeline_prefill: bool = False) -> InstanceRun:
     """Serve ``requests`` on one instance.
 
     Args:
@@ -166,6 +167,13 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
             0 is free, and stage s + 1 one hand-off after it leaves stage s and
             stage s + 1 is free, so ``pp`` micro-batches of equal size keep
             every stage busy: one iteration per ``pp x stage`` each.
+        pipeline_prefill: chunked pipeline prefill (token-level pipelining of
+            a long prompt: TeraPipe; SGLang's chunked pipeline parallelism):
+            a prompt's next chunk may go in the next micro-batch while the
+            previous chunk is still in the later stages, instead of waiting
+            for it to leave the last one. Stages run in order, so chunk j + 1
+            reaches stage s after chunk j left it (the K/V it attends to is
+            there). Needs ``policy="chunked"`` and ``micro_batches > 1``.
 
     Raises:
         ConfigError: unknown policy; budgets < 1; a K/V capacity below the
@@ -179,6 +187,9 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
     seqs = check_int("max_num_seqs", max_num_seqs, 1)
     pp = int(getattr(cost, "pp", 1))
     m = check_int("micro_batches", pp if micro_batches is None else micro_batches, 1, 1024)
+    if pipeline_prefill and (policy != "chunked" or m < 2):
+        raise config_error("pipeline_prefill", pipeline_prefill,
+                           f"policy 'chunked' with micro_batches > 1 (got policy {policy!r}, {m} micro-batch(es))")
     n = len(requests)
     arr, inp, out = requests.arrival_s, requests.input_tokens, requests.output_tokens
     smallest = int(bm.blocks_for(int((inp + out - 1).min())))
@@ -194,6 +205,7 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
     pending: list[float] = []  # gaps not yet binned (flushed every 65536: bounded memory)
     waiting: deque = deque()
     streams: list[list[Req]] = [[] for _ in range(m)]  # running requests of each micro-batch
+    prefilling: list[Req] = []  # pipeline_prefill: prompts with chunks left, not tied to a micro-batch
     ready = [0.0] * m  # when micro-batch k's previous iteration left the last stage
     order = list(range(m))  # tie-break among equal ready times (a deferred micro-batch goes last)
     turn = m
@@ -213,6 +225,9 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
             area += (len(waiting) + len(streams[0])) * (t_new - t)
         t = max(t, t_new)
         running = streams[k]
+        if prefilling:  # prompts between chunks join whichever micro-batch goes next
+            running[:0] = prefilling
+            prefilling.clear()
         while nxt < n and arr[nxt] <= t:
             if m == 1:
                 area += t - arr[nxt]
@@ -228,13 +243,16 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
             npre += b.preempted
         res.preemptions_total += npre
         if not b:
+            if prefilling or (pipeline_prefill and any(r.done < r.target for r in running)):
+                prefilling.extend(r for r in running if r.done < r.target)
+                running[:] = [r for r in running if r.done >= r.target]
             later = [ready[j] for j in range(m) if j != k and streams[j] and ready[j] >= t]
             if later:  # other micro-batches hold blocks or work: wait for the next one to finish
                 ready[k] = min(later)
                 order[k] = turn
                 turn += 1
                 continue
-            if waiting and not any(streams):
+            if waiting and not any(streams) and not prefilling:
                 # the cache is empty and the head still does not fit: no arrival can change that
                 r = waiting[0]
                 need = bm.blocks_for(r.n_in + r.n_out - 1)
@@ -323,6 +341,11 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
             fin[r.i] = r.last_t  # its last token (static batching holds the slot longer)
             pre[r.i] = r.preempted
             finished += 1
+        if pipeline_prefill:
+            keep = [r for r in running if r.done >= r.target]
+            if len(keep) != len(running):
+                prefilling.extend(r for r in running if r.done < r.target)
+                running[:] = keep
         if m == 1:
             t = t_end
         idle = 0 if emitted else idle + 1

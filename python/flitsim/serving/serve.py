@@ -189,7 +189,8 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
           rate: Any = None, cv: float = 1.0, seed: int = 0, n: int | None = None, time_scale: float = 1.0,
           columns: Any = None, network: str = "fabric", fidelity: str | None = "auto",
           execution: Any = "cuda_graph", disaggregated: Any = None, kv_fidelity: str | None = "packet",
-          contention: bool = True, cost: Any = None, micro_batches: int | None = None) -> ServeResult:
+          contention: bool = True, cost: Any = None, micro_batches: int | None = None,
+          pipeline_prefill: bool = False) -> ServeResult:
     """Serve a workload on a fabric.
 
     Args:
@@ -215,6 +216,8 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
         micro_batches: batches in flight through a pipeline-parallel instance
             (default ``pp``: every stage busy, TensorRT-LLM's in-flight batching
             with pipeline parallelism; 1: one batch at a time).
+        pipeline_prefill: chunked pipeline prefill across the stages (a
+            prompt's chunks in successive micro-batches; :func:`run_instance`).
 
     Raises:
         ConfigError: bad workload, rate, policy, budgets; a layout that does
@@ -233,12 +236,12 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
     wl = resolve_workload(workload, columns, n if isinstance(workload, (str, dict)) else None)
     table = request_table(wl, arrival=arrival, rate=rate, cv=cv, seed=seed, n=n, time_scale=time_scale)
     common = dict(policy=policy, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-                  block_tokens=block_tokens, micro_batches=micro_batches)
+                  block_tokens=block_tokens, micro_batches=micro_batches, pipeline_prefill=pipeline_prefill)
     base = {"model": cfg.name, "fabric": fab.name, "gpu": g if isinstance(g, str) else g.name, "policy": policy,
             "dtype": dtype, "kv_dtype": kv_dtype or dtype, "max_num_batched_tokens": max_num_batched_tokens,
             "max_num_seqs": max_num_seqs, "block_tokens": block_tokens, "arrival": table.arrival, "rate": rate,
             "tokenizer": table.tokenizer, "network": network, "fidelity": fidelity, "preemption": "recompute",
-            "micro_batches": micro_batches}
+            "micro_batches": micro_batches, "pipeline_prefill": pipeline_prefill}
 
     def instance_cost(lay: Layout, budget_tokens: int) -> Any:
         if cost is not None:
