@@ -247,8 +247,10 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
                 prefilling.extend(r for r in running if r.done < r.target)
                 running[:] = [r for r in running if r.done >= r.target]
             later = [ready[j] for j in range(m) if j != k and streams[j] and ready[j] >= t]
-            if later:  # other micro-batches hold blocks or work: wait for the next one to finish
-                ready[k] = min(later)
+            if later:
+                # other micro-batches hold blocks or work: wake when the next one finishes or a request
+                # arrives (it joins the next micro-batch formed, as in-flight batching does)
+                ready[k] = min(later) if nxt >= n else min(min(later), float(arr[nxt]))
                 order[k] = turn
                 turn += 1
                 continue
