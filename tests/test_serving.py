@@ -416,3 +416,18 @@ def test_chunked_pipeline_prefill_hand_schedule():
         run_instance(t, cost, policy="continuous", kv_blocks=200, pipeline_prefill=True)
     with pytest.raises(flitsim.ConfigError, match="pipeline_prefill"):
         run_instance(t, AffineIterationCost(), policy="chunked", kv_blocks=200, pipeline_prefill=True)
+
+
+def test_reserved_kv_admission_never_preempts():
+    # two 8-in / 10-out requests, 6 blocks of 4 tokens: greedy admission runs both and preempts at the
+    # 5th decode (test above); reserving 17 tokens (5 blocks) each admits one at a time: B's first
+    # token comes after A's last, and nothing is preempted
+    t = _table([0.0, 0.0], [8, 8], [10, 10])
+    for policy in ("continuous", "chunked"):
+        r = run_instance(t, COST, policy=policy, kv_blocks=6, block_tokens=4, reserve_kv=True, log_iterations=True)
+        assert r.preemptions_total == 0 and max(row[4] for row in r.log) <= 6
+        assert r.first_token_s[1] > r.finish_s[0]
+        # with room for both, reservation changes nothing
+        roomy = run_instance(t, COST, policy=policy, kv_blocks=10, block_tokens=4, reserve_kv=True)
+        free = run_instance(t, COST, policy=policy, kv_blocks=10, block_tokens=4)
+        np.testing.assert_allclose(roomy.finish_s, free.finish_s, rtol=1e-12)

@@ -142,7 +142,7 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
                  block_tokens: int = DEFAULT_BLOCK_TOKENS, max_num_batched_tokens: int = 2048,
                  max_num_seqs: int = 128, prefilled: bool = False, log_iterations: bool = False,
                  max_idle_iterations: int = 100_000, micro_batches: int | None = None,
-                 pipeline_prefill: bool = False) -> InstanceRun:
+                 pipeline_prefill: bool = False, reserve_kv: bool = False) -> InstanceRun:
     """Serve ``requests`` on one instance.
 
     Args:
@@ -174,6 +174,8 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
             for it to leave the last one. Stages run in order, so chunk j + 1
             reaches stage s after chunk j left it (the K/V it attends to is
             there). Needs ``policy="chunked"`` and ``micro_batches > 1``.
+        reserve_kv: admit a request only with its whole K/V reserved
+            (TensorRT-LLM's GUARANTEED_NO_EVICT; :mod:`.scheduler`): no preemption.
 
     Raises:
         ConfigError: unknown policy; budgets < 1; a K/V capacity below the
@@ -233,13 +235,15 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
                 area += t - arr[nxt]
             waiting.append(Req(nxt, float(arr[nxt]), int(inp[nxt]), int(out[nxt]), prefilled))
             nxt += 1
-        b = schedule(policy, running, waiting, bm, max_num_batched_tokens=budget, max_num_seqs=seqs)
+        b = schedule(policy, running, waiting, bm, max_num_batched_tokens=budget, max_num_seqs=seqs,
+                     reserve_kv=reserve_kv)
         npre = b.preempted
         while not b and running:
             # nothing can grow: free the tail (recompute) and try again
             _preempt(running[-1], running, waiting, bm)
             npre += 1
-            b = schedule(policy, running, waiting, bm, max_num_batched_tokens=budget, max_num_seqs=seqs)
+            b = schedule(policy, running, waiting, bm, max_num_batched_tokens=budget, max_num_seqs=seqs,
+                     reserve_kv=reserve_kv)
             npre += b.preempted
         res.preemptions_total += npre
         if not b:

@@ -25,7 +25,8 @@ from typing import Any, Sequence
 
 from flitsim.models.config import ModelConfig
 
-__all__ = ["LLAMA2_70B", "MLPERF_OFFLINE_ROWS", "MLPERF_SAMPLES", "mlperf_offline", "published_kv_blocks"]
+__all__ = ["LLAMA2_70B", "MLPERF_OFFLINE_ROWS", "MLPERF_SAMPLES", "TRTLLM_BENCH_SETTINGS", "TRTLLM_PERF_ROWS",
+           "mlperf_offline", "published_kv_blocks", "trtllm_offline"]
 
 LLAMA2_70B = ModelConfig(name="llama-2-70b", kind="causal", n_layers=80, hidden=8192, n_heads=64, n_kv_heads=8,
                          ffn_hidden=28672, vocab_size=32000,
@@ -153,3 +154,49 @@ def mlperf_offline(row: str, *, layouts: Sequence[dict] | None = None, n: int = 
                      "gemm_top_to_match": g.gemm_efficiency * lin / rest if rest > 0 else float("inf"),
                      "wall_s": time.perf_counter() - t0})
     return pd.DataFrame(rows)
+
+
+TRTLLM_PERF_ROWS: dict[tuple[str, int, int, int], float] = {
+    ("h200", 1, 128, 128): 3803.0, ("h200", 1, 1000, 1000): 2909.0, ("h200", 1, 2048, 128): 442.0,
+    ("h100", 2, 128, 128): 6378.0, ("h100", 2, 1000, 1000): 4205.0, ("h100", 2, 2048, 128): 762.0,
+}
+"""TensorRT-LLM's published offline throughput of Llama 3.3 70B in FP8, total
+output tokens/s of one instance ((gpu, tp, input, output) -> tokens/s;
+NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md, v1.0 tables:
+``trtllm-bench throughput``, every request the same length, all queued at
+once). A second published source whose lengths are known, unlike MLPerf's."""
+
+TRTLLM_BENCH_SETTINGS = {"max_num_seqs": 2048, "max_num_batched_tokens": 8192, "kv_free_fraction": 0.90,
+                         "block_tokens": 32, "reserve_kv": True}
+"""Engine settings assumed for :data:`TRTLLM_PERF_ROWS` (the page leaves most at
+their defaults): batch cap 2048 and 8192 tokens per iteration, K/V pool 0.90
+of the free memory (the page's default; it sometimes used 0.95), 32-token
+blocks, and TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT:
+a request is admitted with its whole K/V reserved)."""
+
+
+def trtllm_offline(gpu: str, tp: int, isl: int, osl: int, *, n: int | None = None) -> float:
+    """Simulated output tokens/s of one ``tp``-GPU instance serving Llama 3.3 70B
+    (the ``llama-3-70b`` architecture) in FP8 at fixed ``isl`` / ``osl``, all
+    requests at t = 0, with :data:`TRTLLM_BENCH_SETTINGS` on the HGX H100
+    fabric; the saturated rate (:attr:`ServeResult.saturated_tokens_per_s`).
+    ``n`` defaults to the page's request count (30,000 at 128/128, else 3,000)
+    capped at 6,000."""
+    from flitsim.models.zoo import as_model
+    from flitsim.serving.kv_cache import kv_capacity
+    from flitsim.serving.serve import serve
+    from flitsim.workloads import llmperf_workload
+
+    cfg = as_model("llama-3-70b")
+    st = TRTLLM_BENCH_SETTINGS
+    n = n or (6000 if (isl, osl) == (128, 128) else 3000)
+    wl = llmperf_workload(n_requests=n, mean_input_tokens=isl, stddev_input_tokens=0, mean_output_tokens=osl,
+                          stddev_output_tokens=0, seed=0)
+    cap = kv_capacity(cfg, gpu, tp=tp, dtype="fp8", kv_dtype="fp8", token_budget=st["max_num_batched_tokens"],
+                      block_tokens=st["block_tokens"], memory_utilization=1.0)
+    blocks = int(st["kv_free_fraction"] * cap.free_bytes // cap.block_bytes_per_device)
+    r = serve(cfg, wl, fabric="hgx-h100", gpu=gpu, layout={"tp": tp}, dtype="fp8", kv_dtype="fp8", arrival="offline",
+              max_num_batched_tokens=st["max_num_batched_tokens"], max_num_seqs=st["max_num_seqs"],
+              block_tokens=st["block_tokens"], kv_blocks=blocks, reserve_kv=st["reserve_kv"])
+    tps = r.saturated_tokens_per_s
+    return tps if tps == tps else r.summary()["output_tokens_per_s"]

@@ -21,6 +21,11 @@ a decode: blocks for k + 1), so blocks in use never exceed the capacity.
   prefills, then admits new requests, cutting prompts into chunks so that
   the iteration holds at most ``max_num_batched_tokens`` tokens.
 
+With ``reserve_kv`` the continuous and chunked policies admit a request only
+when its whole K/V (input + output - 1 tokens) can be reserved, as
+TensorRT-LLM's default capacity scheduler (GUARANTEED_NO_EVICT) does; running
+requests then never lack a block and nothing is preempted.
+
 Preemption is **recompute** (vLLM's default): when a request cannot get the
 block it needs, the most recently admitted running request (vLLM pops the
 tail of its running queue) loses all its blocks and goes back to the front
@@ -161,10 +166,24 @@ def _decodes(b: Batch, running: list[Req], waiting: deque, bm: BlockManager, bud
     return budget
 
 
+def _reserve(r: Req, bm: BlockManager) -> bool:
+    """Admission with the full K/V reserved (input + output - 1 tokens), as
+    TensorRT-LLM's GUARANTEED_NO_EVICT capacity scheduler admits: False if it does not fit."""
+    need = bm.blocks_for(r.n_in + r.n_out - 1) - r.blocks
+    if need > 0:
+        if not bm.can(need):
+            return False
+        bm.take(need)
+        r.blocks += need
+    return True
+
+
 def schedule(policy: str, running: list[Req], waiting: deque, bm: BlockManager, *, max_num_batched_tokens: int,
-             max_num_seqs: int) -> Batch:
+             max_num_seqs: int, reserve_kv: bool = False) -> Batch:
     """The next iteration under ``policy`` (:data:`POLICIES`); mutates
-    ``running`` / ``waiting`` (admissions, preemptions) and the block manager."""
+    ``running`` / ``waiting`` (admissions, preemptions) and the block manager.
+    ``reserve_kv`` (continuous, chunked): admit a request only with its whole
+    K/V reserved, so running requests never run out of blocks (no preemption)."""
     b = Batch()
     budget = max_num_batched_tokens
     if policy == "static":
@@ -203,6 +222,8 @@ def schedule(policy: str, running: list[Req], waiting: deque, bm: BlockManager, 
                 continue
             if new and tokens + q > budget:
                 break
+            if reserve_kv and not _reserve(r, bm):
+                break
             if not _grow(r, r.kv + q, bm):
                 break
             waiting.popleft()
@@ -232,6 +253,8 @@ def schedule(policy: str, running: list[Req], waiting: deque, bm: BlockManager, 
     while waiting and budget > 0 and len(running) < max_num_seqs:
         r = waiting[0]
         q = min(r.target - r.done, budget)
+        if reserve_kv and not _reserve(r, bm):
+            break
         if q == 0:
             if not _grow(r, r.kv + 1, bm):
                 break

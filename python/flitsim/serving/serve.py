@@ -190,7 +190,7 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
           columns: Any = None, network: str = "fabric", fidelity: str | None = "auto",
           execution: Any = "cuda_graph", disaggregated: Any = None, kv_fidelity: str | None = "packet",
           contention: bool = True, cost: Any = None, micro_batches: int | None = None,
-          pipeline_prefill: bool = False) -> ServeResult:
+          pipeline_prefill: bool = False, reserve_kv: bool = False) -> ServeResult:
     """Serve a workload on a fabric.
 
     Args:
@@ -218,6 +218,8 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
             with pipeline parallelism; 1: one batch at a time).
         pipeline_prefill: chunked pipeline prefill across the stages (a
             prompt's chunks in successive micro-batches; :func:`run_instance`).
+        reserve_kv: admit requests only with their whole K/V reserved
+            (TensorRT-LLM's default GUARANTEED_NO_EVICT; vLLM admits greedily and preempts).
 
     Raises:
         ConfigError: bad workload, rate, policy, budgets; a layout that does
@@ -236,12 +238,13 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
     wl = resolve_workload(workload, columns, n if isinstance(workload, (str, dict)) else None)
     table = request_table(wl, arrival=arrival, rate=rate, cv=cv, seed=seed, n=n, time_scale=time_scale)
     common = dict(policy=policy, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-                  block_tokens=block_tokens, micro_batches=micro_batches, pipeline_prefill=pipeline_prefill)
+                  block_tokens=block_tokens, micro_batches=micro_batches, pipeline_prefill=pipeline_prefill,
+                  reserve_kv=reserve_kv)
     base = {"model": cfg.name, "fabric": fab.name, "gpu": g if isinstance(g, str) else g.name, "policy": policy,
             "dtype": dtype, "kv_dtype": kv_dtype or dtype, "max_num_batched_tokens": max_num_batched_tokens,
             "max_num_seqs": max_num_seqs, "block_tokens": block_tokens, "arrival": table.arrival, "rate": rate,
-            "tokenizer": table.tokenizer, "network": network, "fidelity": fidelity, "preemption": "recompute",
-            "micro_batches": micro_batches, "pipeline_prefill": pipeline_prefill}
+            "tokenizer": table.tokenizer, "network": network, "fidelity": fidelity, "preemption": "none (K/V reserved)" if reserve_kv else "recompute",
+            "micro_batches": micro_batches, "pipeline_prefill": pipeline_prefill, "reserve_kv": reserve_kv}
 
     def instance_cost(lay: Layout, budget_tokens: int) -> Any:
         if cost is not None:

@@ -67,3 +67,37 @@ CASES = [
     _case("h200x8", "H200 x8", 34988.2, "MLCommons inference_results_v5.0, closed/NVIDIA, Llama 2 70B Offline", MISS),
     _case("dgx-b200x8", "DGX B200 x8", 101527.0, "MLCommons inference_results_v5.1, closed/NVIDIA, Llama 2 70B Offline"),
 ]
+
+TRT_WHY = ("TensorRT-LLM's engine settings for the page's runs are mostly defaults we assume (batch cap, token "
+           "budget, K/V pool; flitsim.serving.mlperf.TRTLLM_BENCH_SETTINGS); lengths are exact; 15 %")
+TRT_MISS = ("compute-bound like the MLPerf rows: the FP8 GEMMs run at the BF16-fitted efficiency top (0.44); "
+            "the rows miss by a similar -24 to -26 % at every length (H100 1000/1000: -13 %), which points at that "
+            "common term")
+
+
+def _trt(gpu: str, tp: int, isl: int, osl: int) -> Callable[[Any], Any]:
+    def compute(ctx: Any) -> Any:
+        return float(importlib.import_module("flitsim.serving.mlperf").trtllm_offline(gpu, tp, isl, osl)), ""
+    return compute
+
+
+def _trt_requires() -> str | None:
+    if importlib.util.find_spec("flitsim.serving") is None:
+        return "serving missing: flitsim.serving (issue 18)"
+    return None
+
+
+_TRT = {("h200", 1, 128, 128): 3803.0, ("h200", 1, 1000, 1000): 2909.0, ("h200", 1, 2048, 128): 442.0,
+        ("h100", 2, 128, 128): 6378.0, ("h100", 2, 1000, 1000): 4205.0, ("h100", 2, 2048, 128): 762.0}
+
+CASES += [
+    Case(id=f"mlperf.trtllm_{g}_tp{tp}_{i}_{o}", area="mlperf",
+         quantity=f"TensorRT-LLM offline Llama 3.3 70B FP8, {g.upper()} TP{tp}, {i}/{o} tokens", unit="tokens/s",
+         source="NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (v1.0 throughput tables)",
+         measured=v, tolerance=TOL, tolerance_why=TRT_WHY,
+         call=f'flitsim.serving.mlperf.trtllm_offline("{g}", {tp}, {i}, {o})', compute=_trt(g, tp, i, o),
+         tag="transfer", system=g.upper(), size_band=f"{tp} GPU" + ("s" if tp > 1 else ""),
+         requires=_trt_requires, known_miss="" if (g, tp, i, o) == ("h100", 2, 1000, 1000) else TRT_MISS)
+    for (g, tp, i, o), v in _TRT.items()
+]
+
