@@ -7,6 +7,7 @@ the requests in flight (the run keeps per-request rows and a fixed gap
 histogram, no per-token or per-iteration storage).
 
     PYTHONPATH=python python3 benches/serving_bench.py [--n 10000]
+    PYTHONPATH=python python3 benches/serving_bench.py --fabric ib-4xhgx-h100 --tp 16 --n 1   # TP across two nodes
 """
 
 from __future__ import annotations
@@ -21,19 +22,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--policy", default="chunked")
+    ap.add_argument("--fabric", default="hgx-h100")
+    ap.add_argument("--tp", type=int, default=8)
     a = ap.parse_args()
     from flitsim.serving import serve
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     c0 = time.process_time()
-    r = serve("llama-3-70b", "azure-conv-2023", fabric="hgx-h100", layout={"tp": 8}, dtype="fp8", kv_dtype="fp8",
+    r = serve("llama-3-70b", "azure-conv-2023", fabric=a.fabric, layout={"tp": a.tp}, dtype="fp8", kv_dtype="fp8",
               n=a.n, policy=a.policy, fidelity="auto")
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0  # single-threaded: what a free core takes
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     inst = r.instances[0]
-    print(json.dumps({"requests": a.n, "policy": a.policy, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "target_wall_s": 30,
+    print(json.dumps({"requests": a.n, "policy": a.policy, "fabric": a.fabric, "tp": a.tp, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "target_wall_s": 30,
                       "peak_rss_MB": round(rss / 1024, 1), "rss_before_run_MB": round(rss0 / 1024, 1),
                       "iterations": inst["iterations"], "tokens_decoded": inst["tokens_decoded"],
                       "simulated_s": round(r.duration_s, 1),
