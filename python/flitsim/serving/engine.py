@@ -98,8 +98,9 @@ class InstanceRun:
             the iteration that emitted it; finish: its last token).
         input_tokens, output_tokens, preemptions: per request.
         gaps: pooled inter-token gaps (:class:`GapHistogram`).
-        iterations, busy_s, makespan_s: iterations run, time spent in them,
-            time of the last token.
+        iterations, busy_s, makespan_s: iterations run, time spent in them
+            (with several micro-batches: each iteration's span through the
+            stages, so spans overlap), time of the last token.
         tokens_prefilled, tokens_decoded: prefill tokens computed (recomputation
             included) and decode tokens computed.
         kv_blocks, kv_peak_blocks, preemptions_total: capacity, peak in use, preemptions.
