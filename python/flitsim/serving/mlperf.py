@@ -162,7 +162,7 @@ TRTLLM_PERF_ROWS: dict[tuple[str, int, int, int], float] = {
 }
 """TensorRT-LLM's published offline throughput of Llama 3.3 70B in FP8, total
 output tokens/s of one instance ((gpu, tp, input, output) -> tokens/s;
-NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md, v1.0 tables:
+NVIDIA/TensorRT-LLM/docs/source/performance/perf-overview.md, v1.0 tables:
 ``trtllm-bench throughput``, every request the same length, all queued at
 once). A second published source whose lengths are known, unlike MLPerf's."""
 

@@ -93,7 +93,7 @@ _TRT = {("h200", 1, 128, 128): 3803.0, ("h200", 1, 1000, 1000): 2909.0, ("h200",
 CASES += [
     Case(id=f"mlperf.trtllm_{g}_tp{tp}_{i}_{o}", area="mlperf",
          quantity=f"TensorRT-LLM offline Llama 3.3 70B FP8, {g.upper()} TP{tp}, {i}/{o} tokens", unit="tokens/s",
-         source="NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (v1.0 throughput tables)",
+         source="NVIDIA/TensorRT-LLM/docs/source/performance/perf-overview.md (v1.0 throughput tables)",
          measured=v, tolerance=TOL, tolerance_why=TRT_WHY,
          call=f'flitsim.serving.mlperf.trtllm_offline("{g}", {tp}, {i}, {o})', compute=_trt(g, tp, i, o),
          tag="transfer", system=g.upper(), size_band=f"{tp} GPU" + ("s" if tp > 1 else ""),
