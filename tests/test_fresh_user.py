@@ -88,3 +88,65 @@ def test_flow_fidelity_with_faults_is_refused_not_ignored():
         flitsim.transfers("eth-2x8xl40", [0], [1], 1 << 16, fidelity="flow", faults=fault)
     r = flitsim.transfers("eth-2x8xl40", [0], [1], 1 << 16, fidelity="auto", faults=fault)
     assert r.summary()["fidelity"] == "packet"
+
+
+def _group_pids(pgid):
+    import os
+
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(d))
+    return out
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc"), reason="needs /proc and POSIX signals")
+@pytest.mark.parametrize("how", ["sigint_group", "sigterm_parent"])
+def test_run_with_jobs_stops_on_ctrl_c_and_sigterm(tmp_path, how):
+    """Ctrl-C to the process group (or SIGTERM to the parent) stops `flitsim
+    run -j 2` within seconds: exit 130, no worker left, no temporary folder."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root / "python")}
+    p = subprocess.Popen([sys.executable, "-c", "from flitsim.cli import main; main()", "run",
+                          str(root / "examples" / "tiny.toml"), "--out", str(tmp_path / "out"), "-j", "2"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        line = p.stderr.readline()  # the first progress line: the pool is starting
+        assert line, "no progress line"
+        time.sleep(1.0)
+        assert p.poll() is None, "the run finished before it could be interrupted"
+        assert len(_group_pids(p.pid)) >= 2, "no workers running"
+        t0 = time.monotonic()
+        if how == "sigint_group":
+            os.killpg(p.pid, signal.SIGINT)
+        else:
+            p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=60)
+        waited = time.monotonic() - t0
+        err = p.stderr.read()
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert rc == 130, err
+    assert "KeyboardInterrupt" in err
+    assert waited < 30.0
+    deadline = time.monotonic() + 10.0
+    while _group_pids(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _group_pids(p.pid) == [], "orphaned workers"
+    assert not [q for q in tmp_path.iterdir() if "flitsim-tmp" in q.name]
+    assert not (tmp_path / "out").exists()
