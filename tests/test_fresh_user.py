@@ -150,3 +150,31 @@ def test_run_with_jobs_stops_on_ctrl_c_and_sigterm(tmp_path, how):
     assert _group_pids(p.pid) == [], "orphaned workers"
     assert not [q for q in tmp_path.iterdir() if "flitsim-tmp" in q.name]
     assert not (tmp_path / "out").exists()
+
+
+_RING_LOG = __import__("pathlib").Path(__file__).parent / "data" / "nccl" / "h200_all_reduce_perf_ring.log"
+
+
+def test_calibrate_ring_only_log_does_not_fit_nvls_parameters():
+    from flitsim.calibrate import fit
+
+    cal = fit([_RING_LOG], "hgx-h100")
+    assert "nvls_base_ps" not in cal.params and "nvls_efficiency" not in cal.params
+    assert "nvls_base_ps: not fitted (no NVLS rows)" in cal.notes
+    assert "nvls_efficiency: not fitted (no NVLS rows)" in cal.notes
+
+
+def test_calibrate_blames_zero_and_nan_times_header_gpus_and_redop():
+    from flitsim.calibrate import fit
+    from flitsim.nccl_log import parse
+
+    text = _RING_LOG.read_text()
+    rows = [ln for ln in text.splitlines() if ln.strip()[:1].isdigit()]
+    bad = text.replace(rows[0], rows[0].replace("37.24", "0"))
+    bad = bad.replace(rows[1], rows[1].replace("1347.65", "nan"))
+    with pytest.raises(flitsim.ConfigError, match=r"ring\.log:20: time 0\.0 us.*ring\.log:21: time nan us"):
+        fit([parse(str(_RING_LOG), text=bad)], "hgx-h100")
+    with pytest.raises(flitsim.ConfigError, match="nGpus.*64.*8 GPUs"):
+        fit([parse(str(_RING_LOG), text=text.replace("nGpus 8", "nGpus 64"))], "hgx-h100")
+    with pytest.raises(flitsim.ConfigError, match="redop = 'foo'"):
+        parse(str(_RING_LOG), text=text.replace("     sum   ", "     foo   "))
