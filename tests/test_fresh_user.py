@@ -178,3 +178,9 @@ def test_calibrate_blames_zero_and_nan_times_header_gpus_and_redop():
         fit([parse(str(_RING_LOG), text=text.replace("nGpus 8", "nGpus 64"))], "hgx-h100")
     with pytest.raises(flitsim.ConfigError, match="redop = 'foo'"):
         parse(str(_RING_LOG), text=text.replace("     sum   ", "     foo   "))
+
+
+@pytest.mark.parametrize("length", [0, "0", -3])
+def test_plan_refuses_a_zero_token_prompt_naming_the_field(length):
+    with pytest.raises(flitsim.ConfigError, match=r"prefill length.*prompt length >= 1"):
+        flitsim.plan("llama-3-8b", length, fabric="hgx-h100", gpus=2)
