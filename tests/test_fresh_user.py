@@ -184,3 +184,23 @@ def test_calibrate_blames_zero_and_nan_times_header_gpus_and_redop():
 def test_plan_refuses_a_zero_token_prompt_naming_the_field(length):
     with pytest.raises(flitsim.ConfigError, match=r"prefill length.*prompt length >= 1"):
         flitsim.plan("llama-3-8b", length, fabric="hgx-h100", gpus=2)
+
+
+def test_nccl_tests_cli_honours_redop_and_names_nccl_algo(monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    run = lambda *a: CliRunner().invoke(cli, ["nccl-tests", "all_reduce", "-b", "1M", "-e", "1M", *a])  # noqa: E731
+    r = run("-d", "double", "-o", "prod", "--json")
+    assert r.exit_code == 0, r.output
+    assert [(x["type"], x["redop"]) for x in json.loads(r.output)] == [("double", "prod")]
+    r = run("-o", "all", "--json")
+    rows = json.loads(r.output)
+    assert [x["redop"] for x in rows] == ["sum", "prod", "max", "min", "avg"]  # nccl-tests' test_opNames order
+    assert len({x["time_us"] for x in rows}) == 1  # the redop does not change the simulated cost
+    monkeypatch.setenv("NCCL_ALGO", "foo")
+    r = run()
+    assert r.exit_code == 2 and "NCCL_ALGO" in r.output and "'foo'" in r.output
