@@ -204,3 +204,39 @@ def test_nccl_tests_cli_honours_redop_and_names_nccl_algo(monkeypatch):
     monkeypatch.setenv("NCCL_ALGO", "foo")
     r = run()
     assert r.exit_code == 2 and "NCCL_ALGO" in r.output and "'foo'" in r.output
+
+
+def test_trace_csv_with_the_azure_header_loads_without_columns_and_empty_csv_says_no_rows(tmp_path):
+    from flitsim.workloads import load_trace, trace_path
+
+    lines = open(trace_path("azure-conv-2023")).read().splitlines()
+    p = tmp_path / "azure_copy.csv"
+    p.write_text("\n".join(lines[:4]) + "\n")
+    wl = load_trace(str(p))
+    assert list(wl.requests["input_tokens"]) == [int(x.split(",")[1]) for x in lines[1:4]]
+    assert list(wl.requests["output_tokens"]) == [int(x.split(",")[2]) for x in lines[1:4]]
+    e = tmp_path / "empty.csv"
+    e.write_text(lines[0] + "\n")
+    with pytest.raises(flitsim.ConfigError, match="no rows"):
+        load_trace(str(e))
+
+
+def test_serve_accepts_the_cli_workload_name_llmperf():
+    from flitsim.serving.serve import LLMPERF_WORKLOAD, resolve_workload
+    from flitsim.workloads import LLMPerfSpec, llmperf_workload
+
+    wl = resolve_workload("llmperf", n=50)
+    ref = llmperf_workload(LLMPerfSpec(n_requests=50, **LLMPERF_WORKLOAD))
+    assert wl.requests.equals(ref.requests)
+    assert LLMPERF_WORKLOAD == {"mean_input_tokens": 550, "stddev_input_tokens": 150, "mean_output_tokens": 150,
+                                "stddev_output_tokens": 10}  # ray-project/llmperf README example
+
+
+def test_kv_budget_below_the_largest_request_is_refused_up_front():
+    from flitsim.serving import RequestTable
+    from flitsim.serving.engine import run_instance
+    from flitsim.serving.iteration_cost import AffineIterationCost
+
+    t = RequestTable(np.array([0.0, 0.0, 0.0]), np.array([10, 10, 500], np.int64), np.array([2, 2, 20], np.int64))
+    with pytest.raises(flitsim.ConfigError, match=r"kv_blocks = 20: at least 33 blocks.*request 2"):  # ceil(519/16)
+        run_instance(t, AffineIterationCost(fixed_s=1e-3, per_token_s=1e-5), kv_blocks=20)
