@@ -240,3 +240,27 @@ def test_kv_budget_below_the_largest_request_is_refused_up_front():
     t = RequestTable(np.array([0.0, 0.0, 0.0]), np.array([10, 10, 500], np.int64), np.array([2, 2, 20], np.int64))
     with pytest.raises(flitsim.ConfigError, match=r"kv_blocks = 20: at least 33 blocks.*request 2"):  # ceil(519/16)
         run_instance(t, AffineIterationCost(fixed_s=1e-3, per_token_s=1e-5), kv_blocks=20)
+
+
+def test_presets_name_gddr_on_ada_parts_and_route_messages():
+    from click.testing import CliRunner
+
+    from flitsim.catalog import preset_catalog
+    from flitsim.cli import cli
+
+    what = preset_catalog().set_index("name").what
+    for g in ("l20", "l40"):  # GDDR6 parts (NVIDIA L20 / L40 datasheets)
+        assert "48 GB GDDR6 at" in what[g] and "HBM" not in what[g]
+    assert "HBM3" in what["h100"]
+    r = CliRunner().invoke(cli, ["route", "hgx-h100", "0", "0"])
+    assert r.exit_code == 0 and "same endpoint" in r.output
+    with pytest.raises(flitsim.ConfigError, match=r"GPUs 0\.\.8, no host endpoints"):
+        __import__("flitsim.routing").routing.route("hgx-h100", 0, 8)
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, "false"])
+def test_transport_params_bool_fields_are_strict(bad):
+    from flitsim.transfers import transfers
+
+    with pytest.raises(flitsim.ConfigError, match=r"pxn = .*expected a bool"):
+        transfers("ib-4xhgx-h100", [0], [8], 1 << 20, transport="auto", transport_params={"pxn": bad})
