@@ -264,3 +264,21 @@ def test_transport_params_bool_fields_are_strict(bad):
 
     with pytest.raises(flitsim.ConfigError, match=r"pxn = .*expected a bool"):
         transfers("ib-4xhgx-h100", [0], [8], 1 << 20, transport="auto", transport_params={"pxn": bad})
+
+
+def test_run_out_dir_removes_temp_folders_of_dead_runs(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from flitsim.cli.run_cmd import check_out_dir
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()  # a pid that no longer runs
+    stale = tmp_path / f".out.flitsim-tmp-{p.pid}"
+    stale.mkdir()
+    alive = tmp_path / f".out.flitsim-tmp-{os.getppid()}"  # a live process: its run may still be going
+    alive.mkdir()
+    tmp = check_out_dir(str(tmp_path / "out"), False)
+    assert tmp.is_dir() and not stale.exists() and alive.exists()
+    tmp.rmdir()
