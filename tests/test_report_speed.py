@@ -119,3 +119,14 @@ def test_fast_paths_keep_the_checks() -> None:
         with pytest.raises(ConfigError):
             b.add_edge(*bad_edge)
     assert b.build().columns["edge_src"].tolist() == [0, 0]
+
+
+def test_sequence_splits_refuse_more_devices_than_tokens() -> None:
+    """A 16 px PixArt image is one latent patch token (16 / 8 VAE / 2 patch): no
+    8-way DistriFusion, Ulysses or Ring of it; 8 tokens are enough for 8 devices."""
+    one = dit_workload("pixart-alpha-xl/2", 16, steps=1)
+    assert one.image_tokens == 1
+    for name in ("distrifusion", "ulysses", "ring_attention"):
+        with pytest.raises(ConfigError, match="degree = 8: at most the 1 "):
+            S.build(name, None, one, degree=8)
+    assert len(S.build("distrifusion", None, dit_workload("pixart-alpha-xl/2", 64, steps=1), degree=8).graph) > 0
