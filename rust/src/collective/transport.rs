@@ -361,6 +361,13 @@ pub fn route(reach: &Reach, src: u32, dst: u32, t: &TransportParams, pr: Protoco
             if let Some(p) = sender {
                 hops.push(p);
             }
+            // NCCL checks GDR for the GPU that talks to the NIC (the PXN proxy
+            // when there is one: ncclTopoCheckGdr uses the intermediate GPU's
+            // distance), so the leg that crosses the network decides
+            let blocker = match sender {
+                Some(p) => reach.p2p_blocker(p, dst),
+                None => blocker,
+            };
             if blocker.is_some() {
                 let (hs, hd) = (host(*hops.last().expect("src")), host(dst));
                 if hs == NONE || hd == NONE {
