@@ -222,7 +222,7 @@ def test_plan_prunes_only_what_cannot_win_and_counts_add_up():
     # every factorisation pp x cfg x r x u = 4 (u | 16 heads, cfg 2 with CFG) + tp + distrifusion
     w = parse_workload("dit-xl/2", "256", steps=2)
     assert fast.enumerated == len(enumerate_configs("dit-xl/2", w, 4)) == len(t) == 11
-    assert fast.enumerated == fast.simulated + fast.pruned + fast.infeasible + int((t.status == "error").sum())
+    assert fast.enumerated == fast.simulated + fast.pruned + fast.infeasible + int((t.status == "infeasible").sum())
     assert full.pruned == 0 and full.simulated == 11
     # pruning keeps the winner, and a compute-only bound never exceeds the simulated latency
     assert t.iloc[0].config == f.iloc[0].config and t.iloc[0].latency_s == f.iloc[0].latency_s

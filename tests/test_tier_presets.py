@@ -42,7 +42,8 @@ def _rates(name, src, dst, nbytes=32 << 20, **opts):
 def test_single_pcie_transfer_runs_at_the_tlp_payload_rate():
     # One GPU -> GPU copy across both sockets: every hop is x16 Gen4 or wider, so
     # the TLP payload rate of one x16 Gen4 link bounds it (latency < 0.1 % at 32 MiB).
-    (rate,) = _rates("pcie-8xl20", [0], [5])
+    # (P2P through the CPU allowed: the raw fabric, not NCCL's transport choice)
+    (rate,) = _rates("pcie-8xl20", [0], [5], p2p_through_cpu=True)
     assert rate == pytest.approx(PCIE4_X16_GBPS, rel=2e-3)
     assert rate <= PCIE4_X16_GBPS * (1 + 1e-9)
 
@@ -50,14 +51,14 @@ def test_single_pcie_transfer_runs_at_the_tlp_payload_rate():
 def test_two_flows_sharing_one_socket_link_get_half_each():
     # One UPI link between the sockets; GPUs 0 and 2 sit behind different PCIe
     # switches of socket 0, so only the UPI link is shared: half of it each.
-    spec = pcie_box("pcie-8xl20-1upi", 8, "pcie4x16", 2, upi_links=1)
+    spec = pcie_box("pcie-8xl20-1upi", 8, "pcie4x16", 2, upi_links=1, p2p_through_cpu=True)
     a, b = _rates(spec, [0, 2], [4, 6])
     assert a == pytest.approx(UPI2_GBPS / 2, rel=2e-3) and b == pytest.approx(UPI2_GBPS / 2, rel=2e-3)
 
 
 def test_two_flows_sharing_a_pcie_switch_uplink_get_half_each():
     # GPUs 0 and 1 share PCIe switch 0's x16 uplink (4 UPI links leave room).
-    a, b = _rates("pcie-8xl20", [0, 1], [4, 5])
+    a, b = _rates("pcie-8xl20", [0, 1], [4, 5], p2p_through_cpu=True)
     assert a == pytest.approx(PCIE4_X16_GBPS / 2, rel=2e-3) and b == pytest.approx(PCIE4_X16_GBPS / 2, rel=2e-3)
 
 
@@ -66,10 +67,12 @@ def test_pcie_ring_all_reduce_is_bounded_by_the_slowest_shared_uplink(order, sha
     # Ring 0..7: each direction of every switch uplink carries one ring edge, so
     # busbw -> one x16 link's payload rate; ring 0,2,4,...: two edges per
     # direction share each uplink, so busbw -> half of it.
-    # link_efficiency=1: the fabric side alone (the collective's default caps GPU
-    # injection at NCCL's NVLink-calibrated 0.849 of the port rate).
-    r = flitsim.collective("pcie-8xl20", "all_reduce", 256 << 20, group=order, algorithm="ring", fidelity="flow",
-                           link_efficiency=1.0)
+    # The fabric side alone: P2P through the CPU allowed (NCCL_P2P_LEVEL=SYS) and
+    # a GPU injection cap far above the links (the collective's default caps each
+    # PCIe port at NCCL's 24 GB/s, test_default_transports_... below).
+    fab = fabric_preset("pcie-8xl20", p2p_through_cpu=True)
+    fab = fab.replace(gpu=fab.gpu.replace(injection_bytes_per_s=10**15))
+    r = flitsim.collective(fab, "all_reduce", 256 << 20, group=order, algorithm="ring", fidelity="flow")
     bound = PCIE4_X16_GBPS / share
     assert r.busbw_GBps <= bound * (1 + 1e-6)
     assert r.busbw_GBps >= 0.97 * bound
@@ -86,7 +89,8 @@ def test_nic_is_the_bottleneck_between_ib_nodes():
 
 def test_ethernet_nodes_share_their_nics():
     # 8 copies node 0 -> node 1 over 2 x 100 GbE NICs per node (one per socket).
-    rates = _rates("eth-2x8xl40", list(range(8)), list(range(8, 16)))
+    # (GPUDirect RDMA through the root complex allowed: the raw fabric)
+    rates = _rates("eth-2x8xl40", list(range(8)), list(range(8, 16)), p2p_through_cpu=True)
     assert sum(rates) == pytest.approx(2 * ETH100_GBPS, rel=5e-3)
 
 
@@ -125,6 +129,74 @@ def test_bad_preset_options_are_config_errors():
         fabric_preset("eth-2x8xl40", nics_per_node=3)
     with pytest.raises(flitsim.ConfigError, match="gpus"):
         fabric_preset("pcie-8xl20", gpus=4)
+    with pytest.raises(flitsim.ConfigError, match="p2p_through_cpu"):
+        fabric_preset("pcie-8xl20", p2p_through_cpu="yes")
+    with pytest.raises(flitsim.ConfigError, match="gpu_p2p"):
+        fabric_preset("eth-2x8xl40", gpu_p2p=1)
+    fab = fabric_preset("pcie-8xl20")
+    with pytest.raises(flitsim.ConfigError, match="link_injection_bytes_per_s"):
+        fab.replace(gpu=fab.gpu.replace(link_injection_bytes_per_s=(1,)))
+
+
+# --- NCCL's transport rules and per-port-kind injection (docs/fabrics.md) ---
+
+NCCL_PCIE4_X16_GBPS = 16 * 120 / 80  # NCCL topo.cc: bw = width x speed / 80, speed 120 at 16 GT/s -> 24 GB/s
+
+
+def test_p2p_is_allowed_exactly_where_nccls_pxb_rule_says():
+    # NCCL_P2P_LEVEL default PXB (paths.cc ncclTopoCheckP2p): P2P only between GPUs
+    # under one PCIe switch (2 per switch on pcie-8xl20), never through a root complex.
+    fab = fabric_preset("pcie-8xl20")
+    for a in range(8):
+        for b in range(8):
+            if a != b:
+                blocker = flitsim.route(fab, a, b).p2p_blocker
+                assert (blocker is None) == (a // 2 == b // 2), (a, b, blocker)
+                if blocker is not None:
+                    assert "root_complex" in blocker
+    sys_level = fabric_preset("pcie-8xl20", p2p_through_cpu=True)  # NCCL_P2P_LEVEL=SYS
+    assert all(flitsim.route(sys_level, 0, b).p2p_blocker is None for b in range(1, 8))
+    no_p2p = fabric_preset("pcie-8xl20", gpu_p2p=False)  # driver reports P2P unsupported
+    assert all(flitsim.route(no_p2p, 0, b).p2p_blocker is not None for b in range(1, 8))
+    # GPUDirect RDMA (NCCL_NET_GDR_LEVEL PXB): NIC under the GPU's PCIe switch on the IB
+    # preset (allowed), on a root port on the Ethernet preset (refused: host-staged)
+    assert flitsim.route("ib-4xhgx-h100", 0, 8).p2p_blocker is None
+    assert "root_complex" in flitsim.route("eth-2x8xl40", 0, 8).p2p_blocker
+
+
+def test_auto_transport_host_stages_where_p2p_is_refused():
+    s = 4 << 20
+    fab = fabric_preset("pcie-8xl20")
+    for dst in (2, 4):  # other switch on the same socket (PHB), other socket (SYS)
+        auto = transfers(fab, [0], [dst], s, transport="auto", fidelity="flow")
+        host = transfers(fab, [0], [dst], s, transport="host", fidelity="flow")
+        assert auto.makespan_ps == host.makespan_ps
+        with pytest.raises(flitsim.ConfigError, match="root_complex"):
+            transfers(fab, [0], [dst], s, transport="p2p", fidelity="flow")
+    # under one switch: P2P + NCCL's PCI hardware latency over NVLink (tuning.cc hwLat, 2.3 us)
+    plain = transfers(fab, [0], [1], s, fidelity="flow")
+    auto = transfers(fab, [0], [1], s, transport="auto", fidelity="flow")
+    assert auto.makespan_ps == plain.makespan_ps + 2_300_000
+
+
+def test_pcie_ports_inject_at_nccls_pcie_rate():
+    # The collective's calibrated cap on a PCIe port is NCCL's 24 GB/s for Gen4 x16,
+    # not the NVLink-calibrated share: a ring (P2P under a switch, host-staged
+    # elsewhere) moves busbw = one port's rate, never more.
+    r = flitsim.collective("pcie-8xl20", "all_reduce", 256 << 20, algorithm="ring", fidelity="flow")
+    assert r.busbw_GBps <= NCCL_PCIE4_X16_GBPS * (1 + 1e-6)
+    assert r.busbw_GBps >= 0.95 * NCCL_PCIE4_X16_GBPS
+
+
+def test_two_ib_nodes_all_reduce_is_nic_bound_as_nccl_measures():
+    # NVIDIA (nccl-tests issue 290): NDR 400G should give 46-48 GB/s per NIC, and a
+    # ring's busbw reflects what crosses the NICs (nccl-tests issue 160): 8 NICs per
+    # node -> 368-384 GB/s. Never above 8 NDR ports' payload rate. Before the
+    # per-port-kind cap the GPU's PCIe port got an NVLink-sized 1/19 share (~189 GB/s).
+    r = flitsim.collective("ib-4xhgx-h100", "all_reduce", 256 << 20, group=list(range(16)), algorithm="ring",
+                           fidelity="flow")
+    assert r.busbw_GBps <= 8 * NDR_GBPS
+    assert r.busbw_GBps >= 0.9 * 8 * 46
 
 
 def test_nvlink_bridge_ledger_is_the_datasheet_600_GBps():

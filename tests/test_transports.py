@@ -48,10 +48,12 @@ def test_unpipelined_host_staged_copy_is_two_serialized_hops():
 
 
 def test_p2p_forced_across_a_blocking_root_complex_names_it():
-    fab = fabric_preset("pcie-8xl40")
-    kinds = tuple(k.model_copy(update={"allow_p2p": False}) if k.kind == "root_complex" else k
-                  for k in fab.switch_kinds)
-    shut = fab.replace(switch_kinds=kinds)
+    # The preset follows NCCL's default P2P level (PXB: no P2P through a root
+    # complex); p2p_through_cpu=True is NCCL_P2P_LEVEL=SYS.
+    fab = fabric_preset("pcie-8xl40", p2p_through_cpu=True)
+    shut = fabric_preset("pcie-8xl40")
+    assert all(not k.allow_p2p for k in shut.switch_kinds if k.kind == "root_complex")
+    assert all(k.allow_p2p for k in fab.switch_kinds)
     with pytest.raises(ConfigError, match="root_complex"):
         flitsim.transfers(shut, [0], [7], S, transport="p2p")
     # auto falls back to host staging: the same time as forcing it
@@ -81,15 +83,19 @@ def test_two_node_all_reduce_nic_bytes_and_bound(algorithm):
     r = flitsim.collective(fab, "all_reduce", 2 * S, group=group, algorithm=algorithm)
     eth, nic_GBps = _eth_class(fab)
     carried = int(r.stats["link_class_payload_bytes"][eth])
-    # every network crossing is two Ethernet links (NIC -> switch -> NIC)
+    # every network crossing is two Ethernet links (NIC -> switch -> NIC); the
+    # protocol's wire share on top (LL128: 128 B lines carry 120 B, NCCL device.h)
     crossing = D * 2 * (n - 1) / n * 2 * S if algorithm == "ring" else 2 * (D - 1) * 2 * S
-    assert carried == pytest.approx(2 * crossing, rel=1e-9)
+    wire = {"simple": 1.0, "ll128": 128 / 120, "ll": 2.0}[r.protocol]
+    assert carried == pytest.approx(2 * crossing * wire, rel=1e-6)
     # busbw never above the path bound: the NIC carries busbw's bytes each way
     assert r.busbw_GBps <= nic_GBps * 1.0001
 
 
 def test_hierarchical_all_reduce_is_intra_plus_inter_with_the_nic_as_bottleneck():
-    fab = fabric_preset("eth-2x8xl40")
+    # GPUDirect RDMA allowed through the root complex (p2p_through_cpu=True:
+    # NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL = SYS), so the inter phase is one hop
+    fab = fabric_preset("eth-2x8xl40", p2p_through_cpu=True)
     h = flitsim.collective(fab, "all_reduce", 2 * S, group=[0, 1, 8, 9], algorithm="hierarchical")
     rs = flitsim.collective(fab, "reduce_scatter", 2 * S, group=[0, 1])
     ag = flitsim.collective(fab, "all_gather", 2 * S, group=[0, 1])
@@ -98,6 +104,27 @@ def test_hierarchical_all_reduce_is_intra_plus_inter_with_the_nic_as_bottleneck(
     inter_us = 2 * S / nic_GBps / 1e3
     lower = rs.time_us + ag.time_us + inter_us
     assert lower * 0.97 <= h.time_us <= lower * 1.15
+
+
+def test_default_gdr_rule_stages_cross_node_data_through_host_memory():
+    # NCCL's default NCCL_NET_GDR_LEVEL is PXB (paths.cc ncclTopoCheckGdr): a NIC on
+    # a root port is too far from GPUs behind PCIe switches for GPUDirect RDMA, so
+    # each side stages through its host memory. Same Ethernet bytes; the host
+    # memory links carry the staged copies (into host memory and out, both nodes).
+    staged = fabric_preset("eth-2x8xl40")
+    gdr = fabric_preset("eth-2x8xl40", p2p_through_cpu=True)
+    kw = dict(group=[0, 8], algorithm="ring", protocol="simple")
+    a = flitsim.collective(staged, "all_reduce", 2 * S, **kw)
+    b = flitsim.collective(gdr, "all_reduce", 2 * S, **kw)
+    eth, _ = _eth_class(staged)
+    assert int(a.stats["link_class_payload_bytes"][eth]) == int(b.stats["link_class_payload_bytes"][eth])
+    ddr = [i for i, l in enumerate(staged.links) if l.serdes.lanes == 64]  # the DDR5 channels
+    assert ddr and sum(int(b.stats["link_class_payload_bytes"][i]) for i in ddr) == 0
+    # ring of 2: each GPU sends 2 (n-1)/n x S_total = S_total; link classes count what
+    # switch outputs drive, i.e. the writes into host memory: once per side per byte
+    staged_bytes = sum(int(a.stats["link_class_payload_bytes"][i]) for i in ddr)
+    assert staged_bytes == pytest.approx(2 * 2 * (2 * S), rel=1e-9)
+    assert a.time_us > b.time_us
 
 
 def test_nccl_tests_table_and_cli_on_a_multi_node_preset():

@@ -43,6 +43,8 @@ def check_int(field: str, value: Any, minimum: int = 0, maximum: int | None = No
     Raises:
         ConfigError: naming ``field``, the value and the allowed range.
     """
+    if type(value) is int and value >= minimum and (maximum is None or value <= maximum):
+        return value  # fast path (task-graph builders call this per task): a plain int in range
     ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
     if ok and value >= minimum and (maximum is None or value <= maximum):
         return int(value)

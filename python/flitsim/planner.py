@@ -130,7 +130,7 @@ class PlanResult:
     Attributes:
         table: DataFrame, one row per configuration, ranked (simulated by
             latency first, then pruned by bound, then OOM and errors): config,
-            schedule, status (``ok`` / ``oom`` / ``pruned`` / ``error``), latency_s,
+            schedule, status (``ok`` / ``oom`` / ``pruned`` / ``infeasible`` (the builder refused it; ``note`` says why)), latency_s,
             lower_bound_s, speedup, memory_peak_GB, memory_broken_by,
             bubble_fraction, stage_time_cv, fill_drain_share, flop_per_comm_byte,
             comm_GB, fidelity, note.
@@ -165,7 +165,7 @@ def _prepare(p: Any, cfg: Any, w: Any, dit: bool, extra: dict[str, Any]) -> tupl
     try:
         s = p.build(cfg, w, **extra)
     except ConfigError as e:
-        row.update(status="error", note=str(e))
+        row.update(status="infeasible", note=str(e))  # the builder refused it: the reason
         return row, None
     fp = s.footprint()
     row["memory_peak_GB"] = fp.peak_bytes / 1e9
@@ -263,7 +263,7 @@ def plan(model: Any, workload: Any, *, fabric: Any, gpus: int | None = None, fid
     if not rows:
         raise config_error("gpus", N, f"a GPU count some schedule runs {cfg.name} on")
     df = pd.DataFrame(rows)
-    order = {"ok": 0, "pruned": 1, "oom": 2, "error": 3}
+    order = {"ok": 0, "pruned": 1, "oom": 2, "infeasible": 3}
     df["_o"] = df.status.map(order).fillna(4)
     df["_k"] = np.where(df.status == "ok", df.latency_s, df.lower_bound_s)
     df = df.sort_values(["_o", "_k", "memory_peak_GB"], kind="stable").drop(columns=["_o", "_k"]).reset_index(drop=True)

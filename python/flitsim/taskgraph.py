@@ -150,6 +150,11 @@ class TaskGraphBuilder:
     def add_edge(self, before: int, after: int, kind: Literal["data", "credit"] = "data") -> None:
         """``after`` may start only when ``before`` has finished."""
         n = len(self._kind)
+        if type(before) is int and type(after) is int and 0 <= before < n and 0 <= after < n and kind == "data":
+            self._esrc.append(before)  # fast path: plain in-range ids (builders add one edge per dependency)
+            self._edst.append(after)
+            self._ekind.append(0)
+            return
         for name, t in (("before", before), ("after", after)):
             if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < n:
                 raise ConfigError(f"{name} = {t!r}: expected a task index in 0..{n - 1}")

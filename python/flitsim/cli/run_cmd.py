@@ -210,7 +210,7 @@ def run_cmd(scenario: str, out_dir: str, force: bool, no_progress: bool, as_json
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    paths = write_atomically(out_dir, tmp, res.write)
+    paths = write_atomically(out_dir, tmp, lambda p: res.write(p, jobs=jobs))
     if as_json or fmt == "json":
         echo_json({**scenario_json(res), "files": paths})
         return

@@ -18,7 +18,7 @@ Presets (each names its public sources):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Annotated, Any, Callable, Literal, Sequence
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -39,6 +39,12 @@ class GpuInjection(Spec):
     limited / unlimited), ``injection_packet_overhead_bytes`` (per protocol
     packet, charged at the injection rate: smaller payloads inject slower). GPU-wide limits are split evenly over the GPU's ports
     (each port's DMA queue gets its share), which keeps the planes independent.
+    ``link_injection_bytes_per_s`` (default empty): one injection cap per
+    entry of the fabric's ``links``, applied to every GPU port wired with that
+    link, unsplit (0 = link-limited); it replaces the split GPU-wide cap, so
+    a GPU's NVLink and PCIe ports can have different DMA limits (the
+    collective runner fills it on graph fabrics: docs/fabrics.md). Host
+    endpoints are never capped by it.
     NVIDIA does not publish these limits; the defaults are assumed.
     """
 
@@ -47,6 +53,7 @@ class GpuInjection(Spec):
     injection_bytes_per_s: int = Field(default=0, ge=0)
     injection_packet_overhead_bytes: int = Field(default=0, ge=0, le=1 << 16)
     ejection_bytes_per_s: int = Field(default=0, ge=0)
+    link_injection_bytes_per_s: tuple[Annotated[int, Field(ge=0, lt=1 << 63)], ...] = ()
 
 
 class SwitchParams(Spec):
@@ -412,8 +419,10 @@ def fabric_preset(name: str, **options: Any) -> FabricSpec:
     docs/fabrics.md: ``pcie-8xl20``, ``pcie-8xl40``, ``pcie-4xa100``,
     ``pcie-2xh100-nvbridge``, ``eth-2x8xl40``, ``ib-4xhgx-h100``,
     ``gb200-nvl576``); ``options`` override FabricSpec fields (multi-tier
-    presets also take their own: ``upi_links``, ``p2p_through_cpu``,
-    ``nics_per_node``, ``nic_gbps``).
+    presets also take their own: ``upi_links``, ``p2p_through_cpu`` (default
+    False: NCCL's P2P level PXB, no P2P through a root complex; True =
+    NCCL_P2P_LEVEL=SYS), ``gpu_p2p`` (default True: the GPU supports PCIe
+    P2P), ``nics_per_node``, ``nic_gbps``).
 
     Raises:
         ConfigError: unknown name (the message lists the known ones).

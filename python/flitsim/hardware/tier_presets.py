@@ -15,9 +15,22 @@ Common assumptions (no public source gives a server's internal PCIe layout):
 - 8-GPU PCIe servers put 2 GPUs behind each of 4 PCIe switches, 2 switches
   per socket, each switch on one x16 root port (the common 8-GPU 4U layout).
 - Host memory: one endpoint per socket, 8 DDR5-4800 channels.
-- P2P through a root complex and across UPI is allowed (``p2p_through_cpu``):
-  NCCL would fall back to host memory there by default; the transport layer
-  decides, the fabric only carries what it is given.
+- GPU peer-to-peer follows NCCL's default rule (``ncclTopoCheckP2p``, NCCL
+  src/graph/paths.cc): P2P only where the path stays below the CPU
+  (``NCCL_P2P_LEVEL`` default PXB: through PCIe switches, never through a
+  root complex / host bridge or across UPI); elsewhere NCCL uses its SHM
+  transport, a copy staged through host memory. The CPUs are assumed Intel
+  Xeon (NCCL relaxes the rule to SYS only on AMD hosts with at most 2 GPUs),
+  so every root complex has ``allow_p2p = False``;
+  ``p2p_through_cpu=True`` is ``NCCL_P2P_LEVEL=SYS``. GPU <-> NIC
+  GPUDirect RDMA follows the same PXB default (``ncclTopoCheckGdr``,
+  ``NCCL_NET_GDR_LEVEL``), so a NIC on a root port is reached through host
+  memory. ``gpu_p2p=False`` is a GPU whose driver reports PCIe P2P
+  unsupported (NVML status "GPU not supported", as GeForce cards report):
+  NCCL then drops P2P even under one PCIe switch. The data-center GPUs of
+  these presets (L20, L40, A100, H100) support it (an L4, the same Ada
+  data-center family, reports peer access and copies at 19.9 GB/s across
+  sockets: NVIDIA/cuda-samples issue 284).
 - Element latencies: PCIe switch 110 ns port to port (cut-through PCIe
   switches are quoted at ~100-150 ns; Broadcom PEX88000/PEX89000 product
   briefs), root complex 150 ns, NIC 300 ns per direction, Ethernet / InfiniBand
@@ -56,10 +69,14 @@ class TierPreset:
     build: Callable[..., FabricSpec]
 
 
-def _kinds(b: GraphBuilder, *, p2p_through_cpu: bool) -> dict[str, int]:
+def _kinds(b: GraphBuilder, *, p2p_through_cpu: bool, gpu_p2p: bool = True) -> dict[str, int]:
+    """PCIe switch and root-complex kinds under NCCL's P2P rule (module docstring)."""
+    for name, v in (("p2p_through_cpu", p2p_through_cpu), ("gpu_p2p", gpu_p2p)):
+        if not isinstance(v, bool):
+            raise ConfigError(f"{name} = {v!r}: expected true or false")
     return {
-        "psw": b.kind("pcie-switch", "pcie_switch", latency_ns=_PSW_NS),
-        "rc": b.kind("root-complex", "root_complex", allow_p2p=p2p_through_cpu, latency_ns=_RC_NS),
+        "psw": b.kind("pcie-switch", "pcie_switch", allow_p2p=gpu_p2p, latency_ns=_PSW_NS),
+        "rc": b.kind("root-complex", "root_complex", allow_p2p=p2p_through_cpu and gpu_p2p, latency_ns=_RC_NS),
     }
 
 
@@ -104,14 +121,17 @@ def _finish(b: GraphBuilder, name: str, options: dict[str, Any]) -> FabricSpec:
     return FabricSpec(**b.spec_dict(name), **options)
 
 
-def pcie_box(name: str, gpus: int, pcie: str, gpus_per_switch: int, *, p2p_through_cpu: bool = True,
-             upi_links: int = _UPI_LINKS, **options: Any) -> FabricSpec:
+def pcie_box(name: str, gpus: int, pcie: str, gpus_per_switch: int, *, p2p_through_cpu: bool = False,
+             gpu_p2p: bool = True, upi_links: int = _UPI_LINKS, **options: Any) -> FabricSpec:
     """A two-socket PCIe server (see the module docstring for the layout);
-    ``upi_links`` UPI 2.0 links between the sockets (default 4, assumed).
+    ``upi_links`` UPI 2.0 links between the sockets (default 4, assumed);
+    ``p2p_through_cpu`` (NCCL_P2P_LEVEL=SYS) and ``gpu_p2p`` as in the
+    module docstring.
 
     Raises:
         ConfigError: a GPU count not divisible by the sockets and switches,
-            ``upi_links`` outside 1..4.
+            ``upi_links`` outside 1..4, a non-boolean ``p2p_through_cpu`` /
+            ``gpu_p2p``.
     """
     if gpus % 2 or (gpus_per_switch and (gpus // 2) % gpus_per_switch):
         raise ConfigError(f"gpus = {gpus}: must split evenly over 2 sockets and switches of {gpus_per_switch}")
@@ -119,7 +139,7 @@ def pcie_box(name: str, gpus: int, pcie: str, gpus_per_switch: int, *, p2p_throu
         raise ConfigError(f"upi_links = {upi_links!r}: expected 1..4 (Intel Xeon 4th/5th gen: up to 4 UPI links)")
     b = GraphBuilder(gpus=gpus, hosts=2)
     b.link(pcie)  # base packet format: the GPUs' own link
-    k = _kinds(b, p2p_through_cpu=p2p_through_cpu)
+    k = _kinds(b, p2p_through_cpu=p2p_through_cpu, gpu_p2p=gpu_p2p)
     _pcie_node(b, k, 0, gpus, 0, pcie=pcie, gpus_per_switch=gpus_per_switch, upi_links=upi_links)
     return _finish(b, name, options)
 
@@ -142,7 +162,7 @@ def pcie_4xa100(**options: Any) -> FabricSpec:
     return pcie_box("pcie-4xa100", 4, "pcie4x16", 0, **options)
 
 
-def pcie_2xh100_nvbridge(*, p2p_through_cpu: bool = True, **options: Any) -> FabricSpec:
+def pcie_2xh100_nvbridge(*, p2p_through_cpu: bool = False, **options: Any) -> FabricSpec:
     """2x H100 PCIe (Gen5 x16) on one socket's root ports, joined by NVLink
     bridges: 600 GB/s bidirectional across the pair (NVIDIA H100 PCIe
     datasheet) = 12 NVLink 4 links of 25 GB/s per direction, each modelled as
@@ -162,12 +182,14 @@ def pcie_2xh100_nvbridge(*, p2p_through_cpu: bool = True, **options: Any) -> Fab
     return _finish(b, "pcie-2xh100-nvbridge", options)
 
 
-def eth_2x8xl40(*, nics_per_node: int = 2, nic_gbps: int = 100, p2p_through_cpu: bool = True,
-                **options: Any) -> FabricSpec:
+def eth_2x8xl40(*, nics_per_node: int = 2, nic_gbps: int = 100, p2p_through_cpu: bool = False,
+                gpu_p2p: bool = True, **options: Any) -> FabricSpec:
     """Two pcie-8xl40 servers joined by Ethernet (RoCEv2): ``nics_per_node``
     NICs of ``nic_gbps`` per server, one per socket on a Gen4 x16 root port,
     all on one Ethernet switch. xDiT's 2x8 L40 runs use Ethernet between the
     nodes (xDiT docs); the NIC count and speed are assumed (parameters).
+    With the NIC on a root port, NCCL's GPUDirect RDMA rule (PXB) stages
+    cross-node data through host memory on both sides (module docstring).
 
     Raises:
         ConfigError: ``nics_per_node`` not a positive multiple of the 2 sockets.
@@ -178,7 +200,7 @@ def eth_2x8xl40(*, nics_per_node: int = 2, nic_gbps: int = 100, p2p_through_cpu:
     link_preset(eth)
     b = GraphBuilder(gpus=16, hosts=4)
     b.link("pcie4x16")  # base packet format: the GPUs' own link
-    k = _kinds(b, p2p_through_cpu=p2p_through_cpu)
+    k = _kinds(b, p2p_through_cpu=p2p_through_cpu, gpu_p2p=gpu_p2p)
     nic = b.kind("nic", "nic", latency_ns=_NIC_NS)
     esw_kind = b.kind("ethernet-switch", "ethernet", latency_ns=_ETH_SWITCH_NS)
     nodes = [_pcie_node(b, k, 8 * n, 8, 2 * n, pcie="pcie4x16", gpus_per_switch=2) for n in range(2)]
@@ -210,7 +232,7 @@ def ib_hgx_h100(nodes: int = 4, **options: Any) -> FabricSpec:
         raise ConfigError(f"nodes = {nodes!r}: expected an integer >= 2")
     b = GraphBuilder(gpus=8 * nodes, hosts=2 * nodes)
     b.link("nvlink4")  # base packet format
-    k = _kinds(b, p2p_through_cpu=True)
+    k = _kinds(b, p2p_through_cpu=False)  # NCCL's PXB default; GPU and NIC share a PCIe switch (GDR)
     nvs = b.kind("nvswitch-gen3", "nvswitch", nvls=True)
     nic = b.kind("connectx-7", "nic", latency_ns=_NIC_NS)
     ib = b.kind("quantum-2", "infiniband", latency_ns=_IB_SWITCH_NS)
@@ -282,7 +304,8 @@ _PCIE_SOURCES = ("PCI-SIG PCI Express Base Specification 4.0/5.0 (16/32 GT/s, 12
                  "Intel AN 708, Understanding PCI Express Throughput (TLP/DLLP overhead)",
                  "Intel Xeon Scalable (4th gen) product brief (UPI 2.0, 16 GT/s, up to 4 links)")
 _PCIE_ASSUMED = ("2 sockets, 4 UPI links", "2 GPUs per PCIe switch, 2 switches per socket",
-                 "element latencies (PCIe switch 110 ns, root complex 150 ns)", "P2P allowed through the CPU")
+                 "element latencies (PCIe switch 110 ns, root complex 150 ns)",
+                 "Intel CPUs: NCCL's P2P / GDR level PXB (no P2P through a root complex)")
 
 TIER_PRESETS: dict[str, TierPreset] = {p.name: p for p in (
     TierPreset("pcie-8xl20", "l20", 8, _PCIE_SOURCES + ("NVIDIA L20 datasheet (PCIe Gen4 x16)",), _PCIE_ASSUMED,

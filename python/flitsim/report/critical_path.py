@@ -119,29 +119,48 @@ def critical_path(run: Any, *, bytes_per_ps: float | None = None, alpha_ps: int 
     esrc = g.columns["edge_src"].astype(np.int64)
     edst = g.columns["edge_dst"].astype(np.int64)
     ekind = g.columns["edge_kind"]
-    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for a, b, k in zip(esrc, edst, ekind):
-        preds[b].append((int(a), int(k)))
+    # predecessors in CSR form, by destination, in edge order (stable sort: ties
+    # below pick the first-listed edge, as a per-task list would)
+    e_order = np.argsort(edst, kind="stable")
+    e_ptr = np.searchsorted(edst[e_order], np.arange(n + 1))
+    e_src_sorted = esrc[e_order]
+    e_kind_sorted = np.asarray(ekind)[e_order]
+
+    def pred(i: int, k: int) -> int:
+        """The latest-ending predecessor of ``i`` over edges of kind ``k`` (-1: none)."""
+        a, b = e_ptr[i], e_ptr[i + 1]
+        if a == b:
+            return -1
+        src = e_src_sorted[a:b][e_kind_sorted[a:b] == k]
+        return int(src[np.argmax(end[src])]) if len(src) else -1
+
     # stream predecessors: per (device, class) the tasks holding that stream
-    # class, sorted by end (a collective holds a comm stream of every member)
-    cls = np.where(kind == 0, 0, 1)
+    # class, sorted by end then id (a collective holds a comm stream of every member)
+    cls = np.where(kind == 0, 0, 1).astype(np.int64)
     offs, mem = g.columns["group_offsets"], g.columns["group_members"]
     coll_members: dict[int, np.ndarray] = {}
-    members_of: dict[tuple[int, int], list[int]] = {}
-    for i in range(n):
-        if kind[i] == 2:
-            gi = int(g.columns["group"][i])
-            ms = mem[offs[gi]:offs[gi + 1]].astype(np.int64)
-            coll_members[i] = ms
-            for d in ms:
-                members_of.setdefault((int(d), 1), []).append(i)
-        else:
-            members_of.setdefault((int(dev[i]), int(cls[i])), []).append(i)
+    ids_all = np.arange(n, dtype=np.int64)
+    single = kind != 2
+    k_task = [ids_all[single]]
+    k_key = [dev[single] * 2 + cls[single]]
+    coll = np.flatnonzero(~single)
+    if len(coll):
+        grp = g.columns["group"].astype(np.int64)[coll]
+        lo, hi = offs[grp].astype(np.int64), offs[grp + 1].astype(np.int64)
+        for i, a, b in zip(coll.tolist(), lo.tolist(), hi.tolist()):
+            coll_members[i] = mem[a:b].astype(np.int64)
+        reps = hi - lo
+        k_task.append(np.repeat(coll, reps))
+        k_key.append(np.concatenate([mem[a:b] for a, b in zip(lo.tolist(), hi.tolist())]).astype(np.int64) * 2 + 1)
+    tk, kk = np.concatenate(k_task), np.concatenate(k_key)
+    srt = np.lexsort((tk, end[tk], kk))
+    tk, kk = tk[srt], kk[srt]
+    bounds = np.flatnonzero(np.diff(kk)) + 1
     by_stream: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-    for key, lst in members_of.items():
-        idx = np.array(lst, dtype=np.int64)
-        order = idx[np.argsort(end[idx], kind="stable")]
-        by_stream[key] = (order, end[order])
+    for a, b in zip(np.r_[0, bounds].tolist(), np.r_[bounds, len(kk)].tolist()):
+        key = int(kk[a])
+        order = tk[a:b]
+        by_stream[(key // 2, key % 2)] = (order, end[order])
 
     def stream_pred(i: int) -> int:
         devs = coll_members.get(i, np.array([dev[i]]))
@@ -167,13 +186,13 @@ def critical_path(run: Any, *, bytes_per_ps: float | None = None, alpha_ps: int 
         if swait[cur] > 0:
             nxt, via = stream_pred(cur), "stream"
         if nxt < 0 and cwait[cur] > 0:
-            cands = [a for a, k in preds[cur] if k == 1]
-            if cands:
-                nxt, via = max(cands, key=lambda a: end[a]), "credit"
+            p_ = pred(cur, 1)
+            if p_ >= 0:
+                nxt, via = p_, "credit"
         if nxt < 0:
-            cands = [a for a, k in preds[cur] if k == 0]
-            if cands:
-                nxt, via = max(cands, key=lambda a: end[a]), "data"
+            p_ = pred(cur, 0)
+            if p_ >= 0:
+                nxt, via = p_, "data"
         if nxt < 0 and via != "stream" and swait[cur] == 0 and start[cur] > dready[cur]:
             nxt, via = stream_pred(cur), "stream"
         path.append((cur, via if nxt >= 0 else "start"))

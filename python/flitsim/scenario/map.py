@@ -90,6 +90,7 @@ class CandidateRun:
     memory_broken_by: str | None = None
     throughput_tokens_per_s: float = float("nan")
     wall_s: float = 0.0
+    cpu_s: float = 0.0
 
 
 def _divisors_upto(n: int) -> list[int]:
@@ -245,7 +246,7 @@ def _grid_tokens(tokens: int) -> int:
 
 def _run_one(row: _Row, col: _Column, cand: Candidate) -> CandidateRun:
     """Build, memory-check and simulate one candidate on one cell."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run = CandidateRun(row.index, col.index, cand, "ok")
     opts: dict[str, Any] = {**cand.options, "gpu": col.gpu, "fabric_devices": col.fabric.gpus}
     reps: list[Any] = row.info["reps"] if row.kind == "prefill" else [None]
@@ -265,7 +266,7 @@ def _run_one(row: _Row, col: _Column, cand: Candidate) -> CandidateRun:
             if fp.status == "oom":
                 run.status, run.reason = "oom", f"{fp.peak_bytes / 1e9:.1f} GB > {fp.capacity_bytes / 1e9:.1f} GB HBM ({fp.broken_by})"
                 run.peak_memory_bytes, run.hbm_capacity_bytes, run.memory_broken_by = fp.peak_bytes, fp.capacity_bytes, fp.broken_by
-                run.wall_s = time.perf_counter() - t0
+                run.wall_s, run.cpu_s = time.perf_counter() - t0, time.process_time() - c0
                 return run
             with warnings.catch_warnings():
                 # recorded per run instead (fidelity_reason, decisive_outside_flow_validation)
@@ -273,10 +274,12 @@ def _run_one(row: _Row, col: _Column, cand: Candidate) -> CandidateRun:
                 per.append(S.simulate(built, col.network))
     except (ConfigError, StalledError) as e:
         run.status, run.reason = "infeasible", str(e).split("\n")[0]
-        run.wall_s = time.perf_counter() - t0
+        run.wall_s, run.cpu_s = time.perf_counter() - t0, time.process_time() - c0
         return run
-    return evaluate(run, per, workload=row.info, breakeven_flop_per_byte=col.breakeven_flop_per_byte,
-                    decode=row.kind == "decode", t0=t0)
+    out = evaluate(run, per, workload=row.info, breakeven_flop_per_byte=col.breakeven_flop_per_byte,
+                   decode=row.kind == "decode", t0=t0)
+    out.cpu_s = time.process_time() - c0  # CPU of this process: wall_s is inflated on a shared machine
+    return out
 
 
 def evaluate(run: CandidateRun, per: list[Any], *, workload: dict[str, Any], breakeven_flop_per_byte: float | None,
@@ -432,7 +435,8 @@ class MapResult:
                         if win[(w, f)] == win[(w, f)] else float("nan"),
                         "fidelity": r.fidelity, "peak_memory_bytes": r.peak_memory_bytes,
                         "hbm_capacity_bytes": r.hbm_capacity_bytes, "memory_broken_by": r.memory_broken_by,
-                        "throughput_tokens_per_s": r.throughput_tokens_per_s, "wall_s": r.wall_s})
+                        "throughput_tokens_per_s": r.throughput_tokens_per_s, "wall_s": r.wall_s,
+                        "cpu_s": r.cpu_s})
         return pd.DataFrame(out)
 
     def scorecards(self) -> pd.DataFrame:

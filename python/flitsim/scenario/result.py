@@ -107,11 +107,12 @@ class ScenarioResult:
                          "sequences": len(r.per_sequence), "wall_s": r.wall_s})
         return pd.DataFrame(rows)
 
-    def write(self, out_dir: str | os.PathLike[str]) -> dict[str, str]:
+    def write(self, out_dir: str | os.PathLike[str], *, jobs: int = 1) -> dict[str, str]:
         """Write the report into ``out_dir``: summary/scorecard/critical-path
         Parquet + CSV, per-run task Parquet, Perfetto traces, PNG figures,
-        ``report.html`` and ``results.json``. Returns {artifact: path}."""
-        return write_report(self, out_dir)
+        ``report.html`` and ``results.json`` (``jobs``: processes for the
+        per-run files; the same files at any count). Returns {artifact: path}."""
+        return write_report(self, out_dir, jobs=jobs)
 
 
 def conclusion(runs: list[RunRecord], cards: Any, margin: float = FIT_MARGIN) -> list[str]:

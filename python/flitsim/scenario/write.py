@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from flitsim.errors import config_error
+from flitsim.parallel import map_ordered
 from flitsim.report.metrics import llm_request_latencies
 from flitsim.report.plots import (latency_cdf, link_heatmap, relative_bars, stage_time_bars,
                                   timeline, timeline_colour, utilization_bars)
@@ -72,14 +73,122 @@ def _figures_wanted(r: Any) -> dict[str, bool]:
             "occupancy": comm and not r.fabric}
 
 
-def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict[str, str]:
+_RUN_FILES_CTX: Any = None
+"""What forked workers of :func:`write_report` read: (result, out folder) for the
+per-run files, (result, out folder, [(case, runs)]) for the per-case figures."""
+
+
+def _start_methods() -> list[str]:
+    import multiprocessing as mp
+
+    return mp.get_all_start_methods()
+
+
+def _run_files(i: int) -> list[dict[str, str]]:
+    """Task table and Perfetto trace of run ``i`` of the result being written
+    (one independent job per run: ``-j N`` writes them on N processes, the
+    same bytes at any count); returns its file entries."""
+    res, out = _RUN_FILES_CTX
+    o = res.scenario.output
+    r = res.runs[i]
+    slug = f"{_slug(r.case)}__{_slug(r.label)}"
+    lst: list[dict[str, str]] = []
+    if o.task_tables:
+        r.schedule.tasks().to_parquet(out / "tasks" / f"{slug}.parquet", index=False)
+        lst.append({"name": f"{r.label}: task table", "href": f"tasks/{slug}.parquet",
+                    "note": "one row per task (Parquet)"})
+    if o.traces:
+        tp = to_perfetto(r.schedule, out / "traces" / f"{slug}.json.gz", title=f"{r.case} / {r.label}",
+                         critical=r.critical, max_tasks=o.trace_max_tasks)
+        lst.append({"name": f"{r.label}: Perfetto trace", "href": f"traces/{Path(tp).name}",
+                    "note": "open at ui.perfetto.dev (gzip JSON)"})
+    return lst
+
+
+def _case_figures(k: int) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """Figures of case ``k`` of the result being written: (its figures, its
+    relative-speed bars). One independent job per case (``-j N``: N processes)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    res, out, cases = _RUN_FILES_CTX
+    case, irs = cases[k]
+    lst: list[dict[str, str]] = []
+    relative: list[dict[str, str]] = []
+
+    def save(fig: Any, name: str, caption: str) -> dict[str, str]:
+        import base64
+        import io
+
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")  # drawn once: the file and the embedded copy are the same bytes
+        (out / "figures" / f"{name}.png").write_bytes(buf.getvalue())
+        return {"id": f"fig-{name}", "caption": caption, "b64": base64.b64encode(buf.getvalue()).decode("ascii"),
+                "file": f"figures/{name}.png"}
+
+    rs = [r for _, r in irs]
+    cs = _slug(case)
+    prefill = [r for r in rs if r.name != "decode"]
+    if len(prefill) >= 2:
+        relative.append(save(relative_bars({r.label: r.metrics["makespan_s"] for r in prefill},
+                                           title=f"{case}: time relative to the fastest schedule"),
+                             f"{cs}__relative", f"{case}: each schedule's time over the fastest one's"))
+    st = {r.label: r.metrics["stage_time_s"] for r in rs
+          if r.stages >= 2 and len(r.metrics["stage_time_s"]) and max(r.metrics["stage_time_s"]) > 0}
+    if st:
+        lst.append(save(stage_time_bars(st, title=f"{case}: mean pipelined task time per stage"),
+                        f"{cs}__stages", f"{case}: stage times"))
+    for r in rs:
+        want = _figures_wanted(r)
+        ls = _slug(r.label)
+        if want["timeline"]:
+            by = timeline_colour(r.schedule)
+            lst.append(save(timeline(r.schedule, title=f"{case} / {r.label}: compute by {by}", max_tasks=8000),
+                            f"{cs}__{ls}__timeline", f"{case} / {r.label}: timeline per GPU, compute coloured by {by}"))
+        if want["ports"]:
+            lst.append(save(link_heatmap(r.fabric["links"], title=f"{case} / {r.label}: link utilization (fabric)"),
+                            f"{cs}__{ls}__links",
+                            f"{case} / {r.label}: link utilization per GPU port (busy / makespan, autoscaled)"))
+        if want["occupancy"]:
+            lst.append(save(link_heatmap(None, r.schedule, title=f"{case} / {r.label}: comm occupancy"),
+                            f"{cs}__{ls}__occupancy",
+                            f"{case} / {r.label}: communication-stream occupancy over time (autoscaled)"))
+    util = {r.label: (r.fabric["link_utilization_mean_used"], r.fabric["link_utilization_max"]) for r in rs
+            if r.fabric and r.fabric.get("link_utilization_max", 0.0) > 0}
+    if util:
+        lst.insert(0, save(utilization_bars(util, title=f"{case}: measured link utilization (runs that communicate)"),
+                           f"{cs}__utilization", f"{case}: link utilization per schedule, mean of the used GPU "
+                           "ports and the busiest one (busy / makespan, measured by the fabric, autoscaled)"))
+    dec = [r for r in rs if r.token_times is not None]
+    if dec:
+        samples = {}
+        for r in dec:
+            df = llm_request_latencies(r.token_times)
+            samples[f"{r.label} TTFT"] = df.ttft_s
+            samples[f"{r.label} E2E"] = df.e2e_latency_s
+        if max(len(v) for v in samples.values()) >= MIN_CDF_POINTS:
+            lst.append(save(latency_cdf(samples, title=f"{case}: latency CDFs"), f"{cs}__latency_cdf",
+                            f"{case}: TTFT and end-to-end latency CDFs over requests"))
+    pre = [r for r in rs if len(r.per_sequence) >= MIN_CDF_POINTS]
+    if pre:
+        samples = {r.label: [m["makespan_s"] for _, m in r.per_sequence] for r in pre}
+        lst.append(save(latency_cdf(samples, xlabel="prefill latency (ms)",
+                                    title=f"{case}: prefill latency over representative lengths"),
+                        f"{cs}__prefill_cdf", f"{case}: prefill latency CDF"))
+    return lst, relative
+
+
+def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str], *, jobs: int = 1) -> dict[str, str]:
     """Write every artifact; returns {name: path}. See the module docstring.
+    ``jobs``: worker processes for the per-run task tables and traces (forked,
+    so where the platform has no fork they are written in this process).
 
     Files: ``summary``, ``scorecard``, ``critical_path`` (Parquet + CSV),
     ``llm_latency``, ``fabric_links`` / ``fabric_switch_ports`` (Parquet),
     ``tasks/<case>__<schedule>.parquet`` (:meth:`Schedule.tasks`),
     ``traces/<case>__<schedule>.json.gz`` (Perfetto, gzip),
     ``figures/*.png``, ``report.html``, ``results.json``."""
+    global _RUN_FILES_CTX
     out = prepare_out_dir(out_dir)
     paths: dict[str, str] = {}
     summ = res.summary_frame()
@@ -120,21 +229,17 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
                   {"name": "fabric_switch_ports.parquet", "href": "fabric_switch_ports.parquet",
                    "note": "per switch port, fabric runs"}]
     o = res.scenario.output
-    run_files: dict[int, list[dict[str, str]]] = {}
-    for i, r in enumerate(res.runs):
-        slug = f"{_slug(r.case)}__{_slug(r.label)}"
-        lst = run_files.setdefault(i, [])
-        if o.task_tables:
-            (out / "tasks").mkdir(exist_ok=True)
-            r.schedule.tasks().to_parquet(out / "tasks" / f"{slug}.parquet", index=False)
-            lst.append({"name": f"{r.label}: task table", "href": f"tasks/{slug}.parquet",
-                        "note": "one row per task (Parquet)"})
-        if o.traces:
-            (out / "traces").mkdir(exist_ok=True)
-            tp = to_perfetto(r.schedule, out / "traces" / f"{slug}.json.gz", title=f"{r.case} / {r.label}",
-                             critical=r.critical, max_tasks=o.trace_max_tasks)
-            lst.append({"name": f"{r.label}: Perfetto trace", "href": f"traces/{Path(tp).name}",
-                        "note": "open at ui.perfetto.dev (gzip JSON)"})
+    if o.task_tables:
+        (out / "tasks").mkdir(exist_ok=True)
+    if o.traces:
+        (out / "traces").mkdir(exist_ok=True)
+    _RUN_FILES_CTX = (res, out)  # read by forked workers: only run indices are sent
+    try:
+        done = map_ordered(_run_files, [(i,) for i in range(len(res.runs))],
+                           jobs if "fork" in _start_methods() else 1)
+    finally:
+        _RUN_FILES_CTX = None
+    run_files: dict[int, list[dict[str, str]]] = dict(enumerate(done))
     case_figs: dict[str, list[dict[str, str]]] = {}
     relative: list[dict[str, str]] = []
     by_case: dict[str, list[tuple[int, Any]]] = {}
@@ -146,67 +251,16 @@ def write_report(res: "ScenarioResult", out_dir: str | os.PathLike[str]) -> dict
         matplotlib.use("Agg", force=False)
         (out / "figures").mkdir(exist_ok=True)
 
-        def save(fig: Any, name: str, caption: str) -> dict[str, str]:
-            import base64
-            import io
-
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png")  # drawn once: the file and the embedded copy are the same bytes
-            (out / "figures" / f"{name}.png").write_bytes(buf.getvalue())
-            return {"id": f"fig-{name}", "caption": caption, "b64": base64.b64encode(buf.getvalue()).decode("ascii"),
-                    "file": f"figures/{name}.png"}
-
-        for case, irs in by_case.items():
-            rs = [r for _, r in irs]
-            cs = _slug(case)
-            lst = case_figs.setdefault(case, [])
-            prefill = [r for r in rs if r.name != "decode"]
-            if len(prefill) >= 2:
-                relative.append(save(relative_bars({r.label: r.metrics["makespan_s"] for r in prefill},
-                                                   title=f"{case}: time relative to the fastest schedule"),
-                                     f"{cs}__relative", f"{case}: each schedule's time over the fastest one's"))
-            st = {r.label: r.metrics["stage_time_s"] for r in rs
-                  if r.stages >= 2 and len(r.metrics["stage_time_s"]) and max(r.metrics["stage_time_s"]) > 0}
-            if st:
-                lst.append(save(stage_time_bars(st, title=f"{case}: mean pipelined task time per stage"),
-                                f"{cs}__stages", f"{case}: stage times"))
-            for r in rs:
-                want = _figures_wanted(r)
-                ls = _slug(r.label)
-                if want["timeline"]:
-                    by = timeline_colour(r.schedule)
-                    lst.append(save(timeline(r.schedule, title=f"{case} / {r.label}: compute by {by}", max_tasks=8000),
-                                    f"{cs}__{ls}__timeline", f"{case} / {r.label}: timeline per GPU, compute coloured by {by}"))
-                if want["ports"]:
-                    lst.append(save(link_heatmap(r.fabric["links"], title=f"{case} / {r.label}: link utilization (fabric)"),
-                                    f"{cs}__{ls}__links",
-                                    f"{case} / {r.label}: link utilization per GPU port (busy / makespan, autoscaled)"))
-                if want["occupancy"]:
-                    lst.append(save(link_heatmap(None, r.schedule, title=f"{case} / {r.label}: comm occupancy"),
-                                    f"{cs}__{ls}__occupancy",
-                                    f"{case} / {r.label}: communication-stream occupancy over time (autoscaled)"))
-            util = {r.label: (r.fabric["link_utilization_mean_used"], r.fabric["link_utilization_max"]) for r in rs
-                    if r.fabric and r.fabric.get("link_utilization_max", 0.0) > 0}
-            if util:
-                lst.insert(0, save(utilization_bars(util, title=f"{case}: measured link utilization (runs that communicate)"),
-                                   f"{cs}__utilization", f"{case}: link utilization per schedule, mean of the used GPU "
-                                   "ports and the busiest one (busy / makespan, measured by the fabric, autoscaled)"))
-            dec = [r for r in rs if r.token_times is not None]
-            if dec:
-                samples = {}
-                for r in dec:
-                    df = llm_request_latencies(r.token_times)
-                    samples[f"{r.label} TTFT"] = df.ttft_s
-                    samples[f"{r.label} E2E"] = df.e2e_latency_s
-                if max(len(v) for v in samples.values()) >= MIN_CDF_POINTS:
-                    lst.append(save(latency_cdf(samples, title=f"{case}: latency CDFs"), f"{cs}__latency_cdf",
-                                    f"{case}: TTFT and end-to-end latency CDFs over requests"))
-            pre = [r for r in rs if len(r.per_sequence) >= MIN_CDF_POINTS]
-            if pre:
-                samples = {r.label: [m["makespan_s"] for _, m in r.per_sequence] for r in pre}
-                lst.append(save(latency_cdf(samples, xlabel="prefill latency (ms)",
-                                            title=f"{case}: prefill latency over representative lengths"),
-                                f"{cs}__prefill_cdf", f"{case}: prefill latency CDF"))
+        cases = list(by_case.items())
+        _RUN_FILES_CTX = (res, out, cases)
+        try:
+            figs = map_ordered(_case_figures, [(k,) for k in range(len(cases))],
+                               jobs if "fork" in _start_methods() else 1)
+        finally:
+            _RUN_FILES_CTX = None
+        for (case, _), (lst, rel) in zip(cases, figs):
+            case_figs[case] = lst
+            relative.extend(rel)
     map_section = _map_section(res, paths)
     page = html_report(res, case_figs, relative=relative, files=files, run_files=run_files, map_section=map_section)
     (out / "report.html").write_text(page, encoding="utf-8")

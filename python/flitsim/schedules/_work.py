@@ -170,6 +170,18 @@ def parallel_setup(model: Any, workload: Any, *, devices: Any, degree: int, step
     return work, ids, gb, N
 
 
+def require_token_split(tokens: int, N: int, what: str) -> None:
+    """Refuse a degree above the tokens it splits (each device needs at least
+    one: ``what`` names them, e.g. "image tokens (DistriFusion patches)").
+
+    Raises:
+        ConfigError: naming ``degree``, the token count and what they are.
+    """
+    if tokens < N:
+        raise config_error("degree", N, f"at most the {tokens} {what} it splits over the devices "
+                                        "(each device needs at least one token)")
+
+
 def require_head_split(work: LayerWork, N: int, why: str) -> None:
     """Refuse a degree that does not divide the model's attention heads
     (``why`` says which scheme splits them: Megatron TP, DeepSpeed-Ulysses).

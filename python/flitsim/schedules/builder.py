@@ -159,14 +159,23 @@ class Hardware:
 
     def steal_ppm(self, kind: str) -> int:
         """Share of compute a ``collective`` or ``transfer`` takes, parts per million."""
+        key = (kind, id(self.interference), self.gpu.sm_count)  # memo per model: one lookup per task
+        hit = self.__dict__.setdefault("_steal_memo", {}).get(key)
+        if hit is not None:
+            return hit
         sm = self.gpu.sm_count
         share = self.interference.collective_steal(sm) if kind == "collective" else self.interference.transfer_steal(sm)
-        return int(round(share * 1e6))
+        self._steal_memo[key] = out = int(round(share * 1e6))
+        return out
 
     def options(self) -> dict[str, Any]:
         """What the schedule records about its compute side."""
         return {"gpu": self.gpu.name, "gpu_source": self.gpu_source, "execution": self.cost.execution.name,
                 "dtype": self.dtype, "hbm_capacity_bytes": self.gpu.hbm_capacity_bytes}
+
+
+_PHASE_CODE = {p: i for i, p in enumerate(PHASES)}
+"""Phase name -> code (index into PHASES), looked up once per task."""
 
 
 @dataclass
@@ -183,9 +192,22 @@ class GraphBuilder:
     layer: list[int] = field(default_factory=list)
     steal: list[int] = field(default_factory=list)
     measured: list[int] = field(default_factory=list)
+    _kernel_memo: dict[int, tuple[Kernels, tuple[int, int, float, float]]] = field(default_factory=dict, repr=False)
+
+    def _timed(self, kernels: Kernels) -> tuple[int, int, float, float]:
+        """(duration ps, measured ps, FLOPs, bytes) of ``kernels``, once per
+        kernel table object: builders reuse one table for every layer and
+        step (the entry holds the table, so its id is not reused)."""
+        hit = self._kernel_memo.get(id(kernels))
+        if hit is not None and hit[0] is kernels:
+            return hit[1]
+        dur, meas = self.hw.time_ps(kernels)
+        val = (dur, meas, kernels.total_flops(), kernels.total_bytes())
+        self._kernel_memo[id(kernels)] = (kernels, val)
+        return val
 
     def _meta(self, phase: str, item: int, step: int, layer: int, steal: int = 0, measured: int = 0) -> None:
-        self.phase.append(PHASES.index(phase))
+        self.phase.append(_PHASE_CODE[phase] if phase in _PHASE_CODE else PHASES.index(phase))
         self.item.append(item)
         self.step.append(step)
         self.layer.append(layer)
@@ -197,11 +219,11 @@ class GraphBuilder:
         """A compute task running ``kernels`` (duration from the cost model, or
         ``duration_ps`` when given)."""
         if duration_ps is None and kernels is not None:
-            dur, meas = self.hw.time_ps(kernels)
+            dur, meas, flops, mem = self._timed(kernels)
         else:
             dur, meas = int(duration_ps or 0), 0
-        flops = kernels.total_flops() if kernels is not None else 0.0
-        mem = kernels.total_bytes() if kernels is not None else 0.0
+            flops = kernels.total_flops() if kernels is not None else 0.0
+            mem = kernels.total_bytes() if kernels is not None else 0.0
         t = self.tg.add_compute(device, dur, label=label, stage=stage, flops=flops, mem_bytes=mem)
         self._meta(phase, item, step, layer, 0, meas)
         return t
@@ -214,8 +236,7 @@ class GraphBuilder:
         None, one task id every task waits for, or one id per device (< 0: none),
         or a list of ids every task waits for (``after=[[...]]``).
         Returns the task ids in device order."""
-        dur, meas = self.hw.time_ps(kernels)
-        flops, mem = kernels.total_flops(), kernels.total_bytes()
+        dur, meas, flops, mem = self._timed(kernels)
         out = []
         for r, d in enumerate(devices):
             t = self.tg.add_compute(d, dur, label=f"{label}.d{r}", stage=stage, flops=flops, mem_bytes=mem)

@@ -20,7 +20,7 @@ from typing import Any
 
 from flitsim.errors import config_error
 from flitsim.memory import parallel_memory
-from flitsim.schedules._work import parallel_setup, step_ends
+from flitsim.schedules._work import parallel_setup, require_token_split, step_ends
 from flitsim.schedules.builder import check_int
 from flitsim.schedules.schedule import Schedule
 
@@ -56,6 +56,7 @@ def build_distrifusion(model: Any, workload: Any, *, devices: Any = None, degree
 
         raise config_error("model", work.cfg.name, "a model with softmax attention (DistriFusion all-gathers per-token K/V; this one's "
                            "self-attention is linear)")
+    require_token_split(int(workload.image_tokens), N, "image tokens (DistriFusion's patches)")
     W = check_int("warmup_steps", warmup_steps, 0)
     if W > work.steps:
         raise config_error("warmup_steps", W, f"at most steps = {work.steps}")

@@ -21,7 +21,7 @@ from typing import Any
 
 from flitsim.models.kernels import Kernels
 from flitsim.memory import parallel_memory
-from flitsim.schedules._work import parallel_setup, step_ends
+from flitsim.schedules._work import parallel_setup, require_token_split, step_ends
 from flitsim.schedules.schedule import Schedule
 
 __all__ = ["build_ring_attention"]
@@ -60,6 +60,7 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
 
         raise config_error("model", work.cfg.name, "a model with softmax attention (ring attention passes K/V blocks around a ring; this one's "
                            "self-attention is linear)")
+    require_token_split(work.tokens, N, "tokens of the attention sequence (Ring's blocks)")
     block_bytes = int(round(work.kv_bytes / N))
     parts = {}
     for k in work.blocks:

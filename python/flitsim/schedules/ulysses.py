@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from flitsim.memory import parallel_memory
-from flitsim.schedules._work import parallel_setup, require_head_split, step_ends
+from flitsim.schedules._work import parallel_setup, require_token_split, require_head_split, step_ends
 from flitsim.schedules.schedule import Schedule
 
 __all__ = ["build_ulysses"]
@@ -43,6 +43,7 @@ def build_ulysses(model: Any, workload: Any, *, devices: Any = None, degree: int
                                       comm_streams=comm_streams, execution=execution, profile=profile,
                                       interference=interference, fabric=fabric)
     require_head_split(work, N, "DeepSpeed-Ulysses' all-to-all")
+    require_token_split(work.tokens, N, "tokens of the attention sequence (Ulysses' all-to-all shards)")
     b, B, p = work.bytes_per_element, work.batch, work.tokens
     aw, kw = work.cfg.attn_width, work.kv_width
     shard = lambda width: int(round(p / N * width * b * B))  # noqa: E731

@@ -141,6 +141,10 @@ pub(crate) fn calibrated_spec(spec: &FabricSpec, link_efficiency: f64) -> Result
         // the fabric splits the cap evenly over every port slot (wired or not)
         s.gpu.injection_bytes_per_s = (info.port_bytes_per_s * spec.gpu_ports as f64 * link_efficiency) as u64;
         s.gpu.injection_packet_overhead_bytes = INJECTION_PACKET_OVERHEAD_BYTES;
+        if spec.is_graph() {
+            // per port kind: NVLink ports the calibrated rate, PCIe ports NCCL's PCIe figure (fabric/spec.rs)
+            s.gpu.link_injection_bytes_per_s = crate::fabric::port_injection_caps(spec, link_efficiency, INJECTION_PACKET_OVERHEAD_BYTES)?;
+        }
     }
     Ok(s)
 }

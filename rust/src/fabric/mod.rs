@@ -16,5 +16,5 @@ pub use run::{run_batch, BatchResult, TransferBatch};
 pub use stats::{stats_of, FabricStats, PortLinkStats, SwitchLinkStats};
 pub use sim::{FEv, FabricSim, FaultStats, ReorderStats, MAX_SIM_PACKETS};
 pub(crate) use sim::reframed;
-pub use spec::{ElementKind, FabricSpec, Fault, Fidelity, GpuInjection, Spray, StaticRoute, SwitchKind, SwitchParams, Trunk, Wire, MAX_ENDPOINTS, MAX_FAULT_PS, MAX_HOSTS, MAX_PORTS};
+pub use spec::{port_injection_caps, ElementKind, FabricSpec, Fault, Fidelity, GpuInjection, Spray, NCCL_PCIE_FRACTION_OF_LANE_RATE, StaticRoute, SwitchKind, SwitchParams, Trunk, Wire, MAX_ENDPOINTS, MAX_FAULT_PS, MAX_HOSTS, MAX_PORTS};
 pub use topology::{Hop, Peer, Topology};

@@ -318,6 +318,7 @@ impl FabricSim {
             timing.exhaustion_below_flits = max_f;
             let g = &spec.gpu;
             let rx_replay = rx.replay.filter(|r| r.hazard_per_flit_bit > 0.0).map(|r| Replay::new(r, 2 * p as u64 + 1));
+            let g = &g.for_port((p / spec.gpu_ports as usize) as u32, spec.gpus, li, div); // per-link-kind cap (spec.rs)
             ports.push(Port::new(sw, sw_port, p, timing, rx, rx_replay, g, div));
         }
         let rate = rate_bps.unwrap_or(1) as f64;
@@ -424,7 +425,8 @@ impl FabricSim {
                 timing.credits_per_vc_flits = buf[sw as usize];
             }
             timing.exhaustion_below_flits = max_f;
-            ports.push(Port::new(sw, sw_port, p, timing, rx, None, g, div));
+            let gp = g.for_port((p / spec.gpu_ports as usize) as u32, spec.gpus, li, div); // per-link-kind cap (spec.rs)
+            ports.push(Port::new(sw, sw_port, p, timing, rx, None, &gp, div));
         }
         let mut sws = Vec::with_capacity(sn);
         let mut out_links: Vec<Option<OutLink>> = Vec::with_capacity(sn * spp as usize);

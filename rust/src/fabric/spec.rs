@@ -82,6 +82,71 @@ pub struct GpuInjection {
     /// 0 = unlimited (buffers free on arrival).
     #[serde(default)]
     pub ejection_bytes_per_s: u64,
+    /// Injection cap per GPU port by the kind of link it is wired with:
+    /// entry `i` caps every GPU port whose wire uses `links[i]`, bytes/s of
+    /// payload (charged with `injection_packet_overhead_bytes` per packet),
+    /// not split; 0 = that port is limited by its link only. Empty (the
+    /// default) = `injection_bytes_per_s` split evenly over the ports. A GPU
+    /// with NVLink and PCIe ports needs it: the NVLink-calibrated DMA rate
+    /// is not what a PCIe port carries ([`port_injection_caps`]). Host
+    /// endpoints are never capped by it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub link_injection_bytes_per_s: Vec<u64>,
+}
+
+impl GpuInjection {
+    /// The limits one port of endpoint `endpoint` wired with link `link`
+    /// runs under, as `Port::new`-style consumers read them: GPU-wide
+    /// fields unchanged except `injection_bytes_per_s`, which is replaced
+    /// by the per-link cap x `div` (so that a consumer dividing by `div`
+    /// gets the cap) when `link_injection_bytes_per_s` is set; host
+    /// endpoints (`endpoint >= gpus`) get no injection cap then.
+    pub fn for_port(&self, endpoint: u32, gpus: u32, link: u32, div: f64) -> GpuInjection {
+        let mut g = GpuInjection { link_injection_bytes_per_s: Vec::new(), ..*self };
+        if !self.link_injection_bytes_per_s.is_empty() {
+            let cap = if endpoint >= gpus { 0 } else { self.link_injection_bytes_per_s.get(link as usize).copied().unwrap_or(0) };
+            g.injection_bytes_per_s = (cap as f64 * div).round() as u64;
+        }
+        g
+    }
+}
+
+/// Fraction of a PCIe link's lane rate (GT/s x lanes / 8, before 128b/130b)
+/// that NCCL's topology model gives the link: `bw = width x speed / 80`
+/// GB/s with speed 60 / 120 / 240 for 8 / 16 / 32 GT/s (NCCL
+/// src/graph/topo.cc, kvDictPciGen), i.e. 0.75 x the lane rate: Gen3 x16
+/// 12 GB/s (topo.h PCI_BW), Gen4 x16 24 GB/s, Gen5 x16 48 GB/s.
+pub const NCCL_PCIE_FRACTION_OF_LANE_RATE: f64 = 0.75;
+
+/// Per-link injection caps of a graph fabric's GPU ports (see
+/// [`GpuInjection::link_injection_bytes_per_s`]), bytes/s of payload:
+/// a port wired into an NVSwitch or an NVLink bridge gets the calibrated
+/// NVLink DMA rate `link_efficiency` x its link's raw rate (x payload /
+/// (payload + `overhead_bytes`) is then charged per packet, as on one-tier
+/// fabrics); any other GPU port (PCIe into a switch, root complex or NIC)
+/// gets NCCL's PCIe figure, [`NCCL_PCIE_FRACTION_OF_LANE_RATE`] x the lane
+/// rate, expressed so that the sustained payload rate equals it after the
+/// per-packet overhead. Links no GPU port uses get 0.
+///
+/// # Errors
+/// `Config` for a link spec that does not derive.
+pub fn port_injection_caps(spec: &FabricSpec, link_efficiency: f64, overhead_bytes: u32) -> Result<Vec<u64>> {
+    use crate::fabric::ElementKind as K;
+    let mut caps = vec![0u64; spec.links.len()];
+    let payload = spec.gpu.payload_bytes.max(1) as f64;
+    for w in spec.wires.iter().filter(|w| w.gpu < spec.gpus) {
+        let li = w.link as usize;
+        let Some(link) = spec.links.get(li) else { continue };
+        let nvlink = matches!(spec.kind_of(w.switch).map(|k| k.kind), Some(K::Nvswitch | K::Bridge)) || !spec.is_graph();
+        let cap = if nvlink {
+            link.derive()?.1.rate_bps as f64 / 8.0 * link_efficiency
+        } else {
+            let lane_bytes = link.serdes.baud_gbd * 1e9 * link.serdes.modulation.bits_per_symbol() as f64 * link.serdes.lanes as f64 / 8.0;
+            NCCL_PCIE_FRACTION_OF_LANE_RATE * lane_bytes * (payload + overhead_bytes as f64) / payload
+        };
+        caps[li] = caps[li].max(cap as u64);
+    }
+    Ok(caps)
 }
 
 fn d_payload() -> u32 {
@@ -90,7 +155,7 @@ fn d_payload() -> u32 {
 
 impl Default for GpuInjection {
     fn default() -> Self {
-        GpuInjection { payload_bytes: 256, max_outstanding_packets: 0, injection_bytes_per_s: 0, injection_packet_overhead_bytes: 0, ejection_bytes_per_s: 0 }
+        GpuInjection { payload_bytes: 256, max_outstanding_packets: 0, injection_bytes_per_s: 0, injection_packet_overhead_bytes: 0, ejection_bytes_per_s: 0, link_injection_bytes_per_s: Vec::new() }
     }
 }
 
@@ -398,6 +463,12 @@ impl FabricSpec {
         ensure(g.payload_bytes >= 1, "gpu.payload_bytes", g.payload_bytes, "at least 1 byte")?;
         let maxp = self.links.iter().map(|l| l.packet.max_payload_bytes).min().unwrap_or(0);
         ensure(g.payload_bytes <= maxp, "gpu.payload_bytes", g.payload_bytes, &format!("at most the links' max_payload_bytes ({maxp})"))?;
+        ensure(
+            g.link_injection_bytes_per_s.is_empty() || g.link_injection_bytes_per_s.len() == self.links.len(),
+            "gpu.link_injection_bytes_per_s",
+            format!("{} entries", g.link_injection_bytes_per_s.len()),
+            &format!("empty or one cap per entry of links ({})", self.links.len()),
+        )?;
         if self.sim_packet_bytes > 0 {
             ensure(
                 self.sim_packet_bytes % g.payload_bytes as u64 == 0 && self.sim_packet_bytes <= 1 << 20,

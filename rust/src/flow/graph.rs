@@ -168,6 +168,15 @@ impl GraphModel {
             let Some((s, _, l)) = topo.gpu_port_to[p] else { continue };
             let t = m.timings[l as usize];
             let ser = ser_ps(wire, t.rate_bps);
+            // per-link-kind cap (GpuInjection::for_port), each protocol packet
+            // charged its payload + overhead as the packet engine does
+            let inj_ps = if g.link_injection_bytes_per_s.is_empty() {
+                inj_ps
+            } else {
+                let pi = g.for_port(p as u32 / gp, spec.gpus, l, div);
+                let cost = sim_bytes + pi.injection_packet_overhead_bytes as u64 * sim_bytes.div_ceil(payload);
+                if pi.injection_bytes_per_s == 0 { 0.0 } else { (cost as f64 * 1e12 * div / pi.injection_bytes_per_s as f64).ceil() }
+            };
             let cap = sim_bytes as f64 / ser.max(inj_ps);
             m.up_port[p] = cap;
             let key = (0u8, p as u32 / gp, s, l);

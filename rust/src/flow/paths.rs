@@ -124,6 +124,13 @@ impl FlowFabric {
             let Some((_, _, li)) = topo.gpu_port_to[p] else { continue };
             let (_, t) = spec.links[li as usize].derive()?;
             let ser = ser_ps((f_s * flit_bytes * 8) as f64, t.rate_bps);
+            // a per-link-kind cap replaces the GPU-wide share (GpuInjection::for_port)
+            let inj_ps = if g.link_injection_bytes_per_s.is_empty() {
+                inj_ps
+            } else {
+                let gp = g.for_port((p / spec.gpu_ports as usize) as u32, spec.gpus, li, div);
+                if gp.injection_bytes_per_s == 0 { 0.0 } else { (s as f64 * 1e12 * div / gp.injection_bytes_per_s as f64).ceil() }
+            };
             up_port[p] = s as f64 / ser.max(inj_ps);
             // Head registered at the switch clock edge after it arrives (as the packet level does).
             let head = (((t.flit_ps + t.latency_ps) as f64 / cycle_ps - 1e-9).ceil() + spec.switch.pipeline_latency_cycles as f64) * cycle_ps;
