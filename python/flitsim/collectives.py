@@ -12,7 +12,7 @@ and reduce_scatter, size is the whole gathered buffer (n x per-rank part).
 Calibrated defaults (docs/collectives.md): GPU injection 0.849 x link rate
 with 8 bytes of overhead per protocol packet (NCCL topo.h SM90 20.6 GB/s per
 link at 256 B, ~20 GB/s at 128 B), NVLS engine 0.672 x link rate, NVLS latency
-3.07 us x n, host launch 4.06 us; NCCL tuning.cc latencies and protocol rates.
+3.07 us x n, host launch 2.89 us; NCCL tuning.cc latencies and protocol rates.
 """
 
 from __future__ import annotations
@@ -172,13 +172,21 @@ def _params(fabric: FabricSpec, algorithm: str, protocol: str, channels: int | N
         p["channels"] = int(channels)
     if chunk_bytes is not None:
         p["chunk_bytes"] = int(chunk_bytes)
-    gpu = fabric_gpu(fabric)
-    if gpu is not None:
-        # Reduction compute = HBM / 3 (read two operands, write one; assumed),
-        # from the fabric's GPU preset (its datasheet HBM bandwidth).
-        p["reduce_bytes_per_s"] = int(GPU_PRESETS[gpu]().hbm_bytes_per_s / 3)
+    p.update(fabric_params(fabric))
     p.update(options)
     return p
+
+
+def fabric_params(fabric: FabricSpec) -> dict[str, Any]:
+    """The collective parameters that come from the fabric itself, the same
+    for ``collective()`` and task-graph collectives (``FabricNetwork``):
+    ``reduce_bytes_per_s`` = HBM bandwidth / 3 of the fabric's GPU preset (a
+    reduction reads two operands and writes one; assumed), none when the
+    fabric names no known GPU."""
+    gpu = fabric_gpu(fabric)
+    if gpu is None:
+        return {}
+    return {"reduce_bytes_per_s": int(GPU_PRESETS[gpu]().hbm_bytes_per_s / 3)}
 
 
 def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence[int] | None = None, *,

@@ -27,7 +27,7 @@ from typing import Any, Sequence, cast
 
 import numpy as np
 
-from flitsim.collectives import INJECTION_PACKET_OVERHEAD_BYTES, default_params, load_params
+from flitsim.collectives import INJECTION_PACKET_OVERHEAD_BYTES, default_params, fabric_params, load_params
 from flitsim.errors import ConfigError
 from flitsim.hardware.fabric import FABRIC_PRESETS, FabricSpec, as_fabric, fabric_preset
 from flitsim.transfers import transfers
@@ -143,8 +143,9 @@ class FabricNetwork:
         fab = with_fidelity(self.fabric, self.fidelity)
         fab = fab.with_faults(self.faults) if self.faults else fab
         d: dict[str, Any] = {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
-        if self.collective_params is not None or self.transport is not None:
-            cp = load_params(self.collective_params)
+        # the fabric's own collective parameters (reduction rate), as collective() uses them
+        cp = {**fabric_params(self.fabric), **load_params(self.collective_params)}
+        if cp or self.transport is not None:
             if self.transport is not None:
                 from flitsim.transfers import TRANSPORTS
 
