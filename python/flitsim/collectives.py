@@ -204,13 +204,19 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             gathered buffer; all_to_all: the whole send buffer of one rank).
         group: GPU ids in rank order (default: every GPU of the fabric; 2 GPUs
             for sendrecv).
-        algorithm: ``auto`` (fastest by closed-form estimate), ``ring``,
-            ``tree`` (all_reduce), ``direct`` (all_to_all, sendrecv), ``nvls``
-            (all_reduce on NVLS-capable switches), ``hierarchical`` (all_reduce
-            over a group spanning several domains: reduce-scatter inside each
-            domain, all_reduce per rail across domains, all-gather inside;
-            docs/collectives.md "Across tiers"). A group spanning domains
-            (GPUs joined only through NICs) runs ring / hierarchical / direct.
+        algorithm: ``auto`` (the fastest simulated among the candidates whose
+            closed-form estimate is within 2x of the best; ``stats
+            ["auto_candidates"]``), ``ring``, ``tree`` (all_reduce; across
+            domains NCCL's double binary tree), ``direct`` (all_to_all,
+            sendrecv), ``nvls`` (all_reduce, all_gather, reduce_scatter on
+            NVLS-capable switches; across domains all_reduce as NCCL's
+            NVLS-tree), ``hierarchical`` (all_reduce over a group spanning
+            several domains: reduce-scatter inside each domain, all_reduce per
+            rail across domains, all-gather inside; docs/collectives.md
+            "Across tiers"). A group spanning domains
+            (GPUs joined only through NICs) runs ring, tree, hierarchical or
+            NVLS-tree (all_reduce), ring (other reductions and gathers) or
+            direct (all_to_all).
         protocol: ``auto``, ``simple``, ``ll128`` (120/128 useful), ``ll`` (50 %).
         channels, chunk_bytes: ring channels (default auto, <= 8) and pipeline
             chunk (default 1 MiB).

@@ -42,7 +42,9 @@ impl Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Algorithm {
-    /// Pick the fastest by the closed-form estimate (as NCCL's tuner does).
+    /// The fastest the simulator finds among the candidates whose
+    /// closed-form estimate is within 2x of the best (`run::run_collective`;
+    /// task graphs: the same choice at flow level, memoized).
     Auto,
     Ring,
     Tree,

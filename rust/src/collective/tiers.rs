@@ -18,8 +18,14 @@
 //! - **direct** all_to_all: as in one domain; the transports route each pair
 //!   (RDMA, PXN).
 //!
-//! Not modelled across domains: NCCL's inter-node double binary tree and
-//! NVLS spanning domains (ConfigError when forced; `auto` never picks them).
+//! - **tree** (all_reduce): NCCL's inter-node tree, chains inside the
+//!   domains and the double binary tree between their heads
+//!   ([`dtree_parents`]).
+//! - **nvls** (all_reduce, NVLS fabrics): NCCL's NVLS-tree, NVLS inside the
+//!   domains and the double binary tree across them per rail.
+//!
+//! Not modelled across domains: CollNet / in-network reduction, and NVLS as
+//! one multicast group spanning domains.
 
 use super::lower::{algo_name, candidates, check_request, estimate, lower_as, proto_rate, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
 use super::params::{Algorithm, CollectiveParams, Op, Protocol};
