@@ -98,6 +98,10 @@ pub const MAX_DAG_NODES: u64 = 1 << 22;
 /// Smallest per-rank part per channel before auto adds a channel (NCCL's
 /// thread thresholds: 64 B x 512 threads, enqueue.cc), bytes.
 const CHANNEL_MIN_BYTES: u64 = 32 * 1024;
+/// Chunks per channel and tree level NCCL's tree chunk sizing aims for, and
+/// the smallest chunk it shrinks to, bytes (enqueue.cc, Simple protocol).
+pub(crate) const TREE_CHUNKS_PER_LEVEL: u64 = 8;
+pub(crate) const TREE_MIN_CHUNK_BYTES: u64 = 64 * 1024;
 
 /// Split `total` elements into `parts`, part `i` (the first `total % parts` get one more).
 fn split(total: u64, parts: u64, i: u64) -> u64 {
@@ -346,8 +350,7 @@ pub fn lower_as(op: Op, members: &[u32], bytes: u64, algo: Algorithm, pr: Protoc
     let n = members.len() as u32;
     let est = estimate(op, algo, pr, n, bytes, p, f);
     let e = p.dtype_bytes as u64;
-    let chunk = if p.chunk_bytes > 0 { p.chunk_bytes } else { MIB };
-    let chunk_el = (chunk / e).max(1);
+    let mut chunk = if p.chunk_bytes > 0 { p.chunk_bytes } else { MIB };
     let elems = bytes / e;
     let part_bytes = match op {
         Op::AllReduce | Op::AllGather | Op::ReduceScatter | Op::AllToAll => bytes / n as u64,
@@ -357,6 +360,15 @@ pub fn lower_as(op: Op, members: &[u32], bytes: u64, algo: Algorithm, pr: Protoc
         (Op::AllToAll | Op::SendRecv, _) | (_, Algorithm::Nvls) => 1,
         _ => channels_for(part_bytes, p),
     };
+    if algo == Algorithm::Tree && p.chunk_bytes == 0 {
+        // NCCL (enqueue.cc) shrinks a tree's chunk until every channel has
+        // ~8 chunks per level of depth (n-1 here), down to 64 KiB
+        let per_ch = bytes / channels.max(2) as u64;
+        while per_ch / chunk < (n as u64 - 1).max(1) * TREE_CHUNKS_PER_LEVEL && chunk > TREE_MIN_CHUNK_BYTES {
+            chunk /= 2;
+        }
+    }
+    let chunk_el = (chunk / e).max(1);
     let est_nodes = dag_nodes(op, algo, n as u64, elems, chunk_el, channels as u64);
     if est_nodes > MAX_DAG_NODES {
         return Err(FlitsimError::config(

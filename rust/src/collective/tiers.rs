@@ -27,7 +27,7 @@
 //! Not modelled across domains: CollNet / in-network reduction, and NVLS as
 //! one multicast group spanning domains.
 
-use super::lower::{algo_name, candidates, check_request, estimate, lower_as, proto_rate, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
+use super::lower::{algo_name, candidates, check_request, estimate, lower_as, proto_rate, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES, TREE_CHUNKS_PER_LEVEL, TREE_MIN_CHUNK_BYTES};
 use super::params::{Algorithm, CollectiveParams, Op, Protocol};
 use super::transport::{hw_extra_ps, Reach};
 use crate::error::{FlitsimError, Result};
@@ -199,11 +199,6 @@ fn estimate_across(op: Op, a: Algorithm, pr: Protocol, groups: &[Vec<u32>], byte
     };
     base.max(p.launch_for(a, pr) as f64 + bound) + crossings * extra
 }
-
-/// Chunks per channel and tree level NCCL's tree chunk sizing aims for, and
-/// the smallest chunk it shrinks to, bytes (enqueue.cc, Simple protocol).
-const TREE_CHUNKS_PER_LEVEL: u64 = 8;
-const TREE_MIN_CHUNK_BYTES: u64 = 64 * 1024;
 
 /// Parents of NCCL's double binary tree over `d` nodes (src/graph/trees.cc):
 /// tree 0 is the binary tree whose node r (r > 0) hangs below the node that

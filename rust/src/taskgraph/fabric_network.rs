@@ -9,7 +9,7 @@
 
 use super::graph::CollectiveKind;
 use super::network::{Network, NetworkDone};
-use crate::collective::{calibrated_spec, expand, fabric_info, lower_best, lower_in, reach_of, run_collective, transported, Algorithm, Backend, CEv, CollectiveParams, CollectiveRequest, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
+use crate::collective::{calibrated_spec, expand, fabric_info, lower_best, lower_in, plan, reach_of, run_collective, AUTO_PRUNE_FACTOR, transported, Algorithm, Backend, CEv, CollectiveParams, CollectiveRequest, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
 use std::collections::HashMap;
 use crate::engine::{Scheduler, TimePs};
 use crate::error::Result;
@@ -36,8 +36,8 @@ pub struct FabricNetwork {
     /// Route facts for the transports of every transfer.
     reach: Reach,
     /// The fabric at flow level, where `auto` simulates its candidates alone
-    /// (None when flow level refuses the spec, as with faults: the
-    /// closed-form estimate picks).
+    /// (None with faults, which flow level refuses; there, and where a flow
+    /// run fails, the closed-form estimate picks).
     choice_spec: Option<FabricSpec>,
     /// (op, group, bytes) -> the simulated `auto` choice.
     choices: HashMap<(u8, Vec<u32>, u64), (Algorithm, Protocol)>,
@@ -61,9 +61,11 @@ impl FabricNetwork {
             crate::fabric::Fidelity::Flow => Backend::Flow(crate::flow::FlowSim::new(&s)?),
             _ => Backend::Fabric(FabricSim::new(&s, s.gpu_ports)?),
         };
-        let mut flow = spec.clone();
-        flow.fidelity = crate::fabric::Fidelity::Flow;
-        let choice_spec = (spec.faults.is_empty() && crate::flow::FlowFabric::new(&flow).is_ok()).then_some(flow);
+        let choice_spec = spec.faults.is_empty().then(|| {
+            let mut flow = spec.clone();
+            flow.fidelity = crate::fabric::Fidelity::Flow;
+            flow
+        });
         Ok(FabricNetwork { exec: DagExec::new(backend), info: fabric_info(spec)?, params, devices: spec.gpus, gpu_ports: spec.gpu_ports, reach: reach_of(spec)?, choice_spec, choices: HashMap::new() })
     }
 
@@ -85,11 +87,24 @@ impl FabricNetwork {
         if let Some(&c) = self.choices.get(&key) {
             return Ok(c);
         }
+        // as run_collective: only candidates within AUTO_PRUNE_FACTOR of the best
+        // estimate are simulated; a lone one is the choice without simulating
+        let cands = plan(op, members, bytes, p, &self.info, &self.reach)?;
+        let best_est = cands.iter().map(|c| c.2).fold(f64::INFINITY, f64::min);
+        let near: Vec<(Algorithm, Protocol)> = cands.iter().filter(|c| c.2 <= best_est * AUTO_PRUNE_FACTOR).map(|c| (c.0, c.1)).collect();
         let c = match &self.choice_spec {
+            _ if near.len() == 1 => near[0],
             Some(spec) => {
                 let req = CollectiveRequest { op, members: members.to_vec(), bytes, params: p.clone() };
-                let r = run_collective(spec, &req, &mut crate::engine::NoInterrupt)?;
-                (r.algorithm, r.protocol)
+                match run_collective(spec, &req, &mut crate::engine::NoInterrupt) {
+                    Ok(r) => (r.algorithm, r.protocol),
+                    // flow level refuses this fabric: the closed form picks (a bad
+                    // request fails the same way in lowering below)
+                    Err(_) => {
+                        let low = lower_best(op, members, bytes, p, &self.info, &self.reach)?;
+                        (low.algorithm, low.protocol)
+                    }
+                }
             }
             None => {
                 let low = lower_best(op, members, bytes, p, &self.info, &self.reach)?;
