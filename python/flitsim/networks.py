@@ -100,7 +100,11 @@ class FabricNetwork:
     runs the fabric exactly as specified, as ``flitsim.transfers`` does.
 
     ``collective_params``: a ``flitsim calibrate`` parameter file (or dict)
-    for the collective tasks (default: the calibrated defaults).
+    for the collective tasks (default: the calibrated defaults, plus the
+    fabric's own ``reduce_bytes_per_s`` as ``flitsim.collective`` takes it).
+    ``algorithm = "auto"`` picks, per (operation, group, size), the pair
+    ``flitsim.collective(..., fidelity="flow")`` simulates as fastest
+    (memoized; docs/collectives.md "Algorithms").
 
     ``transport``: the transport of every transfer and collective step
     (``auto``, ``p2p``, ``host``, ``rdma``; default None: the parameters'
