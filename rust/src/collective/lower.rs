@@ -158,10 +158,10 @@ const SIMPLE_REFERENCE_PAYLOAD_BYTES: f64 = 256.0;
 
 /// The Simple protocol's user-data rate of one GPU (bytes/s): its injection
 /// limit at `link_efficiency`, each packet costing its payload plus
-/// `run::INJECTION_PACKET_OVERHEAD_BYTES`.
+/// `params::INJECTION_PACKET_OVERHEAD_BYTES`.
 pub(crate) fn simple_rate(p: &CollectiveParams, f: &FabricInfo) -> f64 {
     let gpu = f.port_bytes_per_s * f.gpu_ports as f64;
-    let ov = super::run::INJECTION_PACKET_OVERHEAD_BYTES as f64;
+    let ov = super::params::INJECTION_PACKET_OVERHEAD_BYTES as f64;
     gpu * p.link_efficiency * SIMPLE_REFERENCE_PAYLOAD_BYTES / (SIMPLE_REFERENCE_PAYLOAD_BYTES + ov)
 }
 

@@ -299,6 +299,14 @@ fn d_nvls_rank() -> u64 {
     NVLS_PER_RANK_PS
 }
 
+/// Calibrated injection overhead per protocol packet, bytes at the
+/// injection rate: with `link_efficiency` 0.849 it reproduces both public
+/// points, copy-engine 256-byte packets at 20.6 GB/s per NVLink 4 link (NCCL
+/// topo.h SM90; CE p2p 371-377 GB/s over 18 links, NCCL issue 1264) and SM
+/// 128-byte stores at ~20 GB/s (nccl-tests issue 149): (256 + 8) / (0.849 x
+/// 25) -> 20.6 and (128 + 8) / (0.849 x 25) -> 20.0 GB/s.
+pub const INJECTION_PACKET_OVERHEAD_BYTES: u32 = 8;
+
 /// Calibrated host launch cost, ps: `flitsim calibrate nccl-tests` on the
 /// three H200 logs in tests/data/nccl with only `host_launch_ps` free
 /// (2.89 us, rows <= 1 MiB; docs/collectives.md). Was 4.06 us before ring LL
