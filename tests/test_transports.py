@@ -157,3 +157,35 @@ def test_pxn_relays_to_the_gpu_on_the_receivers_rail():
     assert ib.kind == "infiniband"
     for t in (on, off):
         assert int(t.switch_links[t.switch_links.link_index == ib.link].payload_bytes.sum()) == 2 * S
+
+
+def _ib_class(fab):
+    r = flitsim.route(fab, 0, 8)
+    kinds = [h.kind for h in r.hops]
+    return r.hops[kinds.index("infiniband")].link, r.hops[kinds.index("infiniband")].link_payload_GBps
+
+
+@pytest.mark.parametrize("algorithm", ["tree", "nvls"])
+def test_tree_and_nvls_tree_across_nodes_carry_the_closed_form_network_bytes(algorithm):
+    # NCCL's inter-node double binary tree (tree: chains inside the nodes) and NVLS-tree (NVLS inside, the
+    # tree across the rails) over 4 HGX nodes x 2 GPUs: every node but a tree's root sends each element up
+    # once and receives it down once, so the network carries 2 (D-1) S; each crossing is two IB links
+    # (NIC -> rail leaf -> NIC: a tree's heads share a rail). Link statistics, packet level.
+    fab = fabric_preset("ib-4xhgx-h100")
+    group, D, size = [0, 1, 8, 9, 16, 17, 24, 25], 4, 2 << 20
+    r = flitsim.collective(fab, "all_reduce", size, group=group, algorithm=algorithm, protocol="simple",
+                           fidelity="packet")
+    assert r.algorithm == algorithm
+    ib, nic_GBps = _ib_class(fab)
+    assert int(r.stats["link_class_payload_bytes"][ib]) == 2 * 2 * (D - 1) * size
+    # busbw below the 2 NICs per node the group's GPUs bring (each node's data leaves over them)
+    assert r.busbw_GBps <= 2 * nic_GBps
+
+
+def test_small_sizes_across_nodes_are_monotone_and_errors_name_the_repeat():
+    # hierarchical used to need a multiple of 32 B on 8-GPU domains, so 8 B fell back to a slower ring
+    fab = fabric_preset("eth-2x8xl40")
+    t = [flitsim.collective(fab, "all_reduce", b, fidelity="flow").time_us for b in (8, 16, 32, 64)]
+    assert all(a <= b * 1.001 for a, b in zip(t, t[1:])), t
+    with pytest.raises(ConfigError, match="appears twice"):
+        flitsim.collective(fab, "all_reduce", 1 << 20, group=[0, 1, 8, 8], algorithm="hierarchical")

@@ -12,7 +12,7 @@ and reduce_scatter, size is the whole gathered buffer (n x per-rank part).
 Calibrated defaults (docs/collectives.md): GPU injection 0.849 x link rate
 with 8 bytes of overhead per protocol packet (NCCL topo.h SM90 20.6 GB/s per
 link at 256 B, ~20 GB/s at 128 B), NVLS engine 0.672 x link rate, NVLS latency
-3.07 us x n, host launch 4.06 us; NCCL tuning.cc latencies and protocol rates.
+3.07 us x n, host launch 2.89 us; NCCL tuning.cc latencies and protocol rates.
 """
 
 from __future__ import annotations
@@ -172,13 +172,21 @@ def _params(fabric: FabricSpec, algorithm: str, protocol: str, channels: int | N
         p["channels"] = int(channels)
     if chunk_bytes is not None:
         p["chunk_bytes"] = int(chunk_bytes)
-    gpu = fabric_gpu(fabric)
-    if gpu is not None:
-        # Reduction compute = HBM / 3 (read two operands, write one; assumed),
-        # from the fabric's GPU preset (its datasheet HBM bandwidth).
-        p["reduce_bytes_per_s"] = int(GPU_PRESETS[gpu]().hbm_bytes_per_s / 3)
+    p.update(fabric_params(fabric))
     p.update(options)
     return p
+
+
+def fabric_params(fabric: FabricSpec) -> dict[str, Any]:
+    """The collective parameters that come from the fabric itself, the same
+    for ``collective()`` and task-graph collectives (``FabricNetwork``):
+    ``reduce_bytes_per_s`` = HBM bandwidth / 3 of the fabric's GPU preset (a
+    reduction reads two operands and writes one; assumed), none when the
+    fabric names no known GPU."""
+    gpu = fabric_gpu(fabric)
+    if gpu is None:
+        return {}
+    return {"reduce_bytes_per_s": int(GPU_PRESETS[gpu]().hbm_bytes_per_s / 3)}
 
 
 def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence[int] | None = None, *,
@@ -196,13 +204,19 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             gathered buffer; all_to_all: the whole send buffer of one rank).
         group: GPU ids in rank order (default: every GPU of the fabric; 2 GPUs
             for sendrecv).
-        algorithm: ``auto`` (fastest by closed-form estimate), ``ring``,
-            ``tree`` (all_reduce), ``direct`` (all_to_all, sendrecv), ``nvls``
-            (all_reduce on NVLS-capable switches), ``hierarchical`` (all_reduce
-            over a group spanning several domains: reduce-scatter inside each
-            domain, all_reduce per rail across domains, all-gather inside;
-            docs/collectives.md "Across tiers"). A group spanning domains
-            (GPUs joined only through NICs) runs ring / hierarchical / direct.
+        algorithm: ``auto`` (the fastest simulated among the candidates whose
+            closed-form estimate is within 2x of the best; ``stats
+            ["auto_candidates"]``), ``ring``, ``tree`` (all_reduce; across
+            domains NCCL's double binary tree), ``direct`` (all_to_all,
+            sendrecv), ``nvls`` (all_reduce, all_gather, reduce_scatter on
+            NVLS-capable switches; across domains all_reduce as NCCL's
+            NVLS-tree), ``hierarchical`` (all_reduce over a group spanning
+            several domains: reduce-scatter inside each domain, all_reduce per
+            rail across domains, all-gather inside; docs/collectives.md
+            "Across tiers"). A group spanning domains
+            (GPUs joined only through NICs) runs ring, tree, hierarchical or
+            NVLS-tree (all_reduce), ring (other reductions and gathers) or
+            direct (all_to_all).
         protocol: ``auto``, ``simple``, ``ll128`` (120/128 useful), ``ll`` (50 %).
         channels, chunk_bytes: ring channels (default auto, <= 8) and pipeline
             chunk (default 1 MiB).

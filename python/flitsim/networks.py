@@ -27,7 +27,7 @@ from typing import Any, Sequence, cast
 
 import numpy as np
 
-from flitsim.collectives import INJECTION_PACKET_OVERHEAD_BYTES, default_params, load_params
+from flitsim.collectives import INJECTION_PACKET_OVERHEAD_BYTES, default_params, fabric_params, load_params
 from flitsim.errors import ConfigError
 from flitsim.hardware.fabric import FABRIC_PRESETS, FabricSpec, as_fabric, fabric_preset
 from flitsim.transfers import transfers
@@ -100,7 +100,11 @@ class FabricNetwork:
     runs the fabric exactly as specified, as ``flitsim.transfers`` does.
 
     ``collective_params``: a ``flitsim calibrate`` parameter file (or dict)
-    for the collective tasks (default: the calibrated defaults).
+    for the collective tasks (default: the calibrated defaults, plus the
+    fabric's own ``reduce_bytes_per_s`` as ``flitsim.collective`` takes it).
+    ``algorithm = "auto"`` picks, per (operation, group, size), the pair
+    ``flitsim.collective(..., fidelity="flow")`` simulates as fastest
+    (memoized; docs/collectives.md "Algorithms").
 
     ``transport``: the transport of every transfer and collective step
     (``auto``, ``p2p``, ``host``, ``rdma``; default None: the parameters'
@@ -143,8 +147,9 @@ class FabricNetwork:
         fab = with_fidelity(self.fabric, self.fidelity)
         fab = fab.with_faults(self.faults) if self.faults else fab
         d: dict[str, Any] = {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
-        if self.collective_params is not None or self.transport is not None:
-            cp = load_params(self.collective_params)
+        # the fabric's own collective parameters (reduction rate), as collective() uses them
+        cp = {**fabric_params(self.fabric), **load_params(self.collective_params)}
+        if cp or self.transport is not None:
             if self.transport is not None:
                 from flitsim.transfers import TRANSPORTS
 

@@ -98,6 +98,10 @@ pub const MAX_DAG_NODES: u64 = 1 << 22;
 /// Smallest per-rank part per channel before auto adds a channel (NCCL's
 /// thread thresholds: 64 B x 512 threads, enqueue.cc), bytes.
 const CHANNEL_MIN_BYTES: u64 = 32 * 1024;
+/// Chunks per channel and tree level NCCL's tree chunk sizing aims for, and
+/// the smallest chunk it shrinks to, bytes (enqueue.cc, Simple protocol).
+pub(crate) const TREE_CHUNKS_PER_LEVEL: u64 = 8;
+pub(crate) const TREE_MIN_CHUNK_BYTES: u64 = 64 * 1024;
 
 /// Split `total` elements into `parts`, part `i` (the first `total % parts` get one more).
 fn split(total: u64, parts: u64, i: u64) -> u64 {
@@ -137,12 +141,47 @@ fn nvls_factor(op: Op, n: u32) -> f64 {
     }
 }
 
+/// NCCL's tuning-model ratios of the LL protocol's bus bandwidth to the
+/// Simple protocol's on the same channels (src/graph/tuning.cc, "model
+/// refinements"): ring LL moves 1/4 of Simple's rate for all_reduce and
+/// reduce (each step receives, reduces and re-sends 8-byte data+flag lines
+/// from the SMs) and 1/3 for the copy-only ops; tree LL moves 0.92 / 3.8.
+/// (NCCL uses 1/4 for every op across nodes; here the one-domain ratio is
+/// used for rings across domains, where the NIC bounds them anyway.) The result is then capped at `llMaxBws`
+/// (`ll_efficiency`).
+pub(crate) const LL_RING_REDUCE_RATIO: f64 = 1.0 / 4.0;
+pub(crate) const LL_RING_COPY_RATIO: f64 = 1.0 / 3.0;
+pub(crate) const LL_TREE_RATIO: f64 = 0.92 / 3.8;
+/// Payload of the packets the Simple protocol's reference rate is charged
+/// at, bytes (copy-engine sized, NCCL topo.h's SM90 20.6 GB/s per link).
+const SIMPLE_REFERENCE_PAYLOAD_BYTES: f64 = 256.0;
+
+/// The Simple protocol's user-data rate of one GPU (bytes/s): its injection
+/// limit at `link_efficiency`, each packet costing its payload plus
+/// `params::INJECTION_PACKET_OVERHEAD_BYTES`.
+pub(crate) fn simple_rate(p: &CollectiveParams, f: &FabricInfo) -> f64 {
+    let gpu = f.port_bytes_per_s * f.gpu_ports as f64;
+    let ov = super::params::INJECTION_PACKET_OVERHEAD_BYTES as f64;
+    gpu * p.link_efficiency * SIMPLE_REFERENCE_PAYLOAD_BYTES / (SIMPLE_REFERENCE_PAYLOAD_BYTES + ov)
+}
+
 /// Protocol throughput of one GPU's sends (user bytes/s) for `channels`,
 /// or infinity when only the wire and the injection limit bound it.
-fn proto_rate(pr: Protocol, channels: u32, p: &CollectiveParams, f: &FabricInfo) -> f64 {
+///
+/// LL: the SM-side rate NCCL's tuning model gives it, a fixed fraction of
+/// the Simple rate on the same links (`LL_*_RATIO`), capped at
+/// `ll_efficiency` x the links' payload rate (NCCL `llMaxBws`).
+pub(crate) fn proto_rate(op: Op, a: Algorithm, pr: Protocol, channels: u32, p: &CollectiveParams, f: &FabricInfo) -> f64 {
     let gpu = f.port_bytes_per_s * f.gpu_ports as f64;
     match pr {
-        Protocol::Ll => gpu * p.ll_efficiency,
+        Protocol::Ll => {
+            let ratio = match a {
+                Algorithm::Tree => LL_TREE_RATIO,
+                _ if matches!(op, Op::AllReduce | Op::Reduce) => LL_RING_REDUCE_RATIO,
+                _ => LL_RING_COPY_RATIO,
+            };
+            (simple_rate(p, f) * ratio).min(gpu * p.ll_efficiency)
+        }
         Protocol::Ll128 => gpu * p.ll128_channel_efficiency * channels.max(1) as f64,
         _ => f64::INFINITY,
     }
@@ -170,7 +209,7 @@ pub fn estimate(op: Op, a: Algorithm, pr: Protocol, n: u32, bytes: u64, p: &Coll
         _ => bytes,
     };
     let ch = channels_for(part, p);
-    let b = b_wire.min(proto_rate(pr, ch, p, f));
+    let b = b_wire.min(proto_rate(op, a, pr, ch, p, f));
     let step = p.step_for(a, pr) as f64 + 200_000.0;
     let launch = p.launch_for(a, pr) as f64;
     match a {
@@ -311,8 +350,7 @@ pub fn lower_as(op: Op, members: &[u32], bytes: u64, algo: Algorithm, pr: Protoc
     let n = members.len() as u32;
     let est = estimate(op, algo, pr, n, bytes, p, f);
     let e = p.dtype_bytes as u64;
-    let chunk = if p.chunk_bytes > 0 { p.chunk_bytes } else { MIB };
-    let chunk_el = (chunk / e).max(1);
+    let mut chunk = if p.chunk_bytes > 0 { p.chunk_bytes } else { MIB };
     let elems = bytes / e;
     let part_bytes = match op {
         Op::AllReduce | Op::AllGather | Op::ReduceScatter | Op::AllToAll => bytes / n as u64,
@@ -322,6 +360,15 @@ pub fn lower_as(op: Op, members: &[u32], bytes: u64, algo: Algorithm, pr: Protoc
         (Op::AllToAll | Op::SendRecv, _) | (_, Algorithm::Nvls) => 1,
         _ => channels_for(part_bytes, p),
     };
+    if algo == Algorithm::Tree && p.chunk_bytes == 0 {
+        // NCCL (enqueue.cc) shrinks a tree's chunk until every channel has
+        // ~8 chunks per level of depth (n-1 here), down to 64 KiB
+        let per_ch = bytes / channels.max(2) as u64;
+        while per_ch / chunk < (n as u64 - 1).max(1) * TREE_CHUNKS_PER_LEVEL && chunk > TREE_MIN_CHUNK_BYTES {
+            chunk /= 2;
+        }
+    }
+    let chunk_el = (chunk / e).max(1);
     let est_nodes = dag_nodes(op, algo, n as u64, elems, chunk_el, channels as u64);
     if est_nodes > MAX_DAG_NODES {
         return Err(FlitsimError::config(
@@ -333,7 +380,7 @@ pub fn lower_as(op: Op, members: &[u32], bytes: u64, algo: Algorithm, pr: Protoc
     let wf = pr.wire_factor();
     // Wire bytes for a part of `el` elements under the protocol.
     let wb = |el: u64| -> u64 { ((el * e) as f64 * wf).ceil() as u64 };
-    let rate = proto_rate(pr, channels, p, f);
+    let rate = proto_rate(op, algo, pr, channels, p, f);
     // Protocol floor on a transfer of `el` user elements.
     let floor = |el: u64| -> u64 { if rate.is_finite() { ((el * e) as f64 * 1e12 / rate).ceil() as u64 } else { 0 } };
     let xfer = |src: u32, dst: u32, el: u64| NodeKind::Transfer { src, dst, bytes: wb(el), loopback: false, min_ps: floor(el) };

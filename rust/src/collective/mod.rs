@@ -29,7 +29,7 @@ pub use dag::{CEv, DagExec};
 pub(crate) use dag::Backend;
 pub(crate) use run::{calibrated_spec, fabric_info, reach_of, transported};
 pub use flow_run::run_collective_at;
-pub use run::{run_collective, run_collective_ideal, CollectiveResult};
+pub use run::{run_collective, run_collective_ideal, CollectiveResult, AUTO_PRUNE_FACTOR};
 pub use lower::{candidates, estimate, lower, lower_as, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
 pub use batch::run_batch_with_transports;
 pub use tiers::{lower_best, lower_in, plan};

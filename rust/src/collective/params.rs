@@ -42,7 +42,9 @@ impl Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Algorithm {
-    /// Pick the fastest by the closed-form estimate (as NCCL's tuner does).
+    /// The fastest the simulator finds among the candidates whose
+    /// closed-form estimate is within 2x of the best (`run::run_collective`;
+    /// task graphs: the same choice at flow level, memoized).
     Auto,
     Ring,
     Tree,
@@ -171,9 +173,11 @@ pub struct CollectiveParams {
     /// only when the fabric's own `gpu.injection_bytes_per_s` is 0.
     #[serde(default = "d_link_eff")]
     pub link_efficiency: f64,
-    /// LL protocol user-data rate per GPU as a fraction of its links'
-    /// payload rate: LL writes 8-byte data+flag words that the receiver polls,
-    /// so the SMs, not the wire, bound it (0.313 = NCCL tuning.cc llMaxBws
+    /// Cap on the LL protocol's user-data rate per GPU as a fraction of its
+    /// links' payload rate (below it, LL runs at NCCL's fixed fraction of the
+    /// Simple rate, `lower::LL_RING_REDUCE_RATIO`): LL writes 8-byte data+flag
+    /// words that the receiver polls, so the SMs, not the wire, bound it
+    /// (0.313 = NCCL tuning.cc llMaxBws
     /// Hopper single node 141 GB/s / 450 GB/s; Blackwell's 282 / 900 and
     /// Ampere's 87.7 / 300 give the same fraction within 7 %).
     #[serde(default = "d_ll_eff")]
@@ -295,9 +299,19 @@ fn d_nvls_rank() -> u64 {
     NVLS_PER_RANK_PS
 }
 
+/// Calibrated injection overhead per protocol packet, bytes at the
+/// injection rate: with `link_efficiency` 0.849 it reproduces both public
+/// points, copy-engine 256-byte packets at 20.6 GB/s per NVLink 4 link (NCCL
+/// topo.h SM90; CE p2p 371-377 GB/s over 18 links, NCCL issue 1264) and SM
+/// 128-byte stores at ~20 GB/s (nccl-tests issue 149): (256 + 8) / (0.849 x
+/// 25) -> 20.6 and (128 + 8) / (0.849 x 25) -> 20.0 GB/s.
+pub const INJECTION_PACKET_OVERHEAD_BYTES: u32 = 8;
+
 /// Calibrated host launch cost, ps: `flitsim calibrate nccl-tests` on the
-/// three H200 logs in tests/data/nccl (4.06 us; docs/collectives.md).
-pub const HOST_LAUNCH_PS: u64 = 4_060_000;
+/// three H200 logs in tests/data/nccl with only `host_launch_ps` free
+/// (2.89 us, rows <= 1 MiB; docs/collectives.md). Was 4.06 us before ring LL
+/// ran at NCCL's 1/4-of-Simple rate, when the 1 MiB ring row pulled it up.
+pub const HOST_LAUNCH_PS: u64 = 2_890_000;
 /// Calibrated NVLS latency terms, ps (docs/collectives.md).
 pub const NVLS_BASE_PS: u64 = 0;
 pub const NVLS_PER_RANK_PS: u64 = 3_070_000;

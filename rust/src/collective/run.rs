@@ -124,13 +124,7 @@ pub(crate) fn transported(mut low: Lowered, reach: &Reach, p: &CollectiveParams)
     Ok(low)
 }
 
-/// Calibrated injection overhead per protocol packet, bytes at the
-/// injection rate: with `link_efficiency` 0.849 it reproduces both public
-/// points, copy-engine 256-byte packets at 20.6 GB/s per NVLink 4 link (NCCL
-/// topo.h SM90; CE p2p 371-377 GB/s over 18 links, NCCL issue 1264) and SM
-/// 128-byte stores at ~20 GB/s (nccl-tests issue 149): (256 + 8) / (0.849 x
-/// 25) -> 20.6 and (128 + 8) / (0.849 x 25) -> 20.0 GB/s.
-pub const INJECTION_PACKET_OVERHEAD_BYTES: u32 = 8;
+pub use super::params::INJECTION_PACKET_OVERHEAD_BYTES;
 
 /// The spec the collective runs on: calibrated injection limit applied when
 /// the fabric has none.

@@ -18,10 +18,16 @@
 //! - **direct** all_to_all: as in one domain; the transports route each pair
 //!   (RDMA, PXN).
 //!
-//! Not modelled across domains: NCCL's inter-node double binary tree and
-//! NVLS spanning domains (ConfigError when forced; `auto` never picks them).
+//! - **tree** (all_reduce): NCCL's inter-node tree, chains inside the
+//!   domains and the double binary tree between their heads
+//!   ([`dtree_parents`]).
+//! - **nvls** (all_reduce, NVLS fabrics): NCCL's NVLS-tree, NVLS inside the
+//!   domains and the double binary tree across them per rail.
+//!
+//! Not modelled across domains: CollNet / in-network reduction, and NVLS as
+//! one multicast group spanning domains.
 
-use super::lower::{candidates, check_request, estimate, lower_as, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
+use super::lower::{algo_name, candidates, check_request, estimate, lower_as, proto_rate, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES, TREE_CHUNKS_PER_LEVEL, TREE_MIN_CHUNK_BYTES};
 use super::params::{Algorithm, CollectiveParams, Op, Protocol};
 use super::transport::{hw_extra_ps, Reach};
 use crate::error::{FlitsimError, Result};
@@ -78,6 +84,8 @@ fn equal_domains(groups: &[Vec<u32>]) -> bool {
 /// # Errors
 /// As [`candidates`]; `Config` for tree or NVLS forced across domains.
 pub fn plan(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &FabricInfo, reach: &Reach) -> Result<Vec<(Algorithm, Protocol, f64)>> {
+    // the group itself first (a repeated GPU is that, not an uneven domain)
+    check_request(op, members, bytes, p, f)?;
     let n = members.len().max(1) as u32;
     let Some(groups) = split_domains(members, reach) else {
         if p.algorithm == Algorithm::Hierarchical {
@@ -85,28 +93,37 @@ pub fn plan(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabri
         }
         return Ok(candidates(op, n, p, f)?.into_iter().map(|(a, pr)| (a, pr, estimate(op, a, pr, n, bytes, p, f))).collect());
     };
+    let eq = equal_domains(&groups);
+    let uneven = || FlitsimError::config("group", format!("{members:?}"), &format!("the same number of GPUs in every domain for algorithm = {} (the group has {} in its domains)", algo_name(p.algorithm), groups.iter().map(|g| g.len().to_string()).collect::<Vec<_>>().join(" / ")));
     let algos: Vec<Algorithm> = match (p.algorithm, op) {
         (Algorithm::Auto, Op::AllReduce) => {
-            let e = p.dtype_bytes as u64 * groups[0].len() as u64;
-            if equal_domains(&groups) && bytes % e == 0 {
-                vec![Algorithm::Ring, Algorithm::Hierarchical]
-            } else {
-                vec![Algorithm::Ring]
+            let mut v = vec![Algorithm::Ring, Algorithm::Tree];
+            if eq {
+                v.push(Algorithm::Hierarchical);
+                if f.nvls {
+                    v.push(Algorithm::Nvls);
+                }
             }
+            v
         }
         (Algorithm::Auto, Op::AllToAll | Op::SendRecv) => vec![Algorithm::Direct],
         (Algorithm::Auto, _) => vec![Algorithm::Ring],
+        (Algorithm::Tree, Op::AllReduce) => vec![Algorithm::Tree],
+        (Algorithm::Nvls, Op::AllReduce) => {
+            if !f.nvls {
+                return Err(FlitsimError::config("algorithm", "nvls", "a fabric whose switches support NVLS (switch.nvls = true); this fabric's do not"));
+            }
+            if !eq {
+                return Err(uneven());
+            }
+            vec![Algorithm::Nvls]
+        }
         (Algorithm::Tree | Algorithm::Nvls, _) => {
-            let a = if p.algorithm == Algorithm::Tree { "tree" } else { "nvls" };
-            return Err(FlitsimError::config("algorithm", a, &format!("ring or hierarchical for a group spanning {} domains (NCCL's inter-node tree and multi-domain NVLS are not modelled)", groups.len())));
+            return Err(FlitsimError::config("algorithm", algo_name(p.algorithm), &format!("ring (or direct) for {op:?} across {} domains: NCCL's inter-node tree and NVLS-tree are all_reduce algorithms", groups.len())));
         }
         (Algorithm::Hierarchical, Op::AllReduce) => {
-            let e = p.dtype_bytes as u64 * groups[0].len() as u64;
-            if !equal_domains(&groups) {
-                return Err(FlitsimError::config("group", format!("{members:?}"), "the same number of GPUs in every domain for algorithm = hierarchical"));
-            }
-            if bytes % e != 0 {
-                return Err(FlitsimError::config("nbytes", bytes, &format!("a multiple of {e} bytes for hierarchical all_reduce (every GPU's share a whole number of elements)")));
+            if !eq {
+                return Err(uneven());
             }
             vec![Algorithm::Hierarchical]
         }
@@ -118,6 +135,9 @@ pub fn plan(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabri
     let mut out = Vec::new();
     for &a in &algos {
         for &pr in protos {
+            if a == Algorithm::Nvls && pr != Protocol::Simple && p.protocol == Protocol::Auto {
+                continue;
+            }
             // validates the algorithm against the operation like one domain does
             let mut one = p.clone();
             one.algorithm = if a == Algorithm::Hierarchical { Algorithm::Ring } else { a };
@@ -139,13 +159,36 @@ fn estimate_across(op: Op, a: Algorithm, pr: Protocol, groups: &[Vec<u32>], byte
     let extra = hw_extra_ps(pr).1 as f64;
     let s = bytes as f64;
     let wire = pr.wire_factor();
-    if a == Algorithm::Hierarchical {
+    // the inter-domain tree: 2 ceil(log2 D) hops of latency, each node's NICs
+    // sending ~2 (D-1)/D of its data (`data` bytes over `rate`)
+    let log_d = (d.log2()).ceil().max(1.0);
+    let tree_step = p.step_for(Algorithm::Tree, pr) as f64 + 200_000.0;
+    let tree_inter = |data: f64, rate: f64| 2.0 * log_d * (tree_step + extra) + if rate > 0.0 && rate.is_finite() { 2.0 * (d - 1.0) / d * data * wire / rate * 1e12 } else { 0.0 };
+    if matches!(a, Algorithm::Hierarchical | Algorithm::Nvls) {
         let l = groups[0].len() as u32;
-        let intra = |o: Op| candidates(o, l, &{ let mut q = p.clone(); q.algorithm = Algorithm::Auto; q.protocol = pr; q }, f).map(|c| c.iter().map(|&(x, y)| estimate(o, x, y, l, bytes, p, f)).fold(f64::INFINITY, f64::min)).unwrap_or(f64::INFINITY);
+        let intra = |o: Op| {
+            if a == Algorithm::Nvls {
+                return estimate(o, Algorithm::Nvls, Protocol::Simple, l, bytes, p, f);
+            }
+            candidates(o, l, &{ let mut q = p.clone(); q.algorithm = Algorithm::Auto; q.protocol = pr; q }, f).map(|c| c.iter().map(|&(x, y)| estimate(o, x, y, l, bytes, p, f)).fold(f64::INFINITY, f64::min)).unwrap_or(f64::INFINITY)
+        };
         let share = s / l as f64;
         let per_gpu_net = if net > 0.0 { net / l as f64 } else { f64::INFINITY };
-        let inter = 2.0 * (d - 1.0) * (p.step_for(Algorithm::Ring, pr) as f64 + extra) + 2.0 * (d - 1.0) / d * share * wire / per_gpu_net * 1e12;
+        let inter = if a == Algorithm::Nvls {
+            tree_inter(share, per_gpu_net)
+        } else {
+            2.0 * (d - 1.0) * (p.step_for(Algorithm::Ring, pr) as f64 + extra) + 2.0 * (d - 1.0) / d * share * wire / per_gpu_net * 1e12
+        };
         return intra(Op::ReduceScatter) + inter + intra(Op::AllGather);
+    }
+    if a == Algorithm::Tree {
+        let l = groups.iter().map(|g| g.len()).max().unwrap_or(1) as f64;
+        let gpu = f.port_bytes_per_s * f.gpu_ports as f64;
+        let part = bytes / n.max(1) as u64;
+        let ch = if p.channels > 0 { p.channels } else { (part / (32 * 1024)).clamp(1, p.max_channels as u64) as u32 };
+        let b = (gpu * p.link_efficiency / wire).min(proto_rate(Op::AllReduce, Algorithm::Tree, pr, ch, p, f));
+        let net_bw = tree_inter(s, net) - tree_inter(0.0, net);
+        return p.launch_for(Algorithm::Tree, pr) as f64 + 2.0 * (l - 1.0) * tree_step + tree_inter(0.0, net) + (2.0 * s / b * 1e12).max(net_bw);
     }
     let base = estimate(op, a, pr, n, bytes, p, f);
     let bound = if net > 0.0 { s * op.busbw_factor(n) * wire / net * 1e12 } else { 0.0 };
@@ -155,6 +198,185 @@ fn estimate_across(op: Op, a: Algorithm, pr: Protocol, groups: &[Vec<u32>], byte
         _ => d - 1.0,
     };
     base.max(p.launch_for(a, pr) as f64 + bound) + crossings * extra
+}
+
+/// Parents of NCCL's double binary tree over `d` nodes (src/graph/trees.cc):
+/// tree 0 is the binary tree whose node r (r > 0) hangs below the node that
+/// clears r's lowest set bit and sets the next one (or only clears it when
+/// that is out of range), so odd nodes are leaves and node 0 is the root;
+/// tree 1 is tree 0 mirrored (r -> d-1-r) when d is even, shifted by one
+/// when d is odd, so a node that is interior in one tree is a leaf in the
+/// other and every node sends and receives about the same. `None` = root.
+pub(crate) fn dtree_parents(d: u32) -> [Vec<Option<u32>>; 2] {
+    let t0: Vec<Option<u32>> = (0..d)
+        .map(|r| {
+            if r == 0 {
+                return None;
+            }
+            let b = r & r.wrapping_neg();
+            let up = (r ^ b) | (b << 1);
+            Some(if up >= d { r ^ b } else { up })
+        })
+        .collect();
+    // tree 1 = tree 0 seen through a relabelling m (an involution when mirrored)
+    let m = |r: u32| if d % 2 == 0 { d - 1 - r } else { (r + 1) % d };
+    let inv = |r: u32| if d % 2 == 0 { d - 1 - r } else { (r + d - 1) % d };
+    let t1 = (0..d).map(|r| t0[inv(r) as usize].map(m)).collect();
+    [t0, t1]
+}
+
+/// NCCL's tree all_reduce across domains, as a DAG (node 0 = the launch):
+/// inside every domain a chain through its GPUs to the domain's head, and
+/// between the heads the double binary tree ([`dtree_parents`]); the data is
+/// split over C channel groups x the 2 trees, and both trees of group c use
+/// the heads at local index c (the groups spread over the rails, one NIC per
+/// channel pair as NCCL's tree channels do; the heads of one tree share a
+/// local index: no rail change). Per
+/// chunk: reduce up the chains and the tree (each hop reducing), then
+/// broadcast down; chunk k of a connection follows chunk k-1 on it. Bytes:
+/// 2 (D-1) S between domains, 2 D (L-1) S inside them (L GPUs per domain).
+fn lower_dtree(groups: &[Vec<u32>], bytes: u64, pr: Protocol, p: &CollectiveParams, f: &FabricInfo, launch_ps: u64) -> Result<Dag> {
+    let d = groups.len() as u32;
+    let l = groups.iter().map(|g| g.len()).min().unwrap_or(1) as u32;
+    let n: u32 = groups.iter().map(|g| g.len() as u32).sum();
+    let e = p.dtype_bytes as u64;
+    let elems = bytes / e;
+    let part = bytes / n.max(1) as u64;
+    let ch = if p.channels > 0 { p.channels } else { (part / (32 * 1024)).clamp(1, p.max_channels as u64) as u32 };
+    let c_groups = ch.div_ceil(2).clamp(1, l.max(1));
+    // NCCL (enqueue.cc) shrinks a tree's chunk until each channel has about
+    // 8 chunks per level of the tree's depth, down to 64 KiB: the pipeline
+    // must fill the chain and the tree, not move one chunk level by level
+    let depth = (l.saturating_sub(1) + (d as f64).log2().ceil() as u32).max(1) as u64;
+    let per_share = bytes / (2 * c_groups as u64).max(1);
+    let mut chunk = if p.chunk_bytes > 0 { p.chunk_bytes } else { 1 << 20 };
+    if p.chunk_bytes == 0 {
+        while per_share / chunk < depth * TREE_CHUNKS_PER_LEVEL && chunk > TREE_MIN_CHUNK_BYTES {
+            chunk /= 2;
+        }
+    }
+    let chunk_el = (chunk / e).max(1);
+    let rate = proto_rate(Op::AllReduce, Algorithm::Tree, pr, ch, p, f);
+    let wf = pr.wire_factor();
+    let step = p.step_for(Algorithm::Tree, pr);
+    let red = |el: u64| if p.reduce_bytes_per_s == 0 { 0 } else { ((el * e) as f64 * 1e12 / p.reduce_bytes_per_s as f64).ceil() as u64 };
+    let xfer = |src: u32, dst: u32, el: u64| NodeKind::Transfer {
+        src,
+        dst,
+        bytes: ((el * e) as f64 * wf).ceil() as u64,
+        loopback: false,
+        min_ps: if rate.is_finite() { ((el * e) as f64 * 1e12 / rate).ceil() as u64 } else { 0 },
+    };
+    let parents = dtree_parents(d);
+    let k_per = |share: u64| share.div_ceil(chunk_el).max(1);
+    let est_nodes = 2 * c_groups as u64 * k_per(elems.div_ceil(2 * c_groups as u64)) * (2 * n as u64);
+    if est_nodes > MAX_DAG_NODES {
+        return Err(FlitsimError::config("nbytes", bytes, &format!("a collective whose transfer DAG stays under {MAX_DAG_NODES} nodes (tree over {n} ranks needs about {est_nodes}); raise chunk_bytes")));
+    }
+    let mut dag = Dag::default();
+    let start = dag.push(NodeKind::Delay { ps: launch_ps });
+    let shares = 2 * c_groups as u64;
+    for c in 0..c_groups {
+        for (t, par) in parents.iter().enumerate() {
+            let share = elems / shares + u64::from(((2 * c as u64) + t as u64) < elems % shares);
+            if share == 0 {
+                continue;
+            }
+            let chain: Vec<Vec<u32>> = groups
+                .iter()
+                .map(|g| {
+                    // both trees of group c hang off the GPU at local index c (its NIC:
+                    // interior in one tree, leaf in the other, so the NIC's load
+                    // balances); tree 1 walks the chain the other way round
+                    let j = c as usize % g.len();
+                    let mut v: Vec<u32> = g[j..].iter().chain(&g[..j]).copied().collect();
+                    if t == 1 {
+                        v[1..].reverse();
+                    }
+                    v
+                })
+                .collect();
+            let kids: Vec<Vec<u32>> = (0..d).map(|i| (0..d).filter(|&x| par[x as usize] == Some(i)).collect()).collect();
+            let k_chunks = k_per(share);
+            // previous chunk's node of each connection: (kind, domain, index)
+            let mut last: std::collections::HashMap<(u8, u32, u32), u32> = std::collections::HashMap::new();
+            for k in 0..k_chunks {
+                let el = share / k_chunks + u64::from(k < share % k_chunks);
+                let mut add = |dag: &mut Dag, key: (u8, u32, u32), kind: NodeKind, preds: &[(u32, u64)]| -> u32 {
+                    let me = dag.push(kind);
+                    if preds.is_empty() {
+                        dag.edge(start, me, 0);
+                    }
+                    for &(a, dl) in preds {
+                        dag.edge(a, me, dl);
+                    }
+                    if let Some(&prev) = last.get(&key) {
+                        dag.edge(prev, me, 0);
+                    }
+                    last.insert(key, me);
+                    me
+                };
+                // up: chains (tail -> head), then the tree, leaves first
+                let mut chain_top = vec![None; d as usize];
+                for i in 0..d {
+                    let g = &chain[i as usize];
+                    let mut prev: Option<u32> = None;
+                    for m in (1..g.len() as u32).rev() {
+                        let preds: Vec<(u32, u64)> = prev.map(|x| vec![(x, step + red(el))]).unwrap_or_default();
+                        prev = Some(add(&mut dag, (0, i, m), xfer(g[m as usize], g[m as usize - 1], el), &preds));
+                    }
+                    chain_top[i as usize] = prev;
+                }
+                let mut up = vec![None; d as usize];
+                // post-order: a node sends up once its chain and its children have arrived
+                let mut order: Vec<u32> = Vec::with_capacity(d as usize);
+                fn post(i: u32, kids: &[Vec<u32>], out: &mut Vec<u32>) {
+                    for &c in &kids[i as usize] {
+                        post(c, kids, out);
+                    }
+                    out.push(i);
+                }
+                let root = (0..d).find(|&x| par[x as usize].is_none()).expect("a root");
+                post(root, &kids, &mut order);
+                let ready = |i: u32, up: &[Option<u32>]| -> Vec<(u32, u64)> {
+                    let mut v: Vec<(u32, u64)> = chain_top[i as usize].map(|x| vec![(x, step + red(el))]).unwrap_or_default();
+                    v.extend(kids[i as usize].iter().filter_map(|&c| up[c as usize]).map(|x| (x, step + red(el))));
+                    v
+                };
+                for &i in &order {
+                    if let Some(pa) = par[i as usize] {
+                        let preds = ready(i, &up);
+                        up[i as usize] = Some(add(&mut dag, (1, i, 0), xfer(chain[i as usize][0], chain[pa as usize][0], el), &preds));
+                    }
+                }
+                // down: the root's result to its children, each head down its chain
+                let root_ready = ready(root, &up);
+                let mut down = vec![None; d as usize];
+                for &i in order.iter().rev() {
+                    let from: Vec<(u32, u64)> = match par[i as usize] {
+                        None => root_ready.clone(),
+                        Some(pa) => match down[pa as usize] {
+                            Some(x) => vec![(x, step)],
+                            None => root_ready.clone(),
+                        },
+                    };
+                    if let Some(pa) = par[i as usize] {
+                        down[i as usize] = Some(add(&mut dag, (2, i, 0), xfer(chain[pa as usize][0], chain[i as usize][0], el), &from));
+                    }
+                    let g = &chain[i as usize];
+                    let mut prev: Vec<(u32, u64)> = match down[i as usize] {
+                        Some(x) => vec![(x, step)],
+                        None => root_ready.clone(),
+                    };
+                    for m in 0..(g.len() as u32).saturating_sub(1) {
+                        let me = add(&mut dag, (3, i, m), xfer(g[m as usize], g[m as usize + 1], el), &prev);
+                        prev = vec![(me, step)];
+                    }
+                }
+            }
+        }
+    }
+    Ok(dag)
 }
 
 /// Append `sub` to `out`; its node 0 (the launch delay) becomes a zero
@@ -194,13 +416,29 @@ pub fn lower_in(op: Op, members: &[u32], bytes: u64, a: Algorithm, pr: Protocol,
     let e = p.dtype_bytes as u64;
     let mut dag = Dag::default();
     let (channels, chunk) = match (op, a) {
-        (Op::AllReduce, Algorithm::Hierarchical) => {
+        (Op::AllReduce, Algorithm::Tree) => {
+            dag = lower_dtree(&groups, bytes, pr, p, f, p.launch_for(Algorithm::Tree, pr))?;
+            let part = bytes / members.len() as u64;
+            (if p.channels > 0 { p.channels } else { (part / (32 * 1024)).clamp(1, p.max_channels as u64) as u32 }, p.chunk_bytes)
+        }
+        (Op::AllReduce, Algorithm::Hierarchical | Algorithm::Nvls) => {
+            // Nvls across domains = NCCL's NVLS-tree: NVLS reduce-scatter in
+            // every domain, the double binary tree across them per rail, NVLS
+            // all-gather; hierarchical: the intra algorithm by estimate, a ring
+            // per rail. A size that is not a whole element per GPU of a domain
+            // runs padded to one (< L elements more; NCCL takes any count).
+            let nv = a == Algorithm::Nvls;
             let l = groups[0].len();
-            let root = dag.push(NodeKind::Delay { ps: p.launch_for(Algorithm::Ring, pr) });
+            let unit = e * l as u64;
+            let bytes = bytes.div_ceil(unit) * unit;
+            let root = dag.push(NodeKind::Delay { ps: if nv { p.nvls_latency(l as u32) } else { p.launch_for(Algorithm::Ring, pr) } });
             let mut inner = p.clone();
             inner.algorithm = Algorithm::Auto;
             inner.protocol = pr;
             let best = |o: Op, g: &[u32], b: u64| -> Result<Lowered> {
+                if nv {
+                    return lower_as(o, g, b, Algorithm::Nvls, Protocol::Simple, p, f);
+                }
                 let c = candidates(o, g.len() as u32, &inner, f)?;
                 let (x, y) = c.iter().copied().min_by(|u, v| estimate(o, u.0, u.1, g.len() as u32, b, p, f).total_cmp(&estimate(o, v.0, v.1, g.len() as u32, b, p, f))).expect("a candidate");
                 lower_as(o, g, b, x, y, p, f)
@@ -230,7 +468,12 @@ pub fn lower_in(op: Op, members: &[u32], bytes: u64, a: Algorithm, pr: Protocol,
             let mut ar = Vec::new();
             for j in 0..l {
                 let rail: Vec<u32> = groups.iter().map(|g| g[j]).collect();
-                ar.push(lower_as(Op::AllReduce, &rail, share, Algorithm::Ring, pr, p, f)?.dag);
+                ar.push(if nv {
+                    let singles: Vec<Vec<u32>> = rail.iter().map(|&x| vec![x]).collect();
+                    lower_dtree(&singles, share, pr, p, f, 0)?
+                } else {
+                    lower_as(Op::AllReduce, &rail, share, Algorithm::Ring, pr, p, f)?.dag
+                });
             }
             prev = phase(&mut dag, ar, &prev);
             let ag: Vec<Dag> = groups.iter().map(|g| best(Op::AllGather, g, bytes).map(|x| x.dag)).collect::<Result<_>>()?;
@@ -380,12 +623,15 @@ mod tests {
             }
         }
         assert_eq!(entry.len(), l as usize);
-        // tree / NVLS across domains are refused by name
+        // tree / NVLS across domains are all_reduce algorithms: other ops refuse them by name
         let t = CollectiveParams { algorithm: Algorithm::Tree, ..Default::default() };
-        assert!(plan(Op::AllReduce, &members, s, &t, &info(8), &nodes(d, l)).unwrap_err().to_string().contains("tree"));
-        // auto offers ring and hierarchical for all_reduce, direct for all_to_all
+        assert!(plan(Op::AllGather, &members, s, &t, &info(8), &nodes(d, l)).unwrap_err().to_string().contains("tree"));
+        // NVLS-tree needs NVLS switches
+        let nv = CollectiveParams { algorithm: Algorithm::Nvls, ..Default::default() };
+        assert!(plan(Op::AllReduce, &members, s, &nv, &info(8), &nodes(d, l)).unwrap_err().to_string().contains("NVLS"));
+        // auto offers ring, tree and hierarchical for all_reduce, direct for all_to_all
         let a = plan(Op::AllReduce, &members, s, &CollectiveParams::default(), &info(8), &nodes(d, l)).unwrap();
-        assert!(a.iter().any(|x| x.0 == Algorithm::Hierarchical) && a.iter().any(|x| x.0 == Algorithm::Ring));
+        assert!(a.iter().any(|x| x.0 == Algorithm::Hierarchical) && a.iter().any(|x| x.0 == Algorithm::Ring) && a.iter().any(|x| x.0 == Algorithm::Tree));
         let a2 = plan(Op::AllToAll, &members, s, &CollectiveParams::default(), &info(8), &nodes(d, l)).unwrap();
         assert!(a2.iter().all(|x| x.0 == Algorithm::Direct));
     }
@@ -402,5 +648,79 @@ mod tests {
         // and starts at the root
         let first = low.dag.nodes.iter().find_map(|n| if let NodeKind::Transfer { src, .. } = *n { Some(src) } else { None });
         assert_eq!(first, Some(5));
+    }
+
+    #[test]
+    fn double_binary_tree_spans_every_node_and_balances_the_two_trees() {
+        for d in 1..=17u32 {
+            let ts = dtree_parents(d);
+            let mut kids = vec![0u32; d as usize];
+            for t in &ts {
+                assert_eq!(t.iter().filter(|x| x.is_none()).count(), 1, "one root (d = {d})");
+                for r in 0..d {
+                    // following parents reaches the root within d hops: a tree, no cycle
+                    let (mut x, mut hops) = (r, 0);
+                    while let Some(pa) = t[x as usize] {
+                        assert!(pa < d && pa != x);
+                        x = pa;
+                        hops += 1;
+                        assert!(hops <= d, "cycle at d = {d}");
+                    }
+                    if let Some(pa) = t[r as usize] {
+                        kids[pa as usize] += 1;
+                    }
+                }
+            }
+            // NCCL's property: a node interior in one tree is (near) a leaf in the other, so no
+            // node feeds more than 2 children over both trees (sends / receives stay balanced)
+            assert!(kids.iter().all(|&k| k <= 2), "d = {d}: {kids:?}");
+        }
+    }
+
+    #[test]
+    fn tree_across_domains_moves_the_closed_form_bytes() {
+        // NCCL's tree: chains inside domains, double binary tree between heads; every GPU but the
+        // roots sends each element up once and every GPU but the chain tails receives it down once:
+        // 2 (D-1) S between domains, 2 D (L-1) S inside them
+        for (d, l) in [(2u32, 4u32), (4, 2), (3, 2)] {
+            let s = 12u64 << 20;
+            let p = CollectiveParams { chunk_bytes: 1 << 20, ..Default::default() };
+            let members: Vec<u32> = (0..d * l).collect();
+            let low = lower_in(Op::AllReduce, &members, s, Algorithm::Tree, Protocol::Simple, &p, &info(d * l), &nodes(d, l)).unwrap();
+            let (net, intra) = split_bytes(&low.dag, l);
+            assert_eq!(net, 2 * (d as u64 - 1) * s, "d = {d}");
+            assert_eq!(intra, 2 * d as u64 * (l as u64 - 1) * s, "d = {d}");
+            // the trees' heads of a channel group share a local index: inter-domain hops stay on one rail
+            for nd in &low.dag.nodes {
+                if let NodeKind::Transfer { src, dst, .. } = *nd {
+                    if src / l != dst / l {
+                        assert_eq!(src % l, dst % l);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nvls_tree_across_domains_and_padded_hierarchical() {
+        // NVLS-tree: NVLS reduce-scatter / all-gather inside (loopback traffic only), the tree across
+        // the rails: 2 (D-1) S / L per rail x L rails = 2 (D-1) S between domains, nothing else
+        let (d, l, s) = (4u32, 2u32, 8u64 << 20);
+        let members: Vec<u32> = (0..d * l).collect();
+        let f = FabricInfo { nvls: true, ..info(d * l) };
+        let p = CollectiveParams { chunk_bytes: 1 << 20, ..Default::default() };
+        let low = lower_in(Op::AllReduce, &members, s, Algorithm::Nvls, Protocol::Simple, &p, &f, &nodes(d, l)).unwrap();
+        let (net, intra) = split_bytes(&low.dag, l);
+        let loop_bytes: u64 = low.dag.nodes.iter().map(|n| if let NodeKind::Transfer { bytes, loopback: true, .. } = *n { bytes } else { 0 }).sum();
+        assert_eq!(net, 2 * (d as u64 - 1) * s);
+        assert_eq!(intra, loop_bytes);
+        // hierarchical takes a size that is not a whole element per GPU of a domain (padded): 8 B
+        let h = CollectiveParams { algorithm: Algorithm::Hierarchical, ..Default::default() };
+        assert!(plan(Op::AllReduce, &members, 8, &h, &f, &nodes(d, l)).is_ok());
+        let low = lower_in(Op::AllReduce, &members, 8, Algorithm::Hierarchical, Protocol::Ll, &h, &f, &nodes(d, l)).unwrap();
+        assert!(low.dag.nodes.iter().any(|n| matches!(n, NodeKind::Transfer { .. })));
+        // a repeated GPU is reported as such, not as uneven domains
+        let e = plan(Op::AllReduce, &[0, 1, 2, 2], 1 << 20, &h, &f, &nodes(d, l)).unwrap_err().to_string();
+        assert!(e.contains("appears twice"), "{e}");
     }
 }

@@ -1,13 +1,16 @@
 //! The fabric as a task-graph [`Network`]: transfer tasks run packet by
 //! packet; collective tasks are lowered (see [`crate::collective::lower`])
 //! and their DAGs run on the same fabric, concurrently with everything else
-//! (no folding: work arrives over time). `auto` picks by the closed-form
-//! estimate here: candidates cannot be tried on a fabric shared with other
-//! work.
+//! (no folding: work arrives over time). `auto` algorithm / protocol is the
+//! pair `collective()` picks for the same request at flow level: the
+//! candidates are simulated alone on the same fabric (they cannot be tried on
+//! the shared one), once per (operation, group, size), memoized
+//! ([`FabricNetwork::collective_choice`]).
 
 use super::graph::CollectiveKind;
 use super::network::{Network, NetworkDone};
-use crate::collective::{calibrated_spec, expand, fabric_info, lower_best, reach_of, transported, Backend, CEv, CollectiveParams, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
+use crate::collective::{calibrated_spec, expand, fabric_info, lower_best, lower_in, plan, reach_of, run_collective, AUTO_PRUNE_FACTOR, transported, Algorithm, Backend, CEv, CollectiveParams, CollectiveRequest, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
+use std::collections::HashMap;
 use crate::engine::{Scheduler, TimePs};
 use crate::error::Result;
 use crate::fabric::{FabricSim, FabricSpec};
@@ -32,6 +35,12 @@ pub struct FabricNetwork {
     gpu_ports: u32,
     /// Route facts for the transports of every transfer.
     reach: Reach,
+    /// The fabric at flow level, where `auto` simulates its candidates alone
+    /// (None with faults, which flow level refuses; there, and where a flow
+    /// run fails, the closed-form estimate picks).
+    choice_spec: Option<FabricSpec>,
+    /// (op, group, bytes) -> the simulated `auto` choice.
+    choices: HashMap<(u8, Vec<u32>, u64), (Algorithm, Protocol)>,
 }
 
 impl FabricNetwork {
@@ -52,7 +61,58 @@ impl FabricNetwork {
             crate::fabric::Fidelity::Flow => Backend::Flow(crate::flow::FlowSim::new(&s)?),
             _ => Backend::Fabric(FabricSim::new(&s, s.gpu_ports)?),
         };
-        Ok(FabricNetwork { exec: DagExec::new(backend), info: fabric_info(spec)?, params, devices: spec.gpus, gpu_ports: spec.gpu_ports, reach: reach_of(spec)? })
+        let choice_spec = spec.faults.is_empty().then(|| {
+            let mut flow = spec.clone();
+            flow.fidelity = crate::fabric::Fidelity::Flow;
+            flow
+        });
+        Ok(FabricNetwork { exec: DagExec::new(backend), info: fabric_info(spec)?, params, devices: spec.gpus, gpu_ports: spec.gpu_ports, reach: reach_of(spec)?, choice_spec, choices: HashMap::new() })
+    }
+
+    /// The (algorithm, protocol) a collective task of `op` over `members` of
+    /// `bytes` runs with: the parameters' own pair when both are given, else
+    /// the fastest the simulator finds for the request alone at flow level
+    /// (exactly `run_collective` on the fabric at `fidelity = "flow"`, so the
+    /// task graph and `collective(..., fidelity="flow")` agree), memoized per
+    /// (op, group, size). With faults in the spec: the closed-form estimate.
+    ///
+    /// # Errors
+    /// As [`run_collective`] and [`lower_best`].
+    pub fn collective_choice(&mut self, op: Op, members: &[u32], bytes: u64) -> Result<(Algorithm, Protocol)> {
+        let p = &self.params;
+        if p.algorithm != Algorithm::Auto && p.protocol != Protocol::Auto {
+            return Ok((p.algorithm, p.protocol));
+        }
+        let key = (op as u8, members.to_vec(), bytes);
+        if let Some(&c) = self.choices.get(&key) {
+            return Ok(c);
+        }
+        // as run_collective: only candidates within AUTO_PRUNE_FACTOR of the best
+        // estimate are simulated; a lone one is the choice without simulating
+        let cands = plan(op, members, bytes, p, &self.info, &self.reach)?;
+        let best_est = cands.iter().map(|c| c.2).fold(f64::INFINITY, f64::min);
+        let near: Vec<(Algorithm, Protocol)> = cands.iter().filter(|c| c.2 <= best_est * AUTO_PRUNE_FACTOR).map(|c| (c.0, c.1)).collect();
+        let c = match &self.choice_spec {
+            _ if near.len() == 1 => near[0],
+            Some(spec) => {
+                let req = CollectiveRequest { op, members: members.to_vec(), bytes, params: p.clone() };
+                match run_collective(spec, &req, &mut crate::engine::NoInterrupt) {
+                    Ok(r) => (r.algorithm, r.protocol),
+                    // flow level refuses this fabric: the closed form picks (a bad
+                    // request fails the same way in lowering below)
+                    Err(_) => {
+                        let low = lower_best(op, members, bytes, p, &self.info, &self.reach)?;
+                        (low.algorithm, low.protocol)
+                    }
+                }
+            }
+            None => {
+                let low = lower_best(op, members, bytes, p, &self.info, &self.reach)?;
+                (low.algorithm, low.protocol)
+            }
+        };
+        self.choices.insert(key, c);
+        Ok(c)
     }
 
     /// Fabric statistics after the task graph ran (links, switch ports,
@@ -133,7 +193,9 @@ impl Network for FabricNetwork {
     }
 
     fn start_collective(&mut self, now: TimePs, tag: u32, members: &[u32], kind: CollectiveKind, bytes: u64, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
-        let low = transported(lower_best(op_of(kind), members, bytes, &self.params, &self.info, &self.reach)?, &self.reach, &self.params)?;
+        let op = op_of(kind);
+        let (a, pr) = self.collective_choice(op, members, bytes)?;
+        let low = transported(lower_in(op, members, bytes, a, pr, &self.params, &self.info, &self.reach)?, &self.reach, &self.params)?;
         self.exec.start(now, tag, &low.dag, sched)?;
         self.drain(done);
         Ok(())

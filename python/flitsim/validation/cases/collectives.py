@@ -138,9 +138,7 @@ def _points() -> list[Case]:
                      label, size, meas, "busbw", S_AZ, algorithm="nvls", tag="calibration", fitted=fit, fast=fast))
     P += [
         _pt("h200_ar_ring_1m_protobridge", "8xH200", "all_reduce ring", "1 MiB", M, 37.24, "time_us", S_PB,
-            algorithm="ring", tag="calibration", fitted=LAUNCH, fast=True,
-            known_miss=("ring LL at 1 MiB runs at NCCL's model rate (141 GB/s); the measurement implies ~87 GB/s; "
-                        "one host-launch constant cannot fit this and the 2 KiB point (+13.5 %) together")),
+            algorithm="ring", tag="calibration", fitted=LAUNCH, fast=True),
         _pt("h200_ar_ring_256m_protobridge", "8xH200", "all_reduce ring", "256 MiB", 256 * M, 1347.65, "time_us",
             S_PB, algorithm="ring", tag="calibration", fitted=LAUNCH),
         _pt("h200_ar_half_512m_aiconfigurator", "8xH200", "all_reduce half, NCCL's choice", "512 MiB", 512 * M,
