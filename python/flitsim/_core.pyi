@@ -55,8 +55,10 @@ def fabric_check(spec: Any) -> None:
 
 def fabric_route(spec: Any, src: int, dst: int) -> dict[str, Any]:
     """One representative route from endpoint ``src`` to ``dst``: ``hops`` (dicts: element, kind, name,
-    index, in_port, out_port, link, link_GBps, link_payload_GBps, ecmp), ``dst_name`` and
-    ``p2p_blocker`` (the element forbidding GPU peer-to-peer on it, or None); ConfigError for bad ids."""
+    index, in_port, out_port, link, link_GBps, link_payload_GBps, ecmp, dateline: the torus dimension
+    whose dateline the outgoing trunk is, or None), ``dst_name``, ``vc_class`` (bit d: the route crosses
+    a dateline of dimension d) and ``p2p_blocker`` (the element forbidding GPU peer-to-peer on it, or
+    None); ConfigError for bad ids."""
 
 def fabric_transfers(spec: Any, batch: dict[str, Any]) -> BatchResult:
     """Run a batch of transfers (numpy columns src, dst, bytes, start_ps, after) on a fabric spec dict;

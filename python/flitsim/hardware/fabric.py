@@ -119,6 +119,12 @@ class Trunk(Spec):
     b_port: int = Field(ge=0)
     link: int = Field(default=0, ge=0)
     b_link: int | None = None
+    dateline: int | None = Field(default=None, ge=0)
+    """Torus dimension whose dateline this trunk is (both directions), or
+    None. A packet's VC class has bit ``d`` set iff its route crosses a
+    dateline of dimension ``d``; that keeps dimension-order routing on a torus
+    deadlock-free (docs/graph.md, "Tori"). Needs links with at least
+    ``2**dims`` VCs, one route per (element, destination), and no faults."""
 
 
 class StaticRoute(Spec):

@@ -550,7 +550,7 @@ impl FabricSim {
             spray_offset: 0,
             credit_wait_ps: 0,
             lanes: 0,
-            vc: id % self.vcs,
+            vc: self.topo.transfer_vc(src, dst, id, self.vcs),
             left: bytes,
             next_seq: 0,
             prefix: 0,

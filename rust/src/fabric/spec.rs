@@ -262,6 +262,11 @@ pub struct Trunk {
     /// Link spec at end `b` (default: same as `link`); must equal it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b_link: Option<u32>,
+    /// This trunk is a dateline of torus dimension `d` (both directions):
+    /// a packet's VC class has bit `d` set iff its route crosses a dateline
+    /// of dimension `d` (see [`super::Topology::transfer_vc`]); None: not a dateline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dateline: Option<u32>,
 }
 
 /// A routing-table entry fixed by the user: at `switch`, packets for
@@ -617,6 +622,9 @@ impl FabricSpec {
             ensure(t.b_port < self.switch_ports, &f("b_port"), t.b_port, &format!("a port in 0..{}", self.switch_ports))?;
             ensure(t.a != t.b, &f("b"), t.b, &format!("another element than a = {} (a trunk joins two elements)", t.a))?;
             ensure(t.link < nl, &f("link"), t.link, &format!("a link index in 0..{nl}"))?;
+            if let Some(d) = t.dateline {
+                ensure(d < super::topology::MAX_DATELINE_DIMS, &f("dateline"), d, &format!("a torus dimension in 0..{} (2^dims VC classes, at most 64 VCs)", super::topology::MAX_DATELINE_DIMS))?;
+            }
             if let Some(bl) = t.b_link {
                 ensure(bl < nl, &f("b_link"), bl, &format!("a link index in 0..{nl}"))?;
                 ensure(

@@ -129,11 +129,13 @@ pub fn fabric_route<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, src: u32, ds
         d.set_item("link_GBps", rates.payload_rate_bps as f64 / 8e9)?;
         d.set_item("link_payload_GBps", rates.payload_rate_bps as f64 / 8e9 * eff)?;
         d.set_item("ecmp", h.ecmp)?;
+        d.set_item("dateline", h.switch.and_then(|s| topo.dateline(s, h.out_port)))?;
         hops.append(d)?;
     }
     let out = PyDict::new(py);
     out.set_item("hops", hops)?;
     out.set_item("dst_name", spec.endpoint_name(dst))?;
+    out.set_item("vc_class", topo.route_vc_class(src, dst))?;
     out.set_item("p2p_blocker", spec.p2p_blocker(&topo, src, dst).map(|s| spec.element_name(s)))?;
     Ok(out)
 }
