@@ -92,7 +92,7 @@ def test_torus_saturates_at_twice_the_mesh_where_bisection_predicts() -> None:
 def test_ring_without_datelines_deadlocks_and_with_them_does_not() -> None:
     # An 8-ary 1-cube: minimal routes of up to 4 hops close the ring's
     # channel dependency cycle. One VC class (datelines removed) deadlocks
-    # under load; dateline classes (2 of the link's 8 VCs per class... 4 each)
+    # under load; with dateline classes (2 classes, 4 of the link's 8 VCs each) they
     # finish, every channel carrying the closed-form bytes.
     k, n, rep, size = 8, 1, 2, 1 << 15
     src, dst = _uniform(k, rep)
