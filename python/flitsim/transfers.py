@@ -22,6 +22,8 @@ from flitsim.hardware.fabric import FabricSpec, as_fabric
 if TYPE_CHECKING:
     import pandas as pd
 
+    from flitsim.counters import CounterSamples
+
 
 TRANSPORTS = ("auto", "p2p", "host", "rdma")
 """Transport names (docs/collectives.md "Transports")."""
@@ -65,7 +67,9 @@ class TransferResult:
         switch_ports: one row per (switch, port): gpu (wired to it),
             output_utilization (switch -> GPU link), input_conflicts,
             output_conflicts (requests not granted), mean_queueing_ns (ready to
-            grant), input_occupancy_max_flits, output_credit_exhaustion_episodes,
+            grant), input_occupancy_max_flits, input_occupancy_mean_flits (run
+            mean of the input buffer, summed over VCs; graph fabrics: in element
+            0's clock), output_credit_exhaustion_episodes,
             output_credit_exhaustion_ns.
         reorder: per GPU: max_packets and mean_packets held in its reorder buffer.
         makespan_ps: last completion.
@@ -100,6 +104,10 @@ class TransferResult:
     #: to endpoints): switch, port, to_switch (1 = trunk), peer, peer_port,
     #: link_index, busy_ps, payload_bytes, wire_bytes, packets; None otherwise.
     switch_links: "pd.DataFrame | None" = None
+    #: Time-resolved queue depth and credits in use
+    #: (:class:`flitsim.counters.CounterSamples`) when the fabric's
+    #: ``counters`` is set and the run was at packet level; else None.
+    counters: "CounterSamples | None" = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-safe headline figures."""
@@ -234,6 +242,8 @@ def fabric_frames(r: Mapping[str, Any], fabric: FabricSpec) -> tuple["pd.DataFra
     ports["mean_queueing_ns"] = np.where(ports.packets_granted > 0,
                                          ports.queueing_cycles_sum * cyc / 1e3 / np.maximum(ports.packets_granted, 1), 0.0)
     ports["output_credit_exhaustion_ns"] = ports.output_credit_exhaustion_cycles * cyc / 1e3
+    if "input_occupancy_flit_cycles" in ports:
+        ports["input_occupancy_mean_flits"] = ports.input_occupancy_flit_cycles * cyc / mk
     ro = pd.DataFrame({k: np.asarray(v) for k, v in r["reorder"].items()})
     ro.insert(0, "gpu", np.arange(len(ro)))
     return links, ports, ro
@@ -254,4 +264,13 @@ def _result(r: Mapping[str, Any], batch: dict[str, np.ndarray], fabric: FabricSp
                           int(r["packets"]), int(r["events"]), {k: int(v) for k, v in r["faults"].items()},
                           str(r["fidelity"]), str(r["fidelity_reason"]),
                           pd.DataFrame({k: np.asarray(v).astype(np.int64) for k, v in r["switch_links"].items()})
-                          if "switch_links" in r else None)
+                          if "switch_links" in r else None, counters_of(r, fabric))
+
+
+def counters_of(r: Mapping[str, Any], fabric: FabricSpec) -> "CounterSamples | None":
+    """The run's time-resolved counters, or None (off, or flow level)."""
+    if "counters" not in r:
+        return None
+    from flitsim.counters import CounterSamples
+
+    return CounterSamples.from_core(r["counters"], fabric.gpu_ports)

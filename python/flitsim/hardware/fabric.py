@@ -152,6 +152,24 @@ MAX_FAULT_PS = 1 << 62
 """Latest fault time accepted, ps (the bound on transfer start times)."""
 
 
+class CounterSpec(Spec):
+    """Time-resolved counters of a packet-level run (``FabricSpec.counters``):
+    every ``interval_ps`` the engine records, per switch port, the flits in
+    its input buffer (queue depth) and the downstream credits its output has
+    in use, and per endpoint port the credits its uplink has in use.
+
+    At most ``max_samples`` samples are kept: when the buffer is full every
+    other sample is dropped and the interval doubles, so any run is covered
+    end to end by equally spaced samples in a buffer allocated once
+    (``max_samples x (2 x switch ports + endpoint ports) x 4`` bytes, at most
+    2^25 values). Sampling is exact (state is constant between events). Flow
+    level has no queues or credits: its results carry no counters.
+    """
+
+    interval_ps: int = Field(ge=1)
+    max_samples: int = Field(default=512, ge=2, le=1 << 25)
+
+
 class Fault(Spec):
     """A component that dies at ``at_ps`` (ps from the start of the run) and
     stays dead (mirrors ``Fault`` in ``rust/src/fabric/spec.rs``).
@@ -244,6 +262,8 @@ class FabricSpec(Spec):
     switch_kind: tuple[int, ...] = ()
     trunks: tuple[Trunk, ...] = ()
     static_routes: tuple[StaticRoute, ...] = ()
+    #: Time-resolved queue-depth / credit counters (:class:`CounterSpec`); None: off.
+    counters: CounterSpec | None = None
 
     @property
     def endpoints(self) -> int:

@@ -3,6 +3,7 @@
 
 mod fold;
 mod run;
+mod sampler;
 mod sim;
 mod spec;
 mod stats;
@@ -17,4 +18,5 @@ pub use stats::{stats_of, FabricStats, PortLinkStats, SwitchLinkStats};
 pub use sim::{FEv, FabricSim, FaultStats, ReorderStats, MAX_SIM_PACKETS};
 pub(crate) use sim::reframed;
 pub use spec::{ElementKind, FabricSpec, Fault, Fidelity, GpuInjection, Spray, StaticRoute, SwitchKind, SwitchParams, Trunk, Wire, MAX_ENDPOINTS, MAX_FAULT_PS, MAX_HOSTS, MAX_PORTS};
-pub use topology::{Hop, Peer, Topology};
+pub use sampler::{CounterSamples, CounterSpec, MAX_COUNTER_VALUES};
+pub use topology::{Hop, Peer, Topology, MAX_DATELINE_DIMS};

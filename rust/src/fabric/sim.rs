@@ -244,6 +244,8 @@ pub struct FabricSim {
     faults: FaultState,
     /// Graph fabrics only (None: one switch layer, the original engine).
     graph: Option<Box<Graph>>,
+    /// Time-resolved counters (`sampler.rs`; off: `next_ps = u64::MAX`).
+    pub(crate) sampler: super::sampler::Sampler,
 }
 
 /// What a graph fabric adds: the spec (routes are rebuilt when a component
@@ -349,7 +351,7 @@ impl FabricSim {
         }
         let topo_gpus = topo.gpus as usize;
         let faults = FaultState::new(spec, &topo)?;
-        Ok(FabricSim {
+        FabricSim {
             largest_packet_bytes: largest.max(1),
             packets_planned: 0,
             faults,
@@ -377,7 +379,15 @@ impl FabricSim {
             packets_sent: 0,
             delivered_bytes: vec![0; topo_gpus],
             graph: None,
-        })
+            sampler: super::sampler::Sampler::off(),
+        }
+        .sampled(spec)
+    }
+
+    /// Start the spec's counter sampler (credits are full: no traffic yet).
+    fn sampled(mut self, spec: &FabricSpec) -> Result<Self> {
+        self.sampler = super::sampler::Sampler::new(&spec.counters, self.topo.switch_ports, self.sws.iter().map(|s| &s.sw), self.ports.iter().map(|p| &p.link))?;
+        Ok(self)
     }
 
     /// A graph fabric: per-element switch parameters and clocks, per-link
@@ -477,7 +487,7 @@ impl FabricSim {
         }
         let ne = topo.endpoints as usize;
         let faults = FaultState::new(spec, &topo)?;
-        Ok(FabricSim {
+        FabricSim {
             largest_packet_bytes: largest.max(1),
             packets_planned: 0,
             faults,
@@ -505,7 +515,9 @@ impl FabricSim {
             packets_sent: 0,
             delivered_bytes: vec![0; ne],
             graph: Some(Box::new(Graph { spec: spec.clone(), out_links })),
-        })
+            sampler: super::sampler::Sampler::off(),
+        }
+        .sampled(spec)
     }
 
     /// Register a transfer; start it by scheduling `FEv::StartTransfer(id)`.
@@ -627,6 +639,9 @@ impl FabricSim {
 
     /// Handle one event.
     pub fn handle(&mut self, now: TimePs, ev: FEv, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+        if now >= self.sampler.next_ps {
+            self.sampler.sample(now, false, self.sws.iter().map(|s| &s.sw), self.ports.iter().map(|p| &p.link));
+        }
         if now >= self.faults.next_ps {
             // Nothing happens between events, so applying a fault at the first
             // event at or after its time is exact.
@@ -1130,6 +1145,7 @@ impl FabricSim {
 
     /// Close statistics at `end_ps`.
     pub fn finish(&mut self, end_ps: TimePs) {
+        self.sampler.sample(end_ps, true, self.sws.iter().map(|s| &s.sw), self.ports.iter().map(|p| &p.link));
         for p in &mut self.ports {
             p.link.finish(end_ps);
         }

@@ -348,6 +348,9 @@ pub struct FabricSpec {
     /// ports, no loop, no dead end).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub static_routes: Vec<StaticRoute>,
+    /// Time-resolved queue-depth and credit counters (packet level; off by default).
+    #[serde(default, skip_serializing_if = "super::CounterSpec::is_off")]
+    pub counters: super::CounterSpec,
 }
 
 fn is_zero(x: &u32) -> bool {

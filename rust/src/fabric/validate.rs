@@ -17,6 +17,7 @@ impl FabricSpec {
     /// `Config` naming the wire, GPU or element at fault.
     pub fn validate(&self) -> Result<()> {
         self.validate_fields()?;
+        self.counters.validate(0)?;
         if self.is_graph() {
             let topo = Topology::new(self);
             if !self.static_routes.is_empty() {
