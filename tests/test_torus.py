@@ -133,26 +133,3 @@ def test_bad_tori_name_the_field() -> None:
     with pytest.raises(ConfigError, match="static_routes"):
         flitsim.transfers(ecmp, [0], [1], 1024)
 
-
-def test_ledger_takes_the_fabrics_route_and_plan_take(tmp_path) -> None:
-    # A TOML fabric (graph or one switch layer) and a FabricSpec without
-    # element kinds get a ledger, from the CLI too (it was refused).
-    from click.testing import CliRunner
-
-    from flitsim.cli import cli
-
-    p = tmp_path / "box.toml"
-    p.write_text('gpus = 4\nlinks_per_switch = [2, 2]\nlink = "nvlink4"\n')
-    led = flitsim.ledger(str(p))
-    gpu = {r.stage: r.per_direction_GBps for r in led.rows if r.scope == "gpu"}
-    assert gpu["nvlink4 payload"] == pytest.approx(4 * 25.0)  # 2 switches x 2 links x 25 GB/s
-    r = CliRunner().invoke(cli, ["ledger", str(p), "--format", "csv"])
-    assert r.exit_code == 0, r.output
-    assert "nvlink4 payload" in r.output
-    torus = flitsim.ledger(kary_ncube(4, 2, endpoint_ports=2))
-    assert {r.stage: r.per_direction_GBps for r in torus.rows if r.scope == "system"}["GPU ports payload"] == \
-        pytest.approx(16 * 2 * 25.0)
-    bad = tmp_path / "bad.toml"
-    bad.write_text("gpus = 0\n")
-    r = CliRunner().invoke(cli, ["ledger", str(bad)])
-    assert r.exit_code != 0 and "gpus" in r.output

@@ -167,7 +167,10 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
 
     Args:
         fabric: a :class:`FabricSpec` or preset name (``gb200-nvl72``, ...).
-        src, dst: GPU ids, shape (n,).
+        src, dst: endpoint ids, shape (n,): GPUs ``0..gpus``, then (graph
+            fabrics) host-memory endpoints ``gpus..gpus + hosts``, so a GPU <->
+            host copy is one transfer. With ``transport`` set, GPU ids only (a
+            transport is a way to move GPU memory to GPU memory).
         nbytes: bytes per transfer, shape (n,) or a scalar.
         start_ps: earliest start per transfer, ps (default 0).
         after: index of a transfer that must finish first, or -1 (default -1).
@@ -189,7 +192,8 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         :class:`TransferResult`.
 
     Raises:
-        ConfigError: GPU ids outside the fabric, mismatched shapes, negative
+        ConfigError: endpoint ids outside the fabric (host endpoints with a
+            ``transport``), mismatched shapes, negative
             sizes, a dependency cycle, an invalid fabric.
         StalledError: transfers that can never finish (the message says what
             is blocked).
@@ -199,7 +203,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         fabric = fabric.with_faults(faults)
     s = np.asarray(src)
     if s.ndim != 1 or s.size == 0:
-        raise ConfigError(f"src: shape {s.shape}, expected a non-empty 1-D array of GPU ids")
+        raise ConfigError(f"src: shape {s.shape}, expected a non-empty 1-D array of endpoint ids")
     n = s.size
     g = fabric.endpoints  # GPUs, then host-memory endpoints (graph fabrics)
     batch = {"src": _col("src", src, n, np.uint32, hi=g), "dst": _col("dst", dst, n, np.uint32, hi=g),
@@ -214,6 +218,13 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         for i, t in enumerate(names):
             if t not in TRANSPORTS:
                 raise ConfigError(f"transport[{i}] = {t!r}: expected one of {list(TRANSPORTS)}")
+        for name in ("src", "dst"):
+            ids = batch[name]
+            if ids.size and int(ids.max()) >= fabric.gpus:
+                i = int(np.argmax(ids))
+                raise ConfigError(f"{name}[{i}] = {int(ids[i])}: a GPU id in 0..{fabric.gpus} with transport= "
+                                  f"(host-memory endpoints {fabric.gpus}..{fabric.endpoints} take plain transfers: "
+                                  "transport=None)")
         # unknown fields are refused by the engine's parameter parser, named
         extra = dict(transport_params or {})
         r = _core.fabric_transfers_transport(fabric.core_dict(), batch, [str(t) for t in names], extra)
