@@ -11,6 +11,7 @@ import flitsim
 from flitsim import ConfigError
 from flitsim.hardware.torus import kary_ncube
 
+
 def test_ledger_takes_the_fabrics_route_and_plan_take(tmp_path) -> None:
     # A TOML fabric (graph or one switch layer) and a FabricSpec without
     # element kinds get a ledger, from the CLI too (it was refused).
@@ -44,3 +45,22 @@ def test_transfers_take_host_endpoints_and_say_when_a_transport_does_not() -> No
     assert int(r.links[r.links.gpu == host].rx_payload_bytes.sum()) == 1 << 20
     with pytest.raises(ConfigError, match=r"dst\[0\] = 8: a GPU id in 0..8 with transport=.*transport=None"):
         flitsim.transfers(f, [0], [host], [1 << 20], transport="auto")
+
+
+def test_domains_have_one_home_the_engine() -> None:
+    # Placement reads the engine's domains (routes that cross no NIC or
+    # network switch): one per node on the scale-out presets.
+    from flitsim import _core
+    from flitsim.hardware.fabric import fabric_preset
+    from flitsim.schedules.placement import fabric_domains
+
+    for name, nodes, per in (("eth-2x8xl40", 2, 8), ("ib-4xhgx-h100", 4, 8)):
+        f = fabric_preset(name)
+        d = _core.fabric_domains(f.core_dict())
+        assert d == [list(range(n * per, (n + 1) * per)) for n in range(nodes)]
+        assert fabric_domains(f) == d
+    # One domain without network elements (a torus, a PCIe box, one NVSwitch layer).
+    for f in (kary_ncube(3, 2), fabric_preset("pcie-8xl20"), fabric_preset("hgx-h100")):
+        assert _core.fabric_domains(f.core_dict()) == [list(range(f.gpus))] == fabric_domains(f)
+    with pytest.raises(ConfigError):
+        _core.fabric_domains({"gpus": 0})

@@ -10,7 +10,7 @@ import numpy.typing as npt
 __version__: str
 __all__ = [
     "ConfigError", "StalledError", "__version__", "cancel_all", "collective_defaults", "collective_ideal", "collective_run",
-    "execute_taskgraph", "fabric_check", "fabric_route", "fabric_transfers", "fabric_transfers_transport", "fec_error_model", "hold_model_events_per_s", "link_timing",
+    "execute_taskgraph", "fabric_check", "fabric_domains", "fabric_route", "fabric_transfers", "fabric_transfers_transport", "fec_error_model", "hold_model_events_per_s", "link_timing",
     "link_transfer", "serdes_rates", "switch_lab",
 ]
 
@@ -52,6 +52,11 @@ def execute_taskgraph(graph: dict[str, Any], network: Any) -> TaskGraphResult:
 
 def fabric_check(spec: Any) -> None:
     """Validate a fabric spec dict; raises ConfigError naming the wire or GPU at fault."""
+
+def fabric_domains(spec: Any) -> list[list[int]]:
+    """The fabric's domains: lists of GPU ids joined without a route through a NIC or an Ethernet /
+    InfiniBand switch (one node of a scale-out fabric; one list for a one-layer fabric), ordered by
+    their lowest id; ConfigError for an invalid spec."""
 
 def fabric_route(spec: Any, src: int, dst: int) -> dict[str, Any]:
     """One representative route from endpoint ``src`` to ``dst``: ``hops`` (dicts: element, kind, name,

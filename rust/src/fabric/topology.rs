@@ -432,6 +432,53 @@ impl Topology {
         order
     }
 
+    /// Domains: per GPU, the index of its domain, the GPUs it reaches without
+    /// its route crossing a network element (a NIC, an Ethernet or
+    /// InfiniBand switch): one node of a scale-out fabric; one domain for a
+    /// one-layer fabric. Transitive (union of the non-network pairs);
+    /// numbered in order of each domain's lowest GPU id. The one home of the
+    /// concept (placement reads it through `_core.fabric_domains`; the
+    /// cross-tier collectives' `Reach` may call it).
+    pub fn gpu_domains(&self, spec: &FabricSpec) -> Vec<u32> {
+        use super::spec::ElementKind as K;
+        let g = self.gpus as usize;
+        let is_net = |s: u32| spec.kind_of(s).is_some_and(|k| matches!(k.kind, K::Nic | K::Ethernet | K::Infiniband));
+        if !spec.is_graph() || !(0..spec.switches).any(is_net) {
+            return vec![0; g];
+        }
+        let mut parent: Vec<usize> = (0..g).collect();
+        fn find(p: &mut [usize], mut a: usize) -> usize {
+            while p[a] != a {
+                p[a] = p[p[a]];
+                a = p[a];
+            }
+            a
+        }
+        for a in 0..g {
+            for b in a + 1..g {
+                if find(&mut parent, a) == find(&mut parent, b) {
+                    continue;
+                }
+                if !self.route_switches(a as u32, b as u32).into_iter().any(is_net) {
+                    let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+                    parent[rb.max(ra)] = rb.min(ra);
+                }
+            }
+        }
+        let mut index = vec![u32::MAX; g];
+        let mut next = 0;
+        let mut out = vec![0u32; g];
+        for a in 0..g {
+            let r = find(&mut parent, a);
+            if index[r] == u32::MAX {
+                index[r] = next;
+                next += 1;
+            }
+            out[a] = index[r];
+        }
+        out
+    }
+
     /// If every switch has exactly `L` wires to every GPU (and all wires use
     /// one link spec), the plane count and `L`: the symmetry plane folding needs.
     pub fn plane_symmetry(&self, spec: &FabricSpec) -> Option<(u32, u32)> {

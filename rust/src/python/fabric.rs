@@ -84,6 +84,22 @@ pub fn collective_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     super::convert::to_py(py, &crate::collective::CollectiveParams::default())
 }
 
+/// The fabric's domains (GPUs joined without a route through a NIC or a
+/// network switch; `Topology::gpu_domains`) as lists of GPU ids, ordered by
+/// their lowest id.
+#[pyfunction]
+pub fn fabric_domains(spec: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
+    let spec: FabricSpec = from_py(spec, "fabric")?;
+    spec.validate()?;
+    let dom = crate::fabric::Topology::new(&spec).gpu_domains(&spec);
+    let n = dom.iter().copied().max().map_or(0, |m| m + 1) as usize;
+    let mut out = vec![Vec::new(); n];
+    for (g, &d) in dom.iter().enumerate() {
+        out[d as usize].push(g as u32);
+    }
+    Ok(out)
+}
+
 /// One representative route from endpoint `src` to `dst`: a list of hop
 /// dicts (element, kind, name, index, in_port, out_port, link, link rate,
 /// ECMP width) plus the P2P verdict; see `flitsim.route`.
