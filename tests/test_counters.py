@@ -89,7 +89,7 @@ def test_counters_change_nothing_else(torus_runs) -> None:
 
 
 def test_memory_is_bounded_by_the_cap() -> None:
-    # A 1 ns interval over a run of ~10 us: 10,000 instants into 16 slots.
+    # A 1 ns interval over a run of ~5.8 us: 5,800 instants into 16 slots.
     spec = kary_ncube(3, 1, endpoint_ports=1, counters=CounterSpec(interval_ps=1000, max_samples=16))
     r = flitsim.transfers(spec, [0, 1, 2], [1, 2, 0], 1 << 17)
     c = r.counters
