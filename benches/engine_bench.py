@@ -8,6 +8,7 @@
 Cases (packet fidelity, protocol Simple, default speed levers):
   ring-1g / nvls-1g   GB200 NVL72 all_reduce 1 GiB, ring / NVLS
   ring-64m            GB200 NVL72 all_reduce 64 MiB, ring
+  ring-4m             GB200 NVL72 all_reduce 4 MiB, ring (transfers too small to fold: all 18 planes)
   h100-ring-8m        HGX H100 all_reduce 8 MiB, ring
   hold-1e5            engine hold model, 1e5 pending events (events/s)
   switch              the switch lab's BookSim2 configuration (benches/switch_bench.py)
@@ -27,6 +28,7 @@ CASES = {
     "ring-1g": ("gb200-nvl72", 1 << 30, "ring"),
     "nvls-1g": ("gb200-nvl72", 1 << 30, "nvls"),
     "ring-64m": ("gb200-nvl72", 64 << 20, "ring"),
+    "ring-4m": ("gb200-nvl72", 4 << 20, "ring"),
     "h100-ring-8m": ("hgx-h100", 8 << 20, "ring"),
 }
 
