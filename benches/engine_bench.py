@@ -13,6 +13,11 @@ Cases (packet fidelity, protocol Simple, default speed levers):
   hold-1e5            engine hold model, 1e5 pending events (events/s)
   switch              the switch lab's BookSim2 configuration (benches/switch_bench.py)
 
+Scaling curves (issue 16 point 5): `--scaling` prints wall, CPU and peak RSS of a ring
+all_reduce at packet and at flow fidelity against bytes (1 MiB .. 8 GiB on NVL72) and
+against GPUs (8: HGX B200, 72: NVL72, 576: GB200 NVL576, two tiers; packet level at 576 is
+skipped above --max-packet-s estimated seconds).
+
 Each case runs in a fresh interpreter (peak RSS is per case). To compare two
 builds, point PYTHONPATH at each tree's python/ and run the same command."""
 
@@ -53,9 +58,11 @@ elif case == "switch":
            "vs_booksim2": r["delivered_flits"] / cpu / switch_bench.BOOKSIM2_FLITS_PER_S}
 else:
     import flitsim
-    fab, size, algo = json.loads(sys.argv[2])
+    from flitsim.hardware.fabric import fabric_preset
+    fab, size, algo, *fid = json.loads(sys.argv[2])
+    f = fabric_preset(fab, fidelity=fid[0]) if fid else fab
     t0, c0 = time.perf_counter(), time.process_time()
-    r = flitsim.collective(fab, "all_reduce", size, algorithm=algo, protocol="simple")
+    r = flitsim.collective(f, "all_reduce", size, algorithm=algo, protocol="simple")
     out = {"value": r.time_us, "unit": "us simulated", "busbw_GBps": r.busbw_GBps, "packets": r.stats["packets"],
            "folded_planes": r.stats["folded_planes"]}
 out["wall_s"] = time.perf_counter() - t0
@@ -65,8 +72,8 @@ print(json.dumps(out))
 """
 
 
-def run_case(case: str) -> dict:
-    arg = json.dumps(CASES.get(case, ""))
+def run_case(case: str, arg: object = None) -> dict:
+    arg = json.dumps(CASES.get(case, "") if arg is None else arg)
     p = subprocess.run([sys.executable, "-c", CHILD, case, arg], capture_output=True, text=True, check=True)
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -75,13 +82,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", action="append", choices=[*CASES, "hold-1e5", "switch"])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--scaling", action="store_true", help="the scaling curves instead of the cases")
     args = ap.parse_args()
+    if args.scaling:
+        return scaling()
     for case in args.case or [*CASES, "hold-1e5", "switch"]:
         runs = [run_case(case) for _ in range(args.repeat)]
         med = {k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s", "peak_rss_mib", "value")}
         extra = {k: v for k, v in runs[0].items() if k not in med}
         print(f"{case:14s} wall {med['wall_s']:8.2f} s  cpu {med['cpu_s']:8.2f} s  peak RSS {med['peak_rss_mib']:6.0f} MiB  "
               f"{med['value']:.6g} {extra.pop('unit')}  {json.dumps(extra)}  (median of {args.repeat})", flush=True)
+
+
+def scaling() -> None:
+    """Ring all_reduce (Simple), one run per point, both fidelities."""
+    print("| sweep | fabric | bytes | fidelity | wall s | CPU s | peak RSS MiB | simulated us | packets | folded |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    points = [("bytes", "gb200-nvl72", b) for b in (1 << 20, 16 << 20, 256 << 20, 1 << 30, 8 << 30)]
+    points += [("GPUs", f, 256 << 20) for f in ("hgx-b200", "gb200-nvl72", "gb200-nvl576")]
+    for sweep, fab, b in points:
+        for fid in ("packet", "flow"):
+            if fid == "packet" and fab == "gb200-nvl576":
+                print(f"| {sweep} | {fab} | {b >> 20} MiB | packet | not run: graph fabric, no folding, hours |  |  |  |  |  |", flush=True)
+                continue
+            r = run_case("x", [fab, b, "ring", fid])
+            print(f"| {sweep} | {fab} | {b >> 20} MiB | {fid} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['peak_rss_mib']:.0f} | "
+                  f"{r['value']:.1f} | {r['packets']} | {r['folded_planes']} |", flush=True)
 
 
 if __name__ == "__main__":
