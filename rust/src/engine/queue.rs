@@ -39,6 +39,8 @@ pub struct EventQueue<E> {
     buckets: Vec<Vec<(TimePs, E)>>,
     /// Bit `b` set iff bucket `b` (>= 1) is non-empty.
     nonempty: u128,
+    /// Earliest time in each bucket (kept on push, so a split scans once).
+    mins: [TimePs; BUCKETS],
     /// Reference time of the buckets: the last popped (or peeked) minimum.
     last: TimePs,
     len: usize,
@@ -67,7 +69,7 @@ impl<E> EventQueue<E> {
 
     /// An empty queue with room for `n` pending events at the current time.
     pub fn with_capacity(n: usize) -> Self {
-        Self { now: VecDeque::with_capacity(n), buckets: (0..BUCKETS).map(|_| Vec::new()).collect(), nonempty: 0, last: 0, len: 0, now_ps: 0, beyond_ps: 0 }
+        Self { now: VecDeque::with_capacity(n), buckets: (0..BUCKETS).map(|_| Vec::new()).collect(), nonempty: 0, mins: [TimePs::MAX; BUCKETS], last: 0, len: 0, now_ps: 0, beyond_ps: 0 }
     }
 
     /// Time of the last popped event (0 before the first pop).
@@ -115,6 +117,7 @@ impl<E> EventQueue<E> {
             let b = bucket_of(t, self.last);
             self.buckets[b].push((t, event));
             self.nonempty |= 1u128 << b;
+            self.mins[b] = self.mins[b].min(t);
         }
     }
 
@@ -162,7 +165,9 @@ impl<E> EventQueue<E> {
         let b = self.nonempty.trailing_zeros() as usize;
         let mut from = std::mem::take(&mut self.buckets[b]);
         self.nonempty &= !(1u128 << b);
-        let min = from.iter().map(|e| e.0).min().expect("non-empty bucket");
+        let min = self.mins[b];
+        self.mins[b] = TimePs::MAX;
+        debug_assert_eq!(Some(min), from.iter().map(|e| e.0).min());
         self.last = min;
         for (t, e) in from.drain(..) {
             if t == min {
@@ -172,6 +177,7 @@ impl<E> EventQueue<E> {
                 debug_assert!(k < b);
                 self.buckets[k].push((t, e));
                 self.nonempty |= 1u128 << k;
+                self.mins[k] = self.mins[k].min(t);
             }
         }
         self.buckets[b] = from;
@@ -188,6 +194,7 @@ impl<E> EventQueue<E> {
             all.append(&mut self.buckets[b]);
         }
         self.nonempty = 0;
+        self.mins = [TimePs::MAX; BUCKETS];
         self.last = t;
         for (x, e) in all {
             if x == t {
@@ -196,6 +203,7 @@ impl<E> EventQueue<E> {
                 let k = bucket_of(x, t);
                 self.buckets[k].push((x, e));
                 self.nonempty |= 1u128 << k;
+                self.mins[k] = self.mins[k].min(x);
             }
         }
     }
@@ -207,6 +215,7 @@ impl<E> EventQueue<E> {
             b.clear();
         }
         self.nonempty = 0;
+        self.mins = [TimePs::MAX; BUCKETS];
         self.last = self.now_ps;
         self.len = 0;
     }
