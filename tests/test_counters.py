@@ -124,3 +124,22 @@ def test_perfetto_gets_sampled_counter_tracks(tmp_path) -> None:
     assert od["sampled_max_samples"] == 64 and od["sampled_tracks"] <= MAX_SAMPLED_TRACKS
     procs = [e["args"]["name"] for e in obj["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
     assert any("at most 64 samples per track" in p for p in procs)
+
+
+def test_sampled_output_flits_sum_to_the_run_total(torus_runs) -> None:
+    # Exact: the per-interval deltas of each output add up to every flit it
+    # sent (the last sample is the first instant at or after the end), and
+    # their busy share stays within one flit per cycle plus one packet per
+    # interval (a packet counts when its tail leaves: 17 flits of 16 B).
+    _, r = torus_runs
+    c = r.counters
+    total = c.output_flits.sum(axis=0).reshape(-1)
+    assert (total == r.switch_ports.output_flits.to_numpy()).all()
+    assert c.time_ps[-1] >= r.makespan_ps
+    u = c.output_utilization()
+    pkt = 17 * c.switch_cycle_ps / np.diff(c.time_ps).min()
+    assert u.max() <= 1.0 + pkt + 1e-9 and u.max() > 0.5
+    # The sampled utilization's time mean is the run's output utilization.
+    dt = np.diff(c.time_ps)
+    mean_u = (u[1:] * dt[:, None, None]).sum(axis=0).reshape(-1) / r.makespan_ps
+    assert np.allclose(mean_u, r.switch_ports.output_utilization.to_numpy(), rtol=1e-9, atol=1e-12)

@@ -178,6 +178,8 @@ class CounterColumns(TypedDict):
     queue_flits: npt.NDArray[np.uint32]
     credits_in_use_flits: npt.NDArray[np.uint32]
     endpoint_credits_in_use_flits: npt.NDArray[np.uint32]
+    #: Per switch port, flits out since the previous sample.
+    output_flits: npt.NDArray[np.uint32]
 
 class ReorderColumns(TypedDict):
     max_packets: npt.NDArray[np.uint64]

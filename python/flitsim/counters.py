@@ -31,25 +31,44 @@ class CounterSamples:
             in the next element's input buffer, or credit in flight).
         endpoint_credits_in_use_flits: shape (T, endpoints, gpu_ports): the same
             for each endpoint port's uplink into its switch.
+        output_flits: shape (T, switches, switch_ports): flits that left each
+            switch port since the previous sample (0 at the first); they sum to
+            the run's ``switch_ports.output_flits`` (the last sample is the
+            first instant at or after the end). A packet counts when its tail
+            leaves, so one interval may show up to a packet more than its share.
         interval_ps, max_samples: the final interval and the buffer size.
+        switch_cycle_ps: the switch clock period (element 0's on a graph).
     """
 
     time_ps: np.ndarray
     queue_flits: np.ndarray
     credits_in_use_flits: np.ndarray
     endpoint_credits_in_use_flits: np.ndarray
+    output_flits: np.ndarray
     interval_ps: int
     max_samples: int
+    switch_cycle_ps: float
 
     @classmethod
-    def from_core(cls, c: Mapping[str, Any], gpu_ports: int) -> "CounterSamples":
+    def from_core(cls, c: Mapping[str, Any], gpu_ports: int, switch_cycle_ps: float) -> "CounterSamples":
         """From the engine's ``counters`` dict (row-major [sample][series])."""
         t = int(c["samples"])
         sp = max(int(c["switch_ports"]), 1)
         q = np.asarray(c["queue_flits"]).reshape(t, -1, sp)
         cr = np.asarray(c["credits_in_use_flits"]).reshape(t, -1, sp)
         ep = np.asarray(c["endpoint_credits_in_use_flits"]).reshape(t, -1, max(gpu_ports, 1))
-        return cls(np.asarray(c["time_ps"]), q, cr, ep, int(c["interval_ps"]), int(c["max_samples"]))
+        out = np.asarray(c["output_flits"]).reshape(t, -1, sp)
+        return cls(np.asarray(c["time_ps"]), q, cr, ep, out, int(c["interval_ps"]), int(c["max_samples"]),
+                   float(switch_cycle_ps))
+
+    def output_utilization(self) -> np.ndarray:
+        """Shape (T, switches, switch_ports): each switch output's busy share
+        over the interval ending at each sample (flits out x cycle / interval;
+        0 at the first sample)."""
+        dt = np.diff(self.time_ps, prepend=self.time_ps[:1]).astype(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = self.output_flits * self.switch_cycle_ps / dt[:, None, None]
+        return np.where(dt[:, None, None] > 0, u, 0.0)
 
     @property
     def samples(self) -> int:
@@ -57,7 +76,7 @@ class CounterSamples:
 
     def to_pandas(self) -> "pd.DataFrame":
         """Long format, one row per (sample, switch, port): time_ps, switch,
-        port, queue_flits, credits_in_use_flits."""
+        port, queue_flits, credits_in_use_flits, output_utilization."""
         import pandas as pd
 
         t, s, p = self.queue_flits.shape
@@ -67,6 +86,7 @@ class CounterSamples:
             "port": np.tile(np.arange(p), t * s),
             "queue_flits": self.queue_flits.reshape(-1),
             "credits_in_use_flits": self.credits_in_use_flits.reshape(-1),
+            "output_utilization": self.output_utilization().reshape(-1),
         })
 
     def __repr__(self) -> str:

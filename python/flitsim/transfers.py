@@ -284,4 +284,4 @@ def counters_of(r: Mapping[str, Any], fabric: FabricSpec) -> "CounterSamples | N
         return None
     from flitsim.counters import CounterSamples
 
-    return CounterSamples.from_core(r["counters"], fabric.gpu_ports)
+    return CounterSamples.from_core(r["counters"], fabric.gpu_ports, float(r["switch_cycle_ps"]))

@@ -155,13 +155,14 @@ MAX_FAULT_PS = 1 << 62
 class CounterSpec(Spec):
     """Time-resolved counters of a packet-level run (``FabricSpec.counters``):
     every ``interval_ps`` the engine records, per switch port, the flits in
-    its input buffer (queue depth) and the downstream credits its output has
-    in use, and per endpoint port the credits its uplink has in use.
+    its input buffer (queue depth), the downstream credits its output has
+    in use and the flits it sent since the last sample, and per endpoint
+    port the credits its uplink has in use.
 
     At most ``max_samples`` samples are kept: when the buffer is full every
     other sample is dropped and the interval doubles, so any run is covered
     end to end by equally spaced samples in a buffer allocated once
-    (``max_samples x (2 x switch ports + endpoint ports) x 4`` bytes, at most
+    (``max_samples x (3 x switch ports + endpoint ports) x 4`` bytes, at most
     2^25 values). Sampling is exact (state is constant between events). Flow
     level has no queues or credits: its results carry no counters.
     """

@@ -31,8 +31,10 @@ What is in it:
 - **Sampled counters**, when the fabric was run with ``counters`` on
   (:class:`~flitsim.hardware.fabric.CounterSpec`; packet level): per switch
   port (process ``switch ports: queue depth, credits in use``) the flits in
-  its input buffer (``queue_flits``) and the downstream credits its output
-  has in use (``credits_in_use_flits``), and per GPU port (process ``GPU
+  its input buffer (``queue_flits``), the downstream credits its output
+  has in use (``credits_in_use_flits``, both at the sample instant) and its
+  output's busy share over the interval that starts there
+  (``output_utilization``, from the flits it sent), and per GPU port (process ``GPU
   ports: credits in use``) its uplink's credits in use, at the engine's own
   sample instants: at most ``CounterSpec.max_samples`` per track (the engine
   halves its samples and doubles the interval when its buffer fills), on at
@@ -168,12 +170,13 @@ def _sampled(run: Any, pid0: int) -> tuple[list[dict[str, Any]], list[dict[str, 
         return [], [], {}
     ts = (c.time_ps / 1e6).tolist()
     q, cr, ep = c.queue_flits, c.credits_in_use_flits, c.endpoint_credits_in_use_flits
+    util = c.output_utilization()
     _, ns, npt = q.shape
     gpu_of: dict[tuple[int, int], int] = {}
     sp = run.network.get("switch_ports")
     if sp is not None and "gpu" in sp:
         gpu_of = {(int(a), int(b)): int(g) for a, b, g in zip(sp.switch, sp.port, sp.gpu) if g >= 0}
-    load = (q.mean(axis=0) + cr.mean(axis=0)).reshape(-1)
+    load = (q.mean(axis=0) + cr.mean(axis=0) + util.mean(axis=0)).reshape(-1)
     ports = [i for i in np.argsort(-load, kind="stable").tolist() if load[i] > 0]
     eload = ep.mean(axis=0).reshape(-1)
     eports = [i for i in np.argsort(-eload, kind="stable").tolist() if eload[i] > 0]
@@ -184,10 +187,11 @@ def _sampled(run: Any, pid0: int) -> tuple[list[dict[str, Any]], list[dict[str, 
     for i in keep_sw:
         s, p = divmod(i, npt)
         name = f"switch {s} port {p}" + (f" (GPU {gpu_of[(s, p)]})" if (s, p) in gpu_of else "")
-        qs, cs = q[:, s, p].tolist(), cr[:, s, p].tolist()
-        for x, a, b in zip(ts, qs, cs):
+        # A counter holds from its ts to the next: state at ts, utilization over the interval after it.
+        qs, cs, us = q[:, s, p].tolist(), cr[:, s, p].tolist(), np.r_[util[1:, s, p], 0.0].tolist()
+        for x, a, b, u in zip(ts, qs, cs, us):
             ev.append({"name": name, "ph": "C", "ts": x, "pid": pid0, "tid": 0,
-                       "args": {"queue_flits": a, "credits_in_use_flits": b}})
+                       "args": {"queue_flits": a, "credits_in_use_flits": b, "output_utilization": round(u, 6)}})
     gp = ep.shape[2]
     for i in keep_ep:
         g, k = divmod(i, gp)
@@ -198,7 +202,7 @@ def _sampled(run: Any, pid0: int) -> tuple[list[dict[str, Any]], list[dict[str, 
     cut = f"; busiest {shown} of {total} ports" if shown < total else ""
     every = f"every {c.interval_ps / 1e3:g} ns, at most {c.max_samples} samples per track{cut}"
     meta = [{"name": "process_name", "ph": "M", "ts": 0, "pid": pid0, "tid": 0,
-             "args": {"name": f"switch ports: queue depth, credits in use (flits; sampled {every})"}},
+             "args": {"name": f"switch ports: queue depth, credits in use (flits), output utilization (sampled {every})"}},
             {"name": "process_name", "ph": "M", "ts": 0, "pid": pid0 + 1, "tid": 0,
              "args": {"name": f"GPU ports: credits in use (flits; sampled {every})"}}]
     info = {"sampled_interval_ps": c.interval_ps, "sampled_max_samples": c.max_samples,

@@ -1,14 +1,15 @@
 //! Time-resolved counters of the packet engine: per switch port the input
 //! buffer occupancy (queue depth) and the downstream credits in use on its
 //! output, per endpoint port the credits in use on its uplink, sampled at a
-//! fixed interval into a buffer of fixed size.
+//! fixed interval into a buffer of fixed size, with the flits each switch
+//! output sent since the previous sample (its utilization over time).
 //!
 //! Sampling is exact, not approximate: nothing changes between events, so
 //! the state just before the first event at or after a sample instant is the
 //! state at that instant. When the buffer is full, every other sample is
 //! dropped and the interval doubles, so a run of any length is covered by at
 //! most `max_samples` equally spaced samples (memory: `max_samples x
-//! (2 x switch ports + endpoint ports) x 4` bytes, allocated once). Off by
+//! (3 x switch ports + endpoint ports) x 4` bytes, allocated once). Off by
 //! default: the engine's check is one comparison with `u64::MAX` per event.
 
 use crate::error::{FlitsimError, Result};
@@ -79,6 +80,9 @@ pub struct CounterSamples {
     pub credits_in_use_flits: Vec<u32>,
     /// Per endpoint port (`endpoint * gpu_ports + k`), the same for its uplink.
     pub endpoint_credits_in_use_flits: Vec<u32>,
+    /// Flits that left switch `s` port `p` since the previous sample (0 at
+    /// the first): utilization over the interval = this x cycle / interval.
+    pub output_flits: Vec<u32>,
 }
 
 /// The sampler a fabric simulation carries (see the module docs).
@@ -98,12 +102,15 @@ pub struct Sampler {
     queue: Vec<u32>,
     credits: Vec<u32>,
     ep_credits: Vec<u32>,
+    /// Per switch port: flits out so far at the last sample; and the per-sample deltas.
+    last_out: Vec<u64>,
+    out_flits: Vec<u32>,
 }
 
 impl Sampler {
     /// A sampler that never samples.
     pub fn off() -> Self {
-        Sampler { next_ps: u64::MAX, interval_ps: 0, cap: 0, len: 0, switch_ports: 0, out_cap: Vec::new(), vcs: Vec::new(), ep_cap: Vec::new(), time_ps: Vec::new(), queue: Vec::new(), credits: Vec::new(), ep_credits: Vec::new() }
+        Sampler { next_ps: u64::MAX, interval_ps: 0, cap: 0, len: 0, switch_ports: 0, out_cap: Vec::new(), vcs: Vec::new(), ep_cap: Vec::new(), time_ps: Vec::new(), queue: Vec::new(), credits: Vec::new(), ep_credits: Vec::new(), last_out: Vec::new(), out_flits: Vec::new() }
     }
 
     /// A sampler for these switches (with full credits: call before any
@@ -129,7 +136,7 @@ impl Sampler {
         }
         let ep_cap: Vec<u32> = uplinks.map(|l| l.timing().credits_per_vc_flits * l.timing().vcs).collect();
         let nsp = vcs.len() * sp;
-        spec.validate(2 * nsp as u64 + ep_cap.len() as u64)?;
+        spec.validate(3 * nsp as u64 + ep_cap.len() as u64)?;
         let cap = spec.max_samples as usize;
         Ok(Sampler {
             next_ps: 0,
@@ -144,6 +151,8 @@ impl Sampler {
             credits: vec![0; cap * nsp],
             ep_credits: vec![0; cap * ep_cap.len()],
             ep_cap,
+            last_out: vec![0; nsp],
+            out_flits: vec![0; cap * nsp],
         })
     }
 
@@ -163,15 +172,20 @@ impl Sampler {
             for (s, sw) in switches.clone().enumerate() {
                 let v = self.vcs[s];
                 let buf = sw.spec().buffer_per_vc_flits;
+                let outs = &sw.stats().outputs;
                 for p in 0..self.switch_ports {
-                    let (mut q, mut c) = (0u32, 0u32);
+                    let (mut q, mut c, mut f) = (0u32, 0u32, 0u64);
                     for vc in 0..v {
                         q += buf - sw.input_free_flits(p, vc);
                         c += self.out_cap[ci].saturating_sub(sw.output_credits(p, vc));
+                        f += outs[p * v + vc].flits_out;
                         ci += 1;
                     }
                     self.queue[i] = q;
                     self.credits[i] = c;
+                    let j = i - t * nsp;
+                    self.out_flits[i] = u32::try_from(f - self.last_out[j]).unwrap_or(u32::MAX);
+                    self.last_out[j] = f;
                     i += 1;
                 }
             }
@@ -185,16 +199,41 @@ impl Sampler {
         }
     }
 
-    /// Keep samples 0, 2, 4, ... and double the interval.
+    /// At the end of a run (`end_ps`): samples up to the first instant at or
+    /// after it, so the last one holds the final state and the output deltas
+    /// sum to every flit that left.
+    pub fn close<'a>(&mut self, end_ps: u64, switches: impl Iterator<Item = &'a Switch> + Clone, uplinks: impl Iterator<Item = &'a LinkDirection> + Clone) {
+        if self.cap == 0 {
+            return;
+        }
+        self.sample(end_ps, true, switches.clone(), uplinks.clone());
+        while self.len == 0 || self.time_ps[self.len - 1] < end_ps {
+            let t = self.next_ps;
+            self.sample(t, true, switches.clone(), uplinks.clone());
+        }
+    }
+
+    /// Keep samples 0, 2, 4, ... (each kept sample's output delta takes the
+    /// dropped one before it) and double the interval.
     fn decimate(&mut self) {
         let nsp = self.vcs.len() * self.switch_ports;
         let ne = self.ep_cap.len();
         let keep = self.len.div_ceil(2);
+        if self.len % 2 == 0 {
+            // The last sample goes: the next delta counts from the last kept one.
+            let last = (self.len - 1) * nsp;
+            for k in 0..nsp {
+                self.last_out[k] -= self.out_flits[last + k] as u64;
+            }
+        }
         for j in 1..keep {
             self.time_ps[j] = self.time_ps[2 * j];
             self.queue.copy_within(2 * j * nsp..(2 * j + 1) * nsp, j * nsp);
             self.credits.copy_within(2 * j * nsp..(2 * j + 1) * nsp, j * nsp);
             self.ep_credits.copy_within(2 * j * ne..(2 * j + 1) * ne, j * ne);
+            for k in 0..nsp {
+                self.out_flits[j * nsp + k] = self.out_flits[2 * j * nsp + k].saturating_add(self.out_flits[(2 * j - 1) * nsp + k]);
+            }
         }
         self.len = keep;
         self.interval_ps = self.interval_ps.saturating_mul(2);
@@ -216,6 +255,7 @@ impl Sampler {
             queue_flits: self.queue[..self.len * nsp].to_vec(),
             credits_in_use_flits: self.credits[..self.len * nsp].to_vec(),
             endpoint_credits_in_use_flits: self.ep_credits[..self.len * ne].to_vec(),
+            output_flits: self.out_flits[..self.len * nsp].to_vec(),
         })
     }
 }

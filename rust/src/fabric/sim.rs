@@ -1145,7 +1145,7 @@ impl FabricSim {
 
     /// Close statistics at `end_ps`.
     pub fn finish(&mut self, end_ps: TimePs) {
-        self.sampler.sample(end_ps, true, self.sws.iter().map(|s| &s.sw), self.ports.iter().map(|p| &p.link));
+        self.sampler.close(end_ps, self.sws.iter().map(|s| &s.sw), self.ports.iter().map(|p| &p.link));
         for p in &mut self.ports {
             p.link.finish(end_ps);
         }

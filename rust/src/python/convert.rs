@@ -217,6 +217,7 @@ pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResul
         k.set_item("queue_flits", c.queue_flits.into_pyarray(py))?;
         k.set_item("credits_in_use_flits", c.credits_in_use_flits.into_pyarray(py))?;
         k.set_item("endpoint_credits_in_use_flits", c.endpoint_credits_in_use_flits.into_pyarray(py))?;
+        k.set_item("output_flits", c.output_flits.into_pyarray(py))?;
         d.set_item("counters", k)?;
     }
     Ok(d)
