@@ -17,6 +17,6 @@ pub use run::{run_batch, BatchResult, TransferBatch};
 pub use stats::{stats_of, FabricStats, PortLinkStats, SwitchLinkStats};
 pub use sim::{FEv, FabricSim, FaultStats, ReorderStats, MAX_SIM_PACKETS};
 pub(crate) use sim::reframed;
-pub use spec::{ElementKind, FabricSpec, Fault, Fidelity, GpuInjection, Spray, StaticRoute, SwitchKind, SwitchParams, Trunk, Wire, MAX_ENDPOINTS, MAX_FAULT_PS, MAX_HOSTS, MAX_PORTS};
+pub use spec::{ElementKind, FabricSpec, Fault, Fidelity, GpuInjection, Spray, StaticRoute, SwitchKind, SwitchParams, Trunk, Wire, MAX_DATELINE_DIMS, MAX_ENDPOINTS, MAX_FAULT_PS, MAX_HOSTS, MAX_PORTS};
 pub use sampler::{CounterSamples, CounterSpec, MAX_COUNTER_VALUES};
-pub use topology::{Hop, Peer, Topology, MAX_DATELINE_DIMS};
+pub use topology::{Hop, Peer, Topology};

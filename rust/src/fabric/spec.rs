@@ -264,10 +264,13 @@ pub struct Trunk {
     pub b_link: Option<u32>,
     /// This trunk is a dateline of torus dimension `d` (both directions):
     /// a packet's VC class has bit `d` set iff its route crosses a dateline
-    /// of dimension `d` (see [`super::Topology::transfer_vc`]); None: not a dateline.
+    /// of dimension `d` (see `Topology::transfer_vc`); None: not a dateline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dateline: Option<u32>,
 }
+
+/// Most torus dimensions with datelines: 2^6 VC classes = the 64-VC limit of a link.
+pub const MAX_DATELINE_DIMS: u32 = 6;
 
 /// A routing-table entry fixed by the user: at `switch`, packets for
 /// endpoint `dst` leave by `ports` (spread round-robin), instead of the
@@ -626,7 +629,7 @@ impl FabricSpec {
             ensure(t.a != t.b, &f("b"), t.b, &format!("another element than a = {} (a trunk joins two elements)", t.a))?;
             ensure(t.link < nl, &f("link"), t.link, &format!("a link index in 0..{nl}"))?;
             if let Some(d) = t.dateline {
-                ensure(d < super::topology::MAX_DATELINE_DIMS, &f("dateline"), d, &format!("a torus dimension in 0..{} (2^dims VC classes, at most 64 VCs)", super::topology::MAX_DATELINE_DIMS))?;
+                ensure(d < MAX_DATELINE_DIMS, &f("dateline"), d, &format!("a torus dimension in 0..{MAX_DATELINE_DIMS} (2^dims VC classes, at most 64 VCs)"))?;
             }
             if let Some(bl) = t.b_link {
                 ensure(bl < nl, &f("b_link"), bl, &format!("a link index in 0..{nl}"))?;

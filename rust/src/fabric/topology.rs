@@ -16,8 +16,6 @@ use super::spec::FabricSpec;
 /// Unreachable.
 const INF: u32 = u32::MAX;
 
-/// Most torus dimensions with datelines: 2^6 VC classes = the 64-VC limit of a link.
-pub const MAX_DATELINE_DIMS: u32 = 6;
 /// No dateline on this switch port.
 const NO_DATELINE: u8 = u8::MAX;
 
