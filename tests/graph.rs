@@ -15,7 +15,7 @@ fn leaf_spine(leaves: u32, per_leaf: u32, spines: u32) -> FabricSpec {
     spec.switches = leaves + spines;
     spec.switch_ports = (per_leaf + spines).max(leaves);
     spec.wires = (0..leaves * per_leaf).map(|g| Wire { gpu: g, gpu_port: 0, switch: g / per_leaf, switch_port: g % per_leaf, link: 0, switch_link: None }).collect();
-    spec.trunks = (0..leaves).flat_map(|l| (0..spines).map(move |s| Trunk { a: l, a_port: per_leaf + s, b: leaves + s, b_port: l, link: 0, b_link: None })).collect();
+    spec.trunks = (0..leaves).flat_map(|l| (0..spines).map(move |s| Trunk { a: l, a_port: per_leaf + s, b: leaves + s, b_port: l, link: 0, b_link: None, dateline: None })).collect();
     spec
 }
 

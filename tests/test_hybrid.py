@@ -285,14 +285,19 @@ def test_new_models_run_through_their_schedules():
 
 
 def test_domains_stop_at_network_elements():
-    from types import SimpleNamespace as NS
+    from flitsim.hardware.fabric import FabricSpec, SwitchKind, Trunk, Wire
+    from flitsim.hardware.links import link_preset
 
     # two "nodes" of 2 GPUs, each on a PCIe switch (0, 1) with a NIC (2, 3) trunked to one Ethernet switch (4)
-    kinds = [NS(kind="pcie_switch"), NS(kind="nic"), NS(kind="ethernet")]
-    wires = [NS(gpu=g, switch=g // 2, link=0) for g in range(4)]
-    trunks = [NS(a=0, b=2, link=0), NS(a=1, b=3, link=0), NS(a=2, b=4, link=0), NS(a=3, b=4, link=0)]
-    fab = NS(gpus=4, switches=5, wires=wires, trunks=trunks, switch_kinds=kinds, switch_kind=[0, 0, 1, 1, 2],
-             name="2x2", domains=None)
+    # (a real spec: the domains come from the engine's routes)
+    kinds = (SwitchKind(name="plx", kind="pcie_switch"), SwitchKind(name="nic", kind="nic"),
+             SwitchKind(name="tor", kind="ethernet"))
+    wires = tuple(Wire(gpu=g, gpu_port=0, switch=g // 2, switch_port=g % 2) for g in range(4))
+    trunks = (Trunk(a=0, a_port=2, b=2, b_port=0), Trunk(a=1, a_port=2, b=3, b_port=0),
+              Trunk(a=2, a_port=1, b=4, b_port=0, link=1), Trunk(a=3, a_port=1, b=4, b_port=1, link=1))
+    fab = FabricSpec(name="2x2", gpus=4, gpu_ports=1, switches=5, switch_ports=3,
+                     links=(link_preset("pcie4x16"), link_preset("eth400g")), wires=wires, trunks=trunks,
+                     switch_kinds=kinds, switch_kind=(0, 0, 1, 1, 2))
     assert fabric_domains(fab) == [[0, 1], [2, 3]]
     pl, _ = place((("pp", 2), ("tp", 2)), fabric=fab)
     assert pl.groups("tp") == [[0, 1], [2, 3]] and not pl.crosses["tp"] and pl.crosses["pp"]

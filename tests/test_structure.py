@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("flitsim.hardware",),
     # One component or one kind of work at a time: links, switches, fabrics,
     # collectives on a fabric; models, compute costs, workloads.
-    ("flitsim.ledger", "flitsim.ledger_graph", "flitsim.linklab", "flitsim.switchlab", "flitsim.transfers", "flitsim.collectives", "flitsim.routing",
+    ("flitsim.ledger", "flitsim.ledger_graph", "flitsim.linklab", "flitsim.switchlab", "flitsim.transfers", "flitsim.counters", "flitsim.collectives", "flitsim.routing",
      "flitsim.nccl_log", "flitsim.calibrate",
      "flitsim.faults", "flitsim.models", "flitsim.cost", "flitsim.workloads"),
     ("flitsim.networks",),

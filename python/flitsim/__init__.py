@@ -27,7 +27,8 @@ from flitsim import switchlab
 from flitsim.transfers import TransferResult, transfers
 from flitsim.collectives import CollectiveResult, collective, nccl_tests
 from flitsim.faults import fec_error_model, goodput_vs_ber
-from flitsim.hardware.fabric import Fault, SwitchKind, Trunk
+from flitsim.hardware.fabric import CounterSpec, Fault, SwitchKind, Trunk
+from flitsim.hardware.torus import kary_ncube
 from flitsim.routing import Route, RouteHop, route
 from flitsim.networks import AnalyticNetwork, FabricNetwork, IdealNetwork
 from flitsim.sweeps import sweep
@@ -41,7 +42,7 @@ __all__ = [
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
     "link_transfer", "switchlab", "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "TransferResult", "transfers",
     "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario", "serving", "Fault",
-    "fec_error_model", "goodput_vs_ber", "cancel_all", "SwitchKind", "Trunk", "Route", "RouteHop", "route",
+    "fec_error_model", "goodput_vs_ber", "cancel_all", "SwitchKind", "Trunk", "CounterSpec", "kary_ncube", "Route", "RouteHop", "route",
     "plan",
 ]
 

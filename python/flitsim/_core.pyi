@@ -10,7 +10,7 @@ import numpy.typing as npt
 __version__: str
 __all__ = [
     "ConfigError", "StalledError", "__version__", "cancel_all", "collective_defaults", "collective_ideal", "collective_run",
-    "execute_taskgraph", "fabric_check", "fabric_route", "fabric_transfers", "fabric_transfers_transport", "fec_error_model", "hold_model_events_per_s", "link_timing",
+    "execute_taskgraph", "fabric_check", "fabric_domains", "fabric_route", "fabric_transfers", "fabric_transfers_transport", "fec_error_model", "hold_model_events_per_s", "link_timing",
     "link_transfer", "serdes_rates", "switch_lab",
 ]
 
@@ -53,10 +53,17 @@ def execute_taskgraph(graph: dict[str, Any], network: Any) -> TaskGraphResult:
 def fabric_check(spec: Any) -> None:
     """Validate a fabric spec dict; raises ConfigError naming the wire or GPU at fault."""
 
+def fabric_domains(spec: Any) -> list[list[int]]:
+    """The fabric's domains: lists of GPU ids joined without a route through a NIC or an Ethernet /
+    InfiniBand switch (one node of a scale-out fabric; one list for a one-layer fabric), ordered by
+    their lowest id; ConfigError for an invalid spec."""
+
 def fabric_route(spec: Any, src: int, dst: int) -> dict[str, Any]:
     """One representative route from endpoint ``src`` to ``dst``: ``hops`` (dicts: element, kind, name,
-    index, in_port, out_port, link, link_GBps, link_payload_GBps, ecmp), ``dst_name`` and
-    ``p2p_blocker`` (the element forbidding GPU peer-to-peer on it, or None); ConfigError for bad ids."""
+    index, in_port, out_port, link, link_GBps, link_payload_GBps, ecmp, dateline: the torus dimension
+    whose dateline the outgoing trunk is, or None), ``dst_name``, ``vc_class`` (bit d: the route crosses
+    a dateline of dimension d) and ``p2p_blocker`` (the element forbidding GPU peer-to-peer on it, or
+    None); ConfigError for bad ids."""
 
 def fabric_transfers(spec: Any, batch: dict[str, Any]) -> BatchResult:
     """Run a batch of transfers (numpy columns src, dst, bytes, start_ps, after) on a fabric spec dict;

@@ -156,9 +156,30 @@ class SwitchPortColumns(TypedDict):
     queueing_cycles_sum: npt.NDArray[np.uint64]
     packets_granted: npt.NDArray[np.uint64]
     input_occupancy_max_flits: npt.NDArray[np.uint64]
+    #: Time integral of input-buffer occupancy, summed over VCs, flit-cycles.
+    input_occupancy_flit_cycles: npt.NDArray[np.uint64]
     output_flits: npt.NDArray[np.uint64]
     output_credit_exhaustion_episodes: npt.NDArray[np.uint64]
     output_credit_exhaustion_cycles: npt.NDArray[np.uint64]
+
+class CounterColumns(TypedDict):
+    """Time-resolved counters (``FabricSpec.counters``; fabric/sampler.rs):
+    ``samples`` instants ``time_ps``; row-major [sample][series] uint32 arrays:
+    ``queue_flits`` / ``credits_in_use_flits`` per switch port
+    (``switch * switch_ports + port``), ``endpoint_credits_in_use_flits`` per
+    endpoint port. ``interval_ps`` is the final interval (it doubles when the
+    ``max_samples`` buffer fills)."""
+
+    interval_ps: int
+    max_samples: int
+    switch_ports: int
+    samples: int
+    time_ps: npt.NDArray[np.uint64]
+    queue_flits: npt.NDArray[np.uint32]
+    credits_in_use_flits: npt.NDArray[np.uint32]
+    endpoint_credits_in_use_flits: npt.NDArray[np.uint32]
+    #: Per switch port, flits out since the previous sample.
+    output_flits: npt.NDArray[np.uint32]
 
 class ReorderColumns(TypedDict):
     max_packets: npt.NDArray[np.uint64]
@@ -191,6 +212,8 @@ class BatchResult(TypedDict):
     #: links to endpoints): switch, port, to_switch, peer, peer_port,
     #: link_index, busy_ps, payload_bytes, wire_bytes, packets (uint64 columns).
     switch_links: NotRequired[dict[str, npt.NDArray[np.uint64]]]
+    #: Packet-level runs with ``counters`` on: the sampled counters.
+    counters: NotRequired[CounterColumns]
 
 class CollectiveResult(TypedDict):
     time_ps: int

@@ -10,6 +10,7 @@ packet. Each row gives one direction and both directions.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -115,18 +116,26 @@ def ledger(preset: str | SystemPreset | LinkSpec = "gb200-nvl72",
         preset: a system preset name (``gb200-nvl72``, ``hgx-h100``, ...), a
             multi-tier fabric preset (``pcie-8xl20``, ``ib-4xhgx-h100``, ...;
             see :func:`fabric_ledger`), a link preset name (``nvlink5``,
-            ``pcie4x16``, ...), a :class:`SystemPreset`, a graph FabricSpec or
-            a :class:`LinkSpec`.
+            ``pcie4x16``, ...), a :class:`SystemPreset`, any FabricSpec (its
+            wiring read as a graph), a fabric TOML file (a path ending in
+            ``.toml``, as ``flitsim route`` / ``flitsim plan`` take) or a
+            :class:`LinkSpec`.
         payloads_bytes: payloads per packet for the *effective* rows.
 
     Returns:
         :class:`Ledger` with rows per lane, link, GPU, switch chip and system.
 
     Raises:
-        ConfigError: unknown preset name, wrong type, or a payload outside
-            1..max_payload_bytes of the link's packet format.
+        ConfigError: unknown preset name, wrong type, an unreadable or
+            invalid fabric file, or a payload outside 1..max_payload_bytes of
+            the link's packet format.
     """
     system: SystemPreset | None = None
+    if isinstance(preset, (str, os.PathLike)) and str(preset).lower().endswith(".toml"):
+        # A fabric file, as `flitsim route` and `flitsim plan` take it.
+        from flitsim.hardware.fabric import FabricSpec
+
+        return fabric_ledger(FabricSpec.from_toml(preset))
     if isinstance(preset, str) and preset.lower().replace("_", "-") in _tier_names():
         from flitsim.hardware.fabric import fabric_preset
 
@@ -142,7 +151,7 @@ def ledger(preset: str | SystemPreset | LinkSpec = "gb200-nvl72",
             raise ConfigError(f"preset = {preset!r}: expected a system preset {sorted(SYSTEM_PRESETS)}, "
                               f"a multi-tier fabric preset {sorted(_tier_names())} "
                               f"or a link preset {sorted(LINK_PRESETS)}")
-    elif getattr(preset, "switch_kinds", None):
+    elif _is_fabric(preset):
         return fabric_ledger(preset)
     elif isinstance(preset, SystemPreset):
         system, link = preset, preset.link
@@ -181,6 +190,12 @@ def ledger(preset: str | SystemPreset | LinkSpec = "gb200-nvl72",
     return Ledger(name=name, rows=tuple(rows), notes=tuple(notes))
 
 
+def _is_fabric(x: Any) -> bool:
+    from flitsim.hardware.fabric import FabricSpec
+
+    return isinstance(x, FabricSpec)
+
+
 def _tier_names() -> set[str]:
     from flitsim.hardware.tier_presets import TIER_PRESETS
 
@@ -188,8 +203,9 @@ def _tier_names() -> set[str]:
 
 
 def fabric_ledger(spec: Any) -> Ledger:
-    """The ledger of a graph fabric (multi-tier preset or a FabricSpec with
-    ``switch_kinds``): rows per link kind, per GPU, per element uplink, per
+    """The ledger of a fabric read as a graph (multi-tier preset, a TOML
+    fabric, any FabricSpec; elements without ``switch_kinds`` count as plain
+    switches): rows per link kind, per GPU, per element uplink, per
     socket link, per NIC (with its per-GPU share next to NVLink) and system
     (:mod:`flitsim.ledger_graph`)."""
     from flitsim.ledger_graph import graph_rows

@@ -42,11 +42,13 @@ def _eff(link: LinkSpec, gpu_payload: int, network: bool) -> tuple[int, float]:
 
 def graph_rows(spec: Any) -> tuple[list[tuple[str, str, float, str]], list[str]]:
     """Rows (scope, stage, Gb/s per direction, derivation) and notes of a
-    graph fabric ``spec`` (a :class:`~flitsim.hardware.fabric.FabricSpec`
-    with ``switch_kinds``)."""
+    fabric ``spec`` read as a graph (a :class:`~flitsim.hardware.fabric.FabricSpec`;
+    elements without ``switch_kinds`` are plain ``switch``es)."""
     kinds = [k.kind for k in spec.switch_kinds]
-    kind_of = [kinds[i] for i in spec.switch_kind]
-    labels = [link_label(l) for l in spec.links]
+    # Without kinds (one switch layer, or a plain graph such as a torus) every element is a switch.
+    kind_of = [kinds[i] for i in spec.switch_kind] if kinds else ["switch"] * spec.switches
+    # Preset links by name; others by their index (two custom links stay apart).
+    labels = [lab if (lab := link_label(l)) != "custom" else f"links[{i}]" for i, l in enumerate(spec.links)]
     gpu_payload = spec.gpu.payload_bytes
     net_links = {t.link for t in spec.trunks if kind_of[t.a] in NETWORK_KINDS or kind_of[t.b] in NETWORK_KINDS}
     rows: list[tuple[str, str, float, str]] = []

@@ -29,6 +29,8 @@ class RouteHop:
         link_payload_GBps: the same after the link's packet format (one
             protocol packet of the fabric's ``gpu.payload_bytes``).
         ecmp: equal-cost ports the packets are spread over at this hop.
+        dateline: the torus dimension whose dateline the outgoing trunk is
+            (:attr:`~flitsim.hardware.fabric.Trunk.dateline`), else None.
     """
 
     element: str
@@ -41,6 +43,7 @@ class RouteHop:
     link_GBps: float
     link_payload_GBps: float
     ecmp: int
+    dateline: int | None = None
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,10 @@ class Route:
         src, dst: endpoint ids. hops: :class:`RouteHop` list, source first;
         the last hop's link reaches ``dst``. p2p_blocker: for a GPU -> GPU
         route, the element that forbids peer-to-peer traffic (such a transfer
-        is refused; the transport host-stages it), else None.
+        is refused; the transport host-stages it), else None. vc_class: the
+        route's dateline VC class (bit d: it crosses a dateline of torus
+        dimension d; 0 without datelines); its packets use VCs
+        ``vc_class + 2**dims * j`` on every hop (docs/graph.md, "Tori").
     """
 
     src: int
@@ -59,6 +65,7 @@ class Route:
     dst_name: str
     hops: tuple[RouteHop, ...]
     p2p_blocker: str | None
+    vc_class: int = 0
 
     def bottleneck_GBps(self) -> float:
         """Slowest link payload rate on the route (one ECMP lane), 1e9 B/s."""
@@ -66,7 +73,7 @@ class Route:
 
     def to_dict(self) -> dict[str, Any]:
         return {"src": self.src, "dst": self.dst, "dst_name": self.dst_name, "p2p_blocker": self.p2p_blocker,
-                "hops": [h.__dict__ for h in self.hops]}
+                "vc_class": self.vc_class, "hops": [h.__dict__ for h in self.hops]}
 
 
 def route(fabric: FabricSpec | str, src: int, dst: int) -> Route:
@@ -92,4 +99,4 @@ def route(fabric: FabricSpec | str, src: int, dst: int) -> Route:
                                                         else "no host endpoints)"))
     r = _core.fabric_route(f.core_dict(), src, dst)
     hops = tuple(RouteHop(**h) for h in r["hops"])
-    return Route(src=src, dst=dst, dst_name=r["dst_name"], hops=hops, p2p_blocker=r["p2p_blocker"])
+    return Route(src=src, dst=dst, dst_name=r["dst_name"], hops=hops, p2p_blocker=r["p2p_blocker"], vc_class=r["vc_class"])

@@ -28,7 +28,7 @@ from flitsim._notebook import notebook
 from flitsim import _core
 from flitsim.errors import ConfigError, check_int
 from flitsim.networks import AnalyticNetwork, FabricNetwork, IdealNetwork, resolve_network
-from flitsim.transfers import fabric_frames, warn_fidelity
+from flitsim.transfers import counters_of, fabric_frames, warn_fidelity
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -292,6 +292,7 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
     if net.get("kind") == "fabric":
         fab = net.pop("fabric")
         net["links"], net["switch_ports"], net["reorder"] = fabric_frames(fab, network.fabric)
+        net["counters"] = counters_of(fab, network.fabric)
         net["faults"] = {k: int(v) for k, v in fab["faults"].items()}
         warn_fidelity(str(net.get("fidelity_reason", "")))
         df["fabric_credit_wait_ps"] = net.pop("task_credit_wait_ps").astype(np.int64)

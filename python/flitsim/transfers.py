@@ -22,6 +22,8 @@ from flitsim.hardware.fabric import FabricSpec, as_fabric
 if TYPE_CHECKING:
     import pandas as pd
 
+    from flitsim.counters import CounterSamples
+
 
 TRANSPORTS = ("auto", "p2p", "host", "rdma")
 """Transport names (docs/collectives.md "Transports")."""
@@ -65,7 +67,9 @@ class TransferResult:
         switch_ports: one row per (switch, port): gpu (wired to it),
             output_utilization (switch -> GPU link), input_conflicts,
             output_conflicts (requests not granted), mean_queueing_ns (ready to
-            grant), input_occupancy_max_flits, output_credit_exhaustion_episodes,
+            grant), input_occupancy_max_flits, input_occupancy_mean_flits (run
+            mean of the input buffer, summed over VCs; graph fabrics: in element
+            0's clock), output_credit_exhaustion_episodes,
             output_credit_exhaustion_ns.
         reorder: per GPU: max_packets and mean_packets held in its reorder buffer.
         makespan_ps: last completion.
@@ -100,6 +104,10 @@ class TransferResult:
     #: to endpoints): switch, port, to_switch (1 = trunk), peer, peer_port,
     #: link_index, busy_ps, payload_bytes, wire_bytes, packets; None otherwise.
     switch_links: "pd.DataFrame | None" = None
+    #: Time-resolved queue depth and credits in use
+    #: (:class:`flitsim.counters.CounterSamples`) when the fabric's
+    #: ``counters`` is set and the run was at packet level; else None.
+    counters: "CounterSamples | None" = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-safe headline figures."""
@@ -159,7 +167,10 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
 
     Args:
         fabric: a :class:`FabricSpec` or preset name (``gb200-nvl72``, ...).
-        src, dst: GPU ids, shape (n,).
+        src, dst: endpoint ids, shape (n,): GPUs ``0..gpus``, then (graph
+            fabrics) host-memory endpoints ``gpus..gpus + hosts``, so a GPU <->
+            host copy is one transfer. With ``transport`` set, GPU ids only (a
+            transport is a way to move GPU memory to GPU memory).
         nbytes: bytes per transfer, shape (n,) or a scalar.
         start_ps: earliest start per transfer, ps (default 0).
         after: index of a transfer that must finish first, or -1 (default -1).
@@ -181,7 +192,8 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         :class:`TransferResult`.
 
     Raises:
-        ConfigError: GPU ids outside the fabric, mismatched shapes, negative
+        ConfigError: endpoint ids outside the fabric (host endpoints with a
+            ``transport``), mismatched shapes, negative
             sizes, a dependency cycle, an invalid fabric.
         StalledError: transfers that can never finish (the message says what
             is blocked).
@@ -191,7 +203,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         fabric = fabric.with_faults(faults)
     s = np.asarray(src)
     if s.ndim != 1 or s.size == 0:
-        raise ConfigError(f"src: shape {s.shape}, expected a non-empty 1-D array of GPU ids")
+        raise ConfigError(f"src: shape {s.shape}, expected a non-empty 1-D array of endpoint ids")
     n = s.size
     g = fabric.endpoints  # GPUs, then host-memory endpoints (graph fabrics)
     batch = {"src": _col("src", src, n, np.uint32, hi=g), "dst": _col("dst", dst, n, np.uint32, hi=g),
@@ -206,6 +218,13 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
         for i, t in enumerate(names):
             if t not in TRANSPORTS:
                 raise ConfigError(f"transport[{i}] = {t!r}: expected one of {list(TRANSPORTS)}")
+        for name in ("src", "dst"):
+            ids = batch[name]
+            if ids.size and int(ids.max()) >= fabric.gpus:
+                i = int(np.argmax(ids))
+                raise ConfigError(f"{name}[{i}] = {int(ids[i])}: a GPU id in 0..{fabric.gpus} with transport= "
+                                  f"(host-memory endpoints {fabric.gpus}..{fabric.endpoints} take plain transfers: "
+                                  "transport=None)")
         # unknown fields are refused by the engine's parameter parser, named
         extra = dict(transport_params or {})
         r = _core.fabric_transfers_transport(fabric.core_dict(), batch, [str(t) for t in names], extra)
@@ -234,6 +253,8 @@ def fabric_frames(r: Mapping[str, Any], fabric: FabricSpec) -> tuple["pd.DataFra
     ports["mean_queueing_ns"] = np.where(ports.packets_granted > 0,
                                          ports.queueing_cycles_sum * cyc / 1e3 / np.maximum(ports.packets_granted, 1), 0.0)
     ports["output_credit_exhaustion_ns"] = ports.output_credit_exhaustion_cycles * cyc / 1e3
+    if "input_occupancy_flit_cycles" in ports:
+        ports["input_occupancy_mean_flits"] = ports.input_occupancy_flit_cycles * cyc / mk
     ro = pd.DataFrame({k: np.asarray(v) for k, v in r["reorder"].items()})
     ro.insert(0, "gpu", np.arange(len(ro)))
     return links, ports, ro
@@ -254,4 +275,13 @@ def _result(r: Mapping[str, Any], batch: dict[str, np.ndarray], fabric: FabricSp
                           int(r["packets"]), int(r["events"]), {k: int(v) for k, v in r["faults"].items()},
                           str(r["fidelity"]), str(r["fidelity_reason"]),
                           pd.DataFrame({k: np.asarray(v).astype(np.int64) for k, v in r["switch_links"].items()})
-                          if "switch_links" in r else None)
+                          if "switch_links" in r else None, counters_of(r, fabric))
+
+
+def counters_of(r: Mapping[str, Any], fabric: FabricSpec) -> "CounterSamples | None":
+    """The run's time-resolved counters, or None (off, or flow level)."""
+    if "counters" not in r:
+        return None
+    from flitsim.counters import CounterSamples
+
+    return CounterSamples.from_core(r["counters"], fabric.gpu_ports, float(r["switch_cycle_ps"]))

@@ -56,5 +56,6 @@ pub fn planar(gpus: u32, planes: u32, fold_planes: bool) -> FabricSpec {
         switch_kind: Vec::new(),
         trunks: Vec::new(),
         static_routes: Vec::new(),
+        counters: Default::default(),
     }
 }

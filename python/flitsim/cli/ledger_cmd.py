@@ -17,7 +17,7 @@ from flitsim.ledger import ledger
 @format_option()
 @friendly_errors
 def ledger_cmd(preset: str, payloads: tuple[int, ...], as_json: bool, fmt: str | None) -> None:
-    """Bandwidth ledger of PRESET (system: gb200-nvl72, hgx-b200, hgx-h100, dgx-a100;
+    """Bandwidth ledger of PRESET or a fabric TOML file (system: gb200-nvl72, hgx-b200, hgx-h100, dgx-a100;
     multi-tier: pcie-8xl20, pcie-8xl40, pcie-4xa100, pcie-2xh100-nvbridge, eth-2x8xl40,
     ib-4xhgx-h100, gb200-nvl576; link: nvlink3-5, pcie4x16 (pcie{3,4,5}x{1..16}), upi2,
     xgmi3, eth100g-eth800g, ib-ndr), from symbol rate to payload and per-packet

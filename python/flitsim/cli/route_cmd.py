@@ -41,3 +41,6 @@ def route_cmd(fabric: str, src: int, dst: int, as_json: bool, fmt: str | None) -
     c.print(t)
     if r.p2p_blocker:
         c.print(f"GPU peer-to-peer refused on this route: {r.p2p_blocker} forbids P2P (allow_p2p = false)")
+    dl = [f"element {h.index} port {h.out_port} (dimension {h.dateline})" for h in r.hops if h.dateline is not None]
+    if dl:
+        c.print(f"dateline VC class {r.vc_class}: crosses " + ", ".join(dl))

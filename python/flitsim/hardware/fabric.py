@@ -126,6 +126,12 @@ class Trunk(Spec):
     b_port: int = Field(ge=0)
     link: int = Field(default=0, ge=0)
     b_link: int | None = None
+    dateline: int | None = Field(default=None, ge=0)
+    """Torus dimension whose dateline this trunk is (both directions), or
+    None. A packet's VC class has bit ``d`` set iff its route crosses a
+    dateline of dimension ``d``; that keeps dimension-order routing on a torus
+    deadlock-free (docs/graph.md, "Tori"). Needs links with at least
+    ``2**dims`` VCs, one route per (element, destination), and no faults."""
 
 
 class StaticRoute(Spec):
@@ -151,6 +157,25 @@ validation holds, packet level where the run is credit- or arbitration-bound;
 every result says which ran and why)."""
 MAX_FAULT_PS = 1 << 62
 """Latest fault time accepted, ps (the bound on transfer start times)."""
+
+
+class CounterSpec(Spec):
+    """Time-resolved counters of a packet-level run (``FabricSpec.counters``):
+    every ``interval_ps`` the engine records, per switch port, the flits in
+    its input buffer (queue depth), the downstream credits its output has
+    in use and the flits it sent since the last sample, and per endpoint
+    port the credits its uplink has in use.
+
+    At most ``max_samples`` samples are kept: when the buffer is full every
+    other sample is dropped and the interval doubles, so any run is covered
+    end to end by equally spaced samples in a buffer allocated once
+    (``max_samples x (3 x switch ports + endpoint ports) x 4`` bytes, at most
+    2^25 values). Sampling is exact (state is constant between events). Flow
+    level has no queues or credits: its results carry no counters.
+    """
+
+    interval_ps: int = Field(ge=1)
+    max_samples: int = Field(default=512, ge=2, le=1 << 25)
 
 
 class Fault(Spec):
@@ -245,6 +270,8 @@ class FabricSpec(Spec):
     switch_kind: tuple[int, ...] = ()
     trunks: tuple[Trunk, ...] = ()
     static_routes: tuple[StaticRoute, ...] = ()
+    #: Time-resolved queue-depth / credit counters (:class:`CounterSpec`); None: off.
+    counters: CounterSpec | None = None
 
     @property
     def endpoints(self) -> int:

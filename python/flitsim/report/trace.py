@@ -28,6 +28,18 @@ What is in it:
   run's communication activity at that GPU (the tasks sending from / to it);
   switch ports with credit exhaustion or queueing carry ``queueing_ns
   (run mean)`` and ``credit_exhausted (run share)`` counters as constants.
+- **Sampled counters**, when the fabric was run with ``counters`` on
+  (:class:`~flitsim.hardware.fabric.CounterSpec`; packet level): per switch
+  port (process ``switch ports: queue depth, credits in use``) the flits in
+  its input buffer (``queue_flits``), the downstream credits its output
+  has in use (``credits_in_use_flits``, both at the sample instant) and its
+  output's busy share over the interval that starts there
+  (``output_utilization``, from the flits it sent), and per GPU port (process ``GPU
+  ports: credits in use``) its uplink's credits in use, at the engine's own
+  sample instants: at most ``CounterSpec.max_samples`` per track (the engine
+  halves its samples and doubles the interval when its buffer fills), on at
+  most :data:`MAX_SAMPLED_TRACKS` tracks (the busiest ports; the cut is in
+  ``otherData`` and in the process name).
 - The event cap (``max_tasks``) is stated in ``otherData`` and, when tasks
   were cut, on a ``NOTE`` track at t = 0 that the UI shows.
 """
@@ -46,7 +58,7 @@ from flitsim.errors import check_int
 from flitsim.report.activity import comm_activity
 
 __all__ = ["trace_events", "to_perfetto", "stable_name", "REQUIRED_KEYS", "MAX_TASKS", "MAX_FLOWS",
-           "COUNTER_SAMPLES"]
+           "COUNTER_SAMPLES", "MAX_SAMPLED_TRACKS"]
 
 REQUIRED_KEYS = ("name", "ph", "ts", "pid", "tid")
 """Keys every event carries (``dur`` too for complete events)."""
@@ -64,6 +76,10 @@ COUNTER_SAMPLES = 100
 
 MAX_COUNTER_TRACKS = 1024
 """At most this many link / port counter tracks (busiest first)."""
+
+MAX_SAMPLED_TRACKS = 256
+"""At most this many sampled (queue depth / credits) port tracks, busiest
+first: with the engine's ``max_samples`` per track that bounds the events."""
 
 _INDEX = re.compile(r"^([A-Za-z_]*?)(\d+)$")
 _HOP = re.compile(r"^(\d+)->(\d+)$")
@@ -190,6 +206,56 @@ def _counters(run: Any, pid0: int) -> tuple[list[dict[str, Any]], list[dict[str,
     return ev, meta
 
 
+def _sampled(run: Any, pid0: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """Counter events of the engine's sampled queue depth / credits in use
+    (runs with ``FabricSpec.counters`` on), their process metadata and a
+    summary for ``otherData``."""
+    c = run.network.get("counters") if isinstance(run.network, dict) else None
+    if c is None or c.samples == 0:
+        return [], [], {}
+    ts = (c.time_ps / 1e6).tolist()
+    q, cr, ep = c.queue_flits, c.credits_in_use_flits, c.endpoint_credits_in_use_flits
+    util = c.output_utilization()
+    _, ns, npt = q.shape
+    gpu_of: dict[tuple[int, int], int] = {}
+    sp = run.network.get("switch_ports")
+    if sp is not None and "gpu" in sp:
+        gpu_of = {(int(a), int(b)): int(g) for a, b, g in zip(sp.switch, sp.port, sp.gpu) if g >= 0}
+    load = (q.mean(axis=0) + cr.mean(axis=0) + util.mean(axis=0)).reshape(-1)
+    ports = [i for i in np.argsort(-load, kind="stable").tolist() if load[i] > 0]
+    eload = ep.mean(axis=0).reshape(-1)
+    eports = [i for i in np.argsort(-eload, kind="stable").tolist() if eload[i] > 0]
+    total = len(ports) + len(eports)
+    keep_sw = ports[:MAX_SAMPLED_TRACKS]
+    keep_ep = eports[:max(0, MAX_SAMPLED_TRACKS - len(keep_sw))]
+    ev: list[dict[str, Any]] = []
+    for i in keep_sw:
+        s, p = divmod(i, npt)
+        name = f"switch {s} port {p}" + (f" (GPU {gpu_of[(s, p)]})" if (s, p) in gpu_of else "")
+        # A counter holds from its ts to the next: state at ts, utilization over the interval after it.
+        qs, cs, us = q[:, s, p].tolist(), cr[:, s, p].tolist(), np.r_[util[1:, s, p], 0.0].tolist()
+        for x, a, b, u in zip(ts, qs, cs, us):
+            ev.append({"name": name, "ph": "C", "ts": x, "pid": pid0, "tid": 0,
+                       "args": {"queue_flits": a, "credits_in_use_flits": b, "output_utilization": round(u, 6)}})
+    gp = ep.shape[2]
+    for i in keep_ep:
+        g, k = divmod(i, gp)
+        for x, a in zip(ts, ep[:, g, k].tolist()):
+            ev.append({"name": f"GPU {g} port {k}", "ph": "C", "ts": x, "pid": pid0 + 1, "tid": 0,
+                       "args": {"credits_in_use_flits": a}})
+    shown = len(keep_sw) + len(keep_ep)
+    cut = f"; busiest {shown} of {total} ports" if shown < total else ""
+    every = f"every {c.interval_ps / 1e3:g} ns, at most {c.max_samples} samples per track{cut}"
+    meta = [{"name": "process_name", "ph": "M", "ts": 0, "pid": pid0, "tid": 0,
+             "args": {"name": f"switch ports: queue depth, credits in use (flits), output utilization (sampled {every})"}},
+            {"name": "process_name", "ph": "M", "ts": 0, "pid": pid0 + 1, "tid": 0,
+             "args": {"name": f"GPU ports: credits in use (flits; sampled {every})"}}]
+    info = {"sampled_interval_ps": c.interval_ps, "sampled_max_samples": c.max_samples,
+            "sampled_samples": c.samples, "sampled_tracks": shown, "sampled_ports_total": total,
+            "sampled_track_cap": MAX_SAMPLED_TRACKS}
+    return ev, meta, info
+
+
 def trace_events(run: Any, *, title: str = "flitsim", max_tasks: int | None = MAX_TASKS,
                  critical: Any = None, flows: bool = True, counters: bool = True) -> dict[str, Any]:
     """Trace Event JSON object of a :class:`~flitsim.taskgraph.TaskGraphRun`
@@ -306,6 +372,8 @@ def trace_events(run: Any, *, title: str = "flitsim", max_tasks: int | None = MA
         meta.append({"name": "process_sort_index", "ph": "M", "ts": 0, "pid": pid_crit, "tid": 0,
                      "args": {"sort_index": 0}})
     cev, cmeta = _counters(run, ndev + 3) if counters else ([], [])
+    sev, smeta, sinfo = _sampled(run, ndev + 5) if counters else ([], [], {})
+    cev, cmeta = cev + sev, cmeta + smeta
     truncated = len(keep) < len(t)
     note = []
     cap = "all" if max_tasks is None else f"{max_tasks:,}"
@@ -320,7 +388,7 @@ def trace_events(run: Any, *, title: str = "flitsim", max_tasks: int | None = MA
             "otherData": {"title": title, "schedule": sched_label, "makespan_us": run.makespan_ps / 1e6,
                           "time_unit": "us", "tasks_total": len(t), "tasks_written": len(keep),
                           "truncated": truncated, "task_cap": cap, "flows": nflows,
-                          "counter_events": len(cev), "counter_samples_per_track": COUNTER_SAMPLES}}
+                          "counter_events": len(cev), "counter_samples_per_track": COUNTER_SAMPLES, **sinfo}}
 
 
 def to_perfetto(run: Any, path: str | os.PathLike[str], *, title: str = "flitsim",

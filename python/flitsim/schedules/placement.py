@@ -7,11 +7,11 @@ grid onto device ids. The default (``placement="domain"``) keeps the innermost
 dimensions, which communicate most (Ulysses' four all-to-alls and tensor
 parallel's two all-reduces per layer), inside the fabric's fastest domain:
 
-- the domains are read from the fabric (:func:`fabric_domains`): GPUs joined
-  by their switches and by switch-to-switch trunks form one domain (an
-  NVSwitch node, an NVL72 rack or a two-tier NVLink system, a PCIe box),
-  except through network elements (NICs, Ethernet / InfiniBand switches),
-  which separate domains (nodes). A one-tier fabric (every preset of one
+- the domains are read from the fabric (:func:`fabric_domains`, computed by
+  the engine from the routes): GPUs whose routes to each other cross no
+  network element (NIC, Ethernet / InfiniBand switch) form one domain (an
+  NVSwitch node, an NVL72 rack or a two-tier NVLink system, a PCIe box);
+  network elements separate domains (nodes). A one-tier fabric (every preset of one
   NVSwitch layer) is one domain. A fabric may also name its
   domains itself (a ``domains`` attribute: lists of GPU ids).
 - device ids are ordered domain by domain and the grid is filled with its
@@ -49,60 +49,31 @@ def fabric_domains(fabric: Any) -> list[list[int]]:
     """The fabric's fastest domains as lists of GPU ids (see the module
     docstring), sorted by their first id; ``[[0 .. gpus-1]]`` for a one-tier fabric.
 
-    Rule: GPUs, and the switching elements they are wired to, are joined by
-    their wires and by switch-to-switch trunks, except through elements of a
-    network kind (:data:`NETWORK_KINDS`: NICs, Ethernet / InfiniBand switches).
-    A fabric may name its domains itself (a ``domains`` attribute).
+    Rule (computed by the engine, its one home: ``Topology::gpu_domains`` in
+    rust/src/fabric/topology.rs): GPUs whose routes to each other cross no
+    element of a network kind (:data:`NETWORK_KINDS`: NICs, Ethernet /
+    InfiniBand switches) share a domain, transitively. A fabric may name its
+    domains itself (a ``domains`` attribute).
 
     ``fabric``: a FabricSpec, a preset name, or None (returns ``[]``).
+
+    Raises:
+        ConfigError: an invalid fabric.
     """
     if fabric is None:
         return []
-    if isinstance(fabric, str):
-        from flitsim.hardware.fabric import as_fabric
-
-        fabric = as_fabric(fabric)
     given = getattr(fabric, "domains", None)
     if given:
         return sorted([sorted(int(g) for g in d) for d in given], key=lambda d: d[0])
-    n = int(fabric.gpus)
-    trunks = list(getattr(fabric, "trunks", ()) or ())
-    nsw = int(getattr(fabric, "switches", 0))
-    if not trunks or nsw == 0:
-        return [list(range(n))]
-    kinds = list(getattr(fabric, "switch_kinds", ()) or ())
-    kind_of = list(getattr(fabric, "switch_kind", ()) or ())
+    from flitsim import _core
+    from flitsim.hardware.fabric import as_fabric
 
-    def network(sw: int) -> bool:
-        if not kinds or sw >= len(kind_of):
-            return False
-        return str(getattr(kinds[int(kind_of[sw])], "kind", "")) in NETWORK_KINDS
-
-    parent = list(range(n + nsw))  # GPUs 0..n-1, switch k at n + k
-
-    def find(a: int) -> int:
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
-    def join(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[ra] = rb
-
-    for w in getattr(fabric, "wires", ()):
-        g, sw = int(w.gpu), int(w.switch)
-        if g < n and not network(sw):
-            join(g, n + sw)
-    for t in trunks:
-        a, b = int(t.a), int(t.b)
-        if not network(a) and not network(b):
-            join(n + a, n + b)
-    comp: dict[int, list[int]] = {}
-    for g in range(n):
-        comp.setdefault(find(g), []).append(g)
-    return sorted(comp.values(), key=lambda d: d[0])
+    f = as_fabric(fabric)
+    kinds = {k.kind for k in f.switch_kinds}
+    if not kinds & set(NETWORK_KINDS):
+        # No network element: every route stays inside (validation makes every GPU reach every other).
+        return [list(range(f.gpus))]
+    return [list(d) for d in _core.fabric_domains(f.core_dict())]
 
 
 @dataclass(frozen=True)

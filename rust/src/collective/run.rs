@@ -201,13 +201,14 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
     let list: Vec<(u32, u32, u64)> = xfers().collect();
     let (spec, sim_note) = choose_sim_packets(spec, req.params.sim_packet_bytes, &list);
     let spb = if spec.sim_packet_bytes == 0 { spec.gpu.payload_bytes as u64 } else { spec.sim_packet_bytes };
-    let plan = FoldPlan::new(&spec, xfers());
+    // engine hook: balanced folds (fabric/fold.rs) when exact folding cannot apply
+    let plan = FoldPlan::balanced(&spec, list.iter().copied());
     let (run_spec, planes, reason) = (plan.spec, plan.planes, plan.reason);
     let mut dag = low.dag.clone();
     if planes > 1 {
         for nd in &mut dag.nodes {
             if let NodeKind::Transfer { bytes, .. } = nd {
-                *bytes /= planes as u64;
+                *bytes = bytes.div_ceil(planes as u64);
             }
         }
     }

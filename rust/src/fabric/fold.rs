@@ -3,6 +3,19 @@
 //! units, carries exactly 1/P of every transfer on each plane; simulating one
 //! plane with every transfer divided by P gives the same times, bit for bit.
 //! One plan, used by the batch API and by collectives, with its reason.
+//!
+//! Balanced folding ([`FoldPlan::balanced`], collectives only): when a
+//! transfer is not a whole number of units, the planes of the full fabric
+//! differ by at most one simulated packet per lane (round-robin spray), so no
+//! plane is exactly 1/P. Simulating one plane carrying `ceil(bytes / P)` of
+//! every transfer models the planes as evenly loaded, which is what the
+//! fabric's real 256-byte spray does to within one 256-byte packet per lane.
+//! Against full fidelity (256-byte packets, all planes) the difference is at
+//! most one payload packet per lane per transfer, so it is offered only when
+//! every lane of every transfer carries at least [`BALANCED_MIN_PACKETS`]
+//! payload packets (bound 1 / 128 < 1 % per transfer), and only with one
+//! link per GPU per plane (NVL72; measured in
+//! tests/test_engine_levers.py and docs/performance.md).
 
 use super::spec::{FabricSpec, Spray, Wire};
 
@@ -14,6 +27,10 @@ pub struct FoldPlan {
     pub planes: u32,
     pub reason: String,
 }
+
+/// Fewest payload packets per lane (plane x link) of every transfer for a
+/// balanced fold: one packet of lane imbalance is then at most 1/128 of it.
+pub const BALANCED_MIN_PACKETS: u64 = 128;
 
 impl FoldPlan {
     /// Plan for `transfers` = (src, dst, bytes) on `spec` (self-transfers
@@ -32,6 +49,47 @@ impl FoldPlan {
         }
     }
 
+    /// Like [`Self::new`], but a fabric of identical planes folds even when a
+    /// transfer is not a whole number of units, each plane carrying
+    /// [`Self::plane_bytes`] = `ceil(bytes / P)` (see the module text for the
+    /// bound), provided every lane gets at least [`BALANCED_MIN_PACKETS`]
+    /// payload packets. Adaptive coalescing folds too: its packets are sized
+    /// per lane, and folding divides bytes and lanes alike.
+    pub fn balanced(spec: &FabricSpec, transfers: impl IntoIterator<Item = (u32, u32, u64)> + Clone) -> Self {
+        let exact = Self::new(spec, transfers.clone());
+        if exact.planes > 1 {
+            return exact;
+        }
+        let (f, planes, _) = match fold_spec_with(spec, true) {
+            Ok(x) => x,
+            Err(_) => return exact,
+        };
+        if f.gpu_ports != 1 {
+            // Measured: with several links per plane (HGX B200, 9) a balanced
+            // fold moved a 32 MiB tree all_reduce by 0.9 % on top of coalescing;
+            // with one link per plane (NVL72) every case stayed within 0.2 %.
+            return FoldPlan::unfolded(spec, format!("{}; not balanced-folded either: {} links per GPU per plane (balanced folds need one)", exact.reason, f.gpu_ports));
+        }
+        let lanes = planes as u64 * f.gpu_ports as u64;
+        let least = lanes * spec.gpu.payload_bytes as u64 * BALANCED_MIN_PACKETS;
+        for (i, (src, dst, bytes)) in transfers.into_iter().enumerate() {
+            if src != dst && bytes < least {
+                return FoldPlan::unfolded(spec, format!("{}; not balanced-folded either: transfer {i} ({bytes} bytes) gives a lane fewer than {BALANCED_MIN_PACKETS} payload packets", exact.reason));
+            }
+        }
+        FoldPlan {
+            spec: f,
+            planes,
+            reason: format!("balanced fold of {planes} identical planes into one: every plane carries ceil(bytes / {planes}) of each transfer (planes evenly loaded; within one payload packet per lane of the full spray, every lane >= {BALANCED_MIN_PACKETS} packets)"),
+        }
+    }
+
+    /// Bytes one plane carries of a `bytes` transfer (exact when folding is).
+    #[inline]
+    pub fn plane_bytes(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.planes as u64)
+    }
+
     fn unfolded(spec: &FabricSpec, reason: String) -> Self {
         FoldPlan { spec: spec.clone(), planes: 1, reason }
     }
@@ -41,6 +99,11 @@ impl FoldPlan {
 /// unit (planes x links x simulated packet bytes) every transfer must be a
 /// multiple of for folding to be exact; or why the fabric cannot fold.
 pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u32, u64), String> {
+    fold_spec_with(spec, false)
+}
+
+/// [`fold_spec`]; `adaptive_ok`: allow adaptive coalescing (balanced folds).
+fn fold_spec_with(spec: &FabricSpec, adaptive_ok: bool) -> std::result::Result<(FabricSpec, u32, u64), String> {
     if spec.is_graph() {
         return Err("graph fabric (trunks, element kinds or hosts): planes are not proven identical, so nothing is folded".into());
     }
@@ -56,7 +119,7 @@ pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u
     if spec.spray != Spray::RoundRobin {
         return Err(format!("spray {:?} does not spread packets evenly over planes", spec.spray));
     }
-    if spec.sim_packets_per_lane > 0 {
+    if spec.sim_packets_per_lane > 0 && !adaptive_ok {
         return Err("adaptive coalescing (sim_packets_per_lane) sizes packets from each transfer's bytes, which folding divides".into());
     }
     let topo = super::topology::Topology::new(spec);

@@ -244,6 +244,8 @@ pub struct FabricSim {
     faults: FaultState,
     /// Graph fabrics only (None: one switch layer, the original engine).
     graph: Option<Box<Graph>>,
+    /// Time-resolved counters (`sampler.rs`; off: `next_ps = u64::MAX`).
+    pub(crate) sampler: super::sampler::Sampler,
 }
 
 /// What a graph fabric adds: the spec (routes are rebuilt when a component
@@ -350,7 +352,7 @@ impl FabricSim {
         }
         let topo_gpus = topo.gpus as usize;
         let faults = FaultState::new(spec, &topo)?;
-        Ok(FabricSim {
+        FabricSim {
             largest_packet_bytes: largest.max(1),
             packets_planned: 0,
             faults,
@@ -378,7 +380,15 @@ impl FabricSim {
             packets_sent: 0,
             delivered_bytes: vec![0; topo_gpus],
             graph: None,
-        })
+            sampler: super::sampler::Sampler::off(),
+        }
+        .sampled(spec)
+    }
+
+    /// Start the spec's counter sampler (credits are full: no traffic yet).
+    fn sampled(mut self, spec: &FabricSpec) -> Result<Self> {
+        self.sampler = super::sampler::Sampler::new(&spec.counters, self.topo.switch_ports, self.sws.iter().map(|s| &s.sw), self.ports.iter().map(|p| &p.link))?;
+        Ok(self)
     }
 
     /// A graph fabric: per-element switch parameters and clocks, per-link
@@ -479,7 +489,7 @@ impl FabricSim {
         }
         let ne = topo.endpoints as usize;
         let faults = FaultState::new(spec, &topo)?;
-        Ok(FabricSim {
+        FabricSim {
             largest_packet_bytes: largest.max(1),
             packets_planned: 0,
             faults,
@@ -507,7 +517,9 @@ impl FabricSim {
             packets_sent: 0,
             delivered_bytes: vec![0; ne],
             graph: Some(Box::new(Graph { spec: spec.clone(), out_links })),
-        })
+            sampler: super::sampler::Sampler::off(),
+        }
+        .sampled(spec)
     }
 
     /// Register a transfer; start it by scheduling `FEv::StartTransfer(id)`.
@@ -552,7 +564,7 @@ impl FabricSim {
             spray_offset: 0,
             credit_wait_ps: 0,
             lanes: 0,
-            vc: id % self.vcs,
+            vc: self.topo.transfer_vc(src, dst, id, self.vcs),
             left: bytes,
             next_seq: 0,
             prefix: 0,
@@ -629,6 +641,9 @@ impl FabricSim {
 
     /// Handle one event.
     pub fn handle(&mut self, now: TimePs, ev: FEv, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+        if now >= self.sampler.next_ps {
+            self.sampler.sample(now, false, self.sws.iter().map(|s| &s.sw), self.ports.iter().map(|p| &p.link));
+        }
         if now >= self.faults.next_ps {
             // Nothing happens between events, so applying a fault at the first
             // event at or after its time is exact.
@@ -1132,6 +1147,7 @@ impl FabricSim {
 
     /// Close statistics at `end_ps`.
     pub fn finish(&mut self, end_ps: TimePs) {
+        self.sampler.close(end_ps, self.sws.iter().map(|s| &s.sw), self.ports.iter().map(|p| &p.link));
         for p in &mut self.ports {
             p.link.finish(end_ps);
         }

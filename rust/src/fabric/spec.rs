@@ -327,7 +327,15 @@ pub struct Trunk {
     /// Link spec at end `b` (default: same as `link`); must equal it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b_link: Option<u32>,
+    /// This trunk is a dateline of torus dimension `d` (both directions):
+    /// a packet's VC class has bit `d` set iff its route crosses a dateline
+    /// of dimension `d` (see `Topology::transfer_vc`); None: not a dateline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dateline: Option<u32>,
 }
+
+/// Most torus dimensions with datelines: 2^6 VC classes = the 64-VC limit of a link.
+pub const MAX_DATELINE_DIMS: u32 = 6;
 
 /// A routing-table entry fixed by the user: at `switch`, packets for
 /// endpoint `dst` leave by `ports` (spread round-robin), instead of the
@@ -408,6 +416,9 @@ pub struct FabricSpec {
     /// ports, no loop, no dead end).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub static_routes: Vec<StaticRoute>,
+    /// Time-resolved queue-depth and credit counters (packet level; off by default).
+    #[serde(default, skip_serializing_if = "super::CounterSpec::is_off")]
+    pub counters: super::CounterSpec,
 }
 
 fn is_zero(x: &u32) -> bool {
@@ -688,6 +699,9 @@ impl FabricSpec {
             ensure(t.b_port < self.switch_ports, &f("b_port"), t.b_port, &format!("a port in 0..{}", self.switch_ports))?;
             ensure(t.a != t.b, &f("b"), t.b, &format!("another element than a = {} (a trunk joins two elements)", t.a))?;
             ensure(t.link < nl, &f("link"), t.link, &format!("a link index in 0..{nl}"))?;
+            if let Some(d) = t.dateline {
+                ensure(d < MAX_DATELINE_DIMS, &f("dateline"), d, &format!("a torus dimension in 0..{MAX_DATELINE_DIMS} (2^dims VC classes, at most 64 VCs)"))?;
+            }
             if let Some(bl) = t.b_link {
                 ensure(bl < nl, &f("b_link"), bl, &format!("a link index in 0..{nl}"))?;
                 ensure(

@@ -57,6 +57,9 @@ pub struct FabricStats {
     /// whose switch -> GPU direction is counted per switch port).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub switch_links: Vec<SwitchLinkStats>,
+    /// Time-resolved counters (None unless the spec's `counters` is on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters: Option<super::CounterSamples>,
 }
 
 /// Statistics of a finished simulation (`gpu_ports`: ports per GPU of the
@@ -98,5 +101,6 @@ pub fn stats_of(sim: &FabricSim, gpu_ports: u32, events: u64) -> FabricStats {
                 SwitchLinkStats { switch, port, to, peer, peer_port, link_index, link }
             })
             .collect(),
+        counters: sim.sampler.export(),
     }
 }

@@ -16,6 +16,9 @@ use super::spec::FabricSpec;
 /// Unreachable.
 const INF: u32 = u32::MAX;
 
+/// No dateline on this switch port.
+const NO_DATELINE: u8 = u8::MAX;
+
 /// What a switch port is wired to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peer {
@@ -70,6 +73,13 @@ pub struct Topology {
     /// CSR per (switch, dst endpoint): the ECMP output ports.
     route_off: Vec<u32>,
     route_ports: Vec<u32>,
+    /// Torus dimensions with dateline trunks (0: none; then the two tables below are empty).
+    pub dateline_dims: u32,
+    /// Per switch port: the dimension whose dateline its trunk is, or NO_DATELINE.
+    dateline_of: Vec<u8>,
+    /// Per (src, dst) endpoint pair: the VC class of its route (bit d: crosses
+    /// a dateline of dimension d).
+    vc_class: Vec<u8>,
 }
 
 impl Topology {
@@ -208,7 +218,86 @@ impl Topology {
                 .collect(),
             route_off,
             route_ports,
+            dateline_dims: 0,
+            dateline_of: Vec::new(),
+            vc_class: Vec::new(),
         }
+        .with_datelines(spec)
+    }
+
+    /// Dateline virtual channels (Dally & Seitz 1987; Dally & Towles 2004,
+    /// sec. 14.2): on a torus, dimension-order routing alone has a cyclic
+    /// channel dependency around every ring. Packets whose route crosses the
+    /// ring's dateline travel that ring on VC class 1, the others on class 0,
+    /// so each class's dependencies stop short of the full ring (a minimal
+    /// route is at most k/2 hops and class-1 routes all contain the dateline
+    /// link) and the dependency graph is acyclic. BookSim's `dim_order_torus`
+    /// picks the ring class again at every turn into a new dimension, which
+    /// needs a VC change inside a router; this switch keeps a packet's VC from
+    /// input to output, so the class is fixed at injection with one bit per
+    /// dimension (2^dims classes): in every ring a class is then either all
+    /// dateline-crossing or all not, the same property per ring.
+    fn with_datelines(mut self, spec: &FabricSpec) -> Self {
+        let Some(dims) = spec.trunks.iter().filter_map(|t| t.dateline).max().map(|d| d + 1) else { return self };
+        let spp = self.switch_ports;
+        let mut of = vec![NO_DATELINE; (self.switches * spp) as usize];
+        for t in &spec.trunks {
+            if let Some(d) = t.dateline {
+                of[(t.a * spp + t.a_port) as usize] = d as u8;
+                of[(t.b * spp + t.b_port) as usize] = d as u8;
+            }
+        }
+        self.dateline_dims = dims;
+        self.dateline_of = of;
+        let ne = self.endpoints;
+        let mut classes = vec![0u8; (ne * ne) as usize];
+        for a in 0..ne {
+            for b in 0..ne {
+                classes[(a * ne + b) as usize] = self.route_class(a, b);
+            }
+        }
+        self.vc_class = classes;
+        self
+    }
+
+    /// VC class of the route from `src` to `dst`: bit d set iff it crosses a
+    /// dateline of dimension d (routes with datelines are unique, checked by
+    /// validation, so the representative path is the path).
+    fn route_class(&self, src: u32, dst: u32) -> u8 {
+        let mut c = 0u8;
+        for h in self.path(src, dst) {
+            if let Some(s) = h.switch {
+                let d = self.dateline_of[(s * self.switch_ports + h.out_port) as usize];
+                if d != NO_DATELINE {
+                    c |= 1 << d;
+                }
+            }
+        }
+        c
+    }
+
+    /// Dateline dimension of the trunk on `switch` port `port`, if any.
+    pub fn dateline(&self, switch: u32, port: u32) -> Option<u32> {
+        let d = *self.dateline_of.get((switch * self.switch_ports + port) as usize)?;
+        (d != NO_DATELINE).then_some(d as u32)
+    }
+
+    /// VC class of the route `src -> dst` (0 without datelines).
+    pub fn route_vc_class(&self, src: u32, dst: u32) -> u32 {
+        self.vc_class.get((src * self.endpoints + dst) as usize).map_or(0, |&c| c as u32)
+    }
+
+    /// The VC a transfer's packets use on every hop: without datelines
+    /// transfers take VCs round-robin (`xfer mod vcs`); with them, the
+    /// route's class, and transfers of one class round-robin over the
+    /// `vcs / 2^dims` VCs of that class (VC = class + 2^dims x k).
+    #[inline]
+    pub fn transfer_vc(&self, src: u32, dst: u32, xfer: u32, vcs: u32) -> u32 {
+        if self.dateline_dims == 0 {
+            return xfer % vcs;
+        }
+        let n = 1u32 << self.dateline_dims;
+        self.route_vc_class(src, dst) + n * (xfer % (vcs / n).max(1))
     }
 
     /// Output ports of `switch` on a shortest path to endpoint `dst` (the ECMP set).
@@ -339,6 +428,53 @@ impl Topology {
             }
         }
         order
+    }
+
+    /// Domains: per GPU, the index of its domain, the GPUs it reaches without
+    /// its route crossing a network element (a NIC, an Ethernet or
+    /// InfiniBand switch): one node of a scale-out fabric; one domain for a
+    /// one-layer fabric. Transitive (union of the non-network pairs);
+    /// numbered in order of each domain's lowest GPU id. The one home of the
+    /// concept (placement reads it through `_core.fabric_domains`; the
+    /// cross-tier collectives' `Reach` may call it).
+    pub fn gpu_domains(&self, spec: &FabricSpec) -> Vec<u32> {
+        use super::spec::ElementKind as K;
+        let g = self.gpus as usize;
+        let is_net = |s: u32| spec.kind_of(s).is_some_and(|k| matches!(k.kind, K::Nic | K::Ethernet | K::Infiniband));
+        if !spec.is_graph() || !(0..spec.switches).any(is_net) {
+            return vec![0; g];
+        }
+        let mut parent: Vec<usize> = (0..g).collect();
+        fn find(p: &mut [usize], mut a: usize) -> usize {
+            while p[a] != a {
+                p[a] = p[p[a]];
+                a = p[a];
+            }
+            a
+        }
+        for a in 0..g {
+            for b in a + 1..g {
+                if find(&mut parent, a) == find(&mut parent, b) {
+                    continue;
+                }
+                if !self.route_switches(a as u32, b as u32).into_iter().any(is_net) {
+                    let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+                    parent[rb.max(ra)] = rb.min(ra);
+                }
+            }
+        }
+        let mut index = vec![u32::MAX; g];
+        let mut next = 0;
+        let mut out = vec![0u32; g];
+        for a in 0..g {
+            let r = find(&mut parent, a);
+            if index[r] == u32::MAX {
+                index[r] = next;
+                next += 1;
+            }
+            out[a] = index[r];
+        }
+        out
     }
 
     /// If every switch has exactly `L` wires to every GPU (and all wires use

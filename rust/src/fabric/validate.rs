@@ -17,12 +17,61 @@ impl FabricSpec {
     /// `Config` naming the wire, GPU or element at fault.
     pub fn validate(&self) -> Result<()> {
         self.validate_fields()?;
+        self.counters.validate(0)?;
         if self.is_graph() {
             let topo = Topology::new(self);
             if !self.static_routes.is_empty() {
                 self.check_route_loops(&topo)?;
             }
             self.check_graph_reachable(&topo, "")?;
+            if topo.dateline_dims > 0 {
+                self.check_datelines(&topo)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Dateline trunks: enough VCs for 2^dims classes, one route per pair
+    /// (the class is fixed from the route when the transfer is added), and no
+    /// faults (routes rebuilt around a fault would cross datelines anew).
+    fn check_datelines(&self, topo: &Topology) -> Result<()> {
+        let need = 1u32 << topo.dateline_dims;
+        let ti = self.trunks.iter().position(|t| t.dateline == Some(topo.dateline_dims - 1)).unwrap_or(0);
+        if let Some((li, l)) = self.links.iter().enumerate().find(|(_, l)| l.vcs < need) {
+            return Err(FlitsimError::config(
+                format!("trunks[{ti}].dateline"),
+                format!("dimension {} ({need} VC classes)", topo.dateline_dims - 1),
+                &format!("links with at least {need} VCs (one per dateline class); links[{li}] has {}", l.vcs),
+            ));
+        }
+        if !self.faults.is_empty() {
+            return Err(FlitsimError::config("faults", format!("{} faults", self.faults.len()), "none on a fabric with dateline trunks (routes rebuilt around a fault would cross datelines the VC classes do not account for)"));
+        }
+        for s in 0..self.switches {
+            for d in 0..self.endpoints() {
+                let r = topo.routes(s, d);
+                if r.len() > 1 && r.iter().any(|&o| matches!(topo.peer(s, o), Peer::Switch { .. })) {
+                    return Err(FlitsimError::config(
+                        "static_routes",
+                        format!("{} towards {}: ports {:?}", self.element_name(s), self.endpoint_name(d), r),
+                        "one output per (element, destination) on a fabric with dateline trunks (a packet's VC class is fixed from its route when it is injected)",
+                    ));
+                }
+            }
+        }
+        let mut elig = Vec::new();
+        for a in 0..self.endpoints() {
+            for b in 0..self.endpoints() {
+                topo.eligible_ports(a, b, &mut elig);
+                let first = elig.first().and_then(|&p| topo.gpu_port_to[p as usize]).map(|x| x.0);
+                if elig.iter().any(|&p| topo.gpu_port_to[p as usize].map(|x| x.0) != first) {
+                    return Err(FlitsimError::config(
+                        "wires",
+                        format!("{} -> {}", self.endpoint_name(a), self.endpoint_name(b)),
+                        "endpoint ports into one element per destination on a fabric with dateline trunks (a packet's VC class is fixed from its route)",
+                    ));
+                }
+            }
         }
         Ok(())
     }

@@ -205,6 +205,7 @@ pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResul
     let s = PyDict::new(py);
     let (mut sw, mut port, mut inc, mut outc, mut qsum, mut granted, mut flits_out, mut ex_ep, mut ex_cyc, mut occ_max) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut occ_int: Vec<u64> = vec![];
     for (k, st) in r.stats.switches.iter().enumerate() {
         let n = st.ports.len();
         let v = if n == 0 { 1 } else { st.inputs.len() / n };
@@ -218,6 +219,7 @@ pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResul
             qsum.push(ins.iter().map(|x| x.queueing_cycles_sum).sum::<u64>());
             granted.push(ins.iter().map(|x| x.packets_granted).sum::<u64>());
             occ_max.push(ins.iter().map(|x| x.occupancy_max_flits).max().unwrap_or(0));
+            occ_int.push(ins.iter().map(|x| x.occupancy_flit_cycles).sum::<u64>());
             flits_out.push(outs.iter().map(|x| x.flits_out).sum::<u64>());
             ex_ep.push(outs.iter().map(|x| x.credit_exhaustion_episodes).sum::<u64>());
             ex_cyc.push(outs.iter().map(|x| x.credit_exhaustion_cycles).sum::<u64>());
@@ -230,6 +232,7 @@ pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResul
     s.set_item("queueing_cycles_sum", qsum.into_pyarray(py))?;
     s.set_item("packets_granted", granted.into_pyarray(py))?;
     s.set_item("input_occupancy_max_flits", occ_max.into_pyarray(py))?;
+    s.set_item("input_occupancy_flit_cycles", occ_int.into_pyarray(py))?;
     s.set_item("output_flits", flits_out.into_pyarray(py))?;
     s.set_item("output_credit_exhaustion_episodes", ex_ep.into_pyarray(py))?;
     s.set_item("output_credit_exhaustion_cycles", ex_cyc.into_pyarray(py))?;
@@ -239,5 +242,20 @@ pub(crate) fn batch_result_dict<'py>(py: Python<'py>, r: BatchResult) -> PyResul
     ro.set_item("mean_packets", r.stats.reorder.iter().map(|x| if x.deliveries == 0 { 0.0 } else { x.held_sum as f64 / x.deliveries as f64 }).collect::<Vec<f64>>().into_pyarray(py))?;
     ro.set_item("window_overflows", r.stats.reorder.iter().map(|x| x.window_overflows).collect::<Vec<u64>>().into_pyarray(py))?;
     d.set_item("reorder", ro)?;
+    // Time-resolved counters (fabric/sampler.rs), row-major [sample][series].
+    if let Some(c) = r.stats.counters {
+        let k = PyDict::new(py);
+        let t = c.time_ps.len();
+        k.set_item("interval_ps", c.interval_ps)?;
+        k.set_item("max_samples", c.max_samples)?;
+        k.set_item("switch_ports", c.switch_ports)?;
+        k.set_item("time_ps", c.time_ps.into_pyarray(py))?;
+        k.set_item("samples", t)?;
+        k.set_item("queue_flits", c.queue_flits.into_pyarray(py))?;
+        k.set_item("credits_in_use_flits", c.credits_in_use_flits.into_pyarray(py))?;
+        k.set_item("endpoint_credits_in_use_flits", c.endpoint_credits_in_use_flits.into_pyarray(py))?;
+        k.set_item("output_flits", c.output_flits.into_pyarray(py))?;
+        d.set_item("counters", k)?;
+    }
     Ok(d)
 }

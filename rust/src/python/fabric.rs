@@ -84,6 +84,22 @@ pub fn collective_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     super::convert::to_py(py, &crate::collective::CollectiveParams::default())
 }
 
+/// The fabric's domains (GPUs joined without a route through a NIC or a
+/// network switch; `Topology::gpu_domains`) as lists of GPU ids, ordered by
+/// their lowest id.
+#[pyfunction]
+pub fn fabric_domains(spec: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
+    let spec: FabricSpec = from_py(spec, "fabric")?;
+    spec.validate()?;
+    let dom = crate::fabric::Topology::new(&spec).gpu_domains(&spec);
+    let n = dom.iter().copied().max().map_or(0, |m| m + 1) as usize;
+    let mut out = vec![Vec::new(); n];
+    for (g, &d) in dom.iter().enumerate() {
+        out[d as usize].push(g as u32);
+    }
+    Ok(out)
+}
+
 /// One representative route from endpoint `src` to `dst`: a list of hop
 /// dicts (element, kind, name, index, in_port, out_port, link, link rate,
 /// ECMP width) plus the P2P verdict; see `flitsim.route`.
@@ -129,11 +145,13 @@ pub fn fabric_route<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, src: u32, ds
         d.set_item("link_GBps", rates.payload_rate_bps as f64 / 8e9)?;
         d.set_item("link_payload_GBps", rates.payload_rate_bps as f64 / 8e9 * eff)?;
         d.set_item("ecmp", h.ecmp)?;
+        d.set_item("dateline", h.switch.and_then(|s| topo.dateline(s, h.out_port)))?;
         hops.append(d)?;
     }
     let out = PyDict::new(py);
     out.set_item("hops", hops)?;
     out.set_item("dst_name", spec.endpoint_name(dst))?;
+    out.set_item("vc_class", topo.route_vc_class(src, dst))?;
     out.set_item("p2p_blocker", spec.p2p_blocker(&topo, src, dst).map(|s| spec.element_name(s)))?;
     Ok(out)
 }

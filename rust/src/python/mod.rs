@@ -190,6 +190,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fabric::fabric_transfers, m)?)?;
     m.add_function(wrap_pyfunction!(transports::fabric_transfers_transport, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::fabric_route, m)?)?;
+    m.add_function(wrap_pyfunction!(fabric::fabric_domains, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::collective_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::collective_run, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::collective_ideal, m)?)?;

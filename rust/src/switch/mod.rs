@@ -317,6 +317,12 @@ impl Switch {
         self.spec.buffer_per_vc_flits - self.in_occ[input * self.v + vc]
     }
 
+    /// Downstream credits (flits) output `output` holds on `vc` (for counters).
+    #[inline]
+    pub fn output_credits(&self, output: usize, vc: usize) -> u32 {
+        self.credits[output * self.v + vc]
+    }
+
     /// Whether `inject(input, vc, flits)` at `cycle` would be accepted: the
     /// input link is free and the buffer holds the whole packet.
     #[inline]

@@ -1,0 +1,114 @@
+"""Packet-engine speed, one case per process: wall time, CPU time and peak RSS
+(issue 16 point 3, issue 11's speed target). Not a test: nothing is asserted.
+
+    python benches/engine_bench.py                 # every case below, median of 3
+    python benches/engine_bench.py --case ring-1g  # one case
+    python benches/engine_bench.py --repeat 1 --case nvls-1g
+
+Cases (packet fidelity, protocol Simple, default speed levers):
+  ring-1g / nvls-1g   GB200 NVL72 all_reduce 1 GiB, ring / NVLS
+  ring-64m            GB200 NVL72 all_reduce 64 MiB, ring
+  ring-4m             GB200 NVL72 all_reduce 4 MiB, ring (transfers too small to fold: all 18 planes)
+  h100-ring-8m        HGX H100 all_reduce 8 MiB, ring
+  hold-1e5            engine hold model, 1e5 pending events (events/s)
+  switch              the switch lab's BookSim2 configuration (benches/switch_bench.py)
+
+Scaling curves (issue 16 point 5): `--scaling` prints wall, CPU and peak RSS of a ring
+all_reduce at packet and at flow fidelity against bytes (1 MiB .. 8 GiB on NVL72) and
+against GPUs (8: HGX B200, 72: NVL72, 576: GB200 NVL576, two tiers; packet level at 576 is
+skipped above --max-packet-s estimated seconds).
+
+Each case runs in a fresh interpreter (peak RSS is per case). To compare two
+builds, point PYTHONPATH at each tree's python/ and run the same command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+CASES = {
+    "ring-1g": ("gb200-nvl72", 1 << 30, "ring"),
+    "nvls-1g": ("gb200-nvl72", 1 << 30, "nvls"),
+    "ring-64m": ("gb200-nvl72", 64 << 20, "ring"),
+    "ring-4m": ("gb200-nvl72", 4 << 20, "ring"),
+    "h100-ring-8m": ("hgx-h100", 8 << 20, "ring"),
+}
+
+CHILD = r"""
+import json, resource, sys, time
+case = sys.argv[1]
+t0, c0 = time.perf_counter(), time.process_time()
+if case == "hold-1e5":
+    from flitsim import _core
+    t0, c0 = time.perf_counter(), time.process_time()
+    v = _core.hold_model_events_per_s(100_000, 2_000_000, 1)
+    out = {"value": v, "unit": "events/s"}
+elif case == "switch":
+    sys.path.insert(0, "benches")
+    import switch_bench
+    from flitsim import _core
+    _core.switch_lab(switch_bench.booksim_spec(10_000))  # warm caches and the allocator
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = _core.switch_lab(switch_bench.booksim_spec(300_000))
+    cpu = time.process_time() - c0
+    out = {"value": r["delivered_flits"] / cpu, "unit": "delivered flits per CPU-s",
+           "vs_booksim2": r["delivered_flits"] / cpu / switch_bench.BOOKSIM2_FLITS_PER_S}
+else:
+    import flitsim
+    from flitsim.hardware.fabric import fabric_preset
+    fab, size, algo, *fid = json.loads(sys.argv[2])
+    f = fabric_preset(fab, fidelity=fid[0]) if fid else fab
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = flitsim.collective(f, "all_reduce", size, algorithm=algo, protocol="simple")
+    out = {"value": r.time_us, "unit": "us simulated", "busbw_GBps": r.busbw_GBps, "packets": r.stats["packets"],
+           "folded_planes": r.stats["folded_planes"]}
+out["wall_s"] = time.perf_counter() - t0
+out["cpu_s"] = time.process_time() - c0
+out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
+
+
+def run_case(case: str, arg: object = None) -> dict:
+    arg = json.dumps(CASES.get(case, "") if arg is None else arg)
+    p = subprocess.run([sys.executable, "-c", CHILD, case, arg], capture_output=True, text=True, check=True)
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", action="append", choices=[*CASES, "hold-1e5", "switch"])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--scaling", action="store_true", help="the scaling curves instead of the cases")
+    args = ap.parse_args()
+    if args.scaling:
+        return scaling()
+    for case in args.case or [*CASES, "hold-1e5", "switch"]:
+        runs = [run_case(case) for _ in range(args.repeat)]
+        med = {k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s", "peak_rss_mib", "value")}
+        extra = {k: v for k, v in runs[0].items() if k not in med}
+        print(f"{case:14s} wall {med['wall_s']:8.2f} s  cpu {med['cpu_s']:8.2f} s  peak RSS {med['peak_rss_mib']:6.0f} MiB  "
+              f"{med['value']:.6g} {extra.pop('unit')}  {json.dumps(extra)}  (median of {args.repeat})", flush=True)
+
+
+def scaling() -> None:
+    """Ring all_reduce (Simple), one run per point, both fidelities."""
+    print("| sweep | fabric | bytes | fidelity | wall s | CPU s | peak RSS MiB | simulated us | packets | folded |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    points = [("bytes", "gb200-nvl72", b) for b in (1 << 20, 16 << 20, 256 << 20, 1 << 30, 8 << 30)]
+    points += [("GPUs", f, 256 << 20) for f in ("hgx-b200", "gb200-nvl72", "gb200-nvl576")]
+    for sweep, fab, b in points:
+        for fid in ("packet", "flow"):
+            if fid == "packet" and fab == "gb200-nvl576":
+                print(f"| {sweep} | {fab} | {b >> 20} MiB | packet | not run: graph fabric, no folding, hours |  |  |  |  |  |", flush=True)
+                continue
+            r = run_case("x", [fab, b, "ring", fid])
+            print(f"| {sweep} | {fab} | {b >> 20} MiB | {fid} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['peak_rss_mib']:.0f} | "
+                  f"{r['value']:.1f} | {r['packets']} | {r['folded_planes']} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""The packet engine's balanced plane fold (rust/src/fabric/fold.rs) against
+full packet fidelity: every plane simulated, 256-byte packets. A fabric of P
+identical one-link planes whose transfers are not a whole number of
+P x packet units folds to one plane carrying ceil(bytes / P) of each
+transfer; the stated bound is one payload packet per lane (< 1 % with >= 128
+packets per lane), and busbw must stay within 1 % of full fidelity."""
+
+import warnings
+
+import pytest
+
+import flitsim
+from flitsim.hardware.fabric import uniform_fabric
+
+M = 1 << 20
+
+
+def planes4(**o):
+    # 4 GPUs x 4 identical NVLink 5 planes (the NVL72 structure, small)
+    return uniform_fabric(4, [1] * 4, "nvlink5", switch={"nvls": True}, **o)
+
+
+@pytest.mark.parametrize("op,algo", [("all_reduce", "ring"), ("all_to_all", "direct"), ("all_reduce", "nvls")])
+def test_balanced_fold_stays_within_1_percent_of_full_fidelity(op, algo):
+    size = 2 * M + 768  # not a multiple of planes x packet: exact folding cannot apply
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = flitsim.collective(planes4(fold_planes=False, sim_packet_bytes=256), op, size, algorithm=algo,
+                                  protocol="simple")
+        fold = flitsim.collective(planes4(), op, size, algorithm=algo, protocol="simple")
+    assert full.stats["folded_planes"] == 1
+    assert fold.stats["folded_planes"] == 4 and "balanced" in fold.stats["fold_reason"]
+    assert fold.busbw_GBps == pytest.approx(full.busbw_GBps, rel=0.01)
+    # each plane carries ceil(bytes / 4): at most 3 bytes per transfer more than the fabric was given
+    extra = fold.link_bytes_sent.sum() - full.link_bytes_sent.sum()
+    assert 0 <= extra <= 3 * fold.stats["transfers"]
+    assert fold.link_bytes_sent.sum() == fold.link_bytes_received.sum()
+
+
+def test_balanced_fold_is_refused_below_128_packets_per_lane():
+    r = flitsim.collective(planes4(), "all_reduce", 64 * 1024 + 768, algorithm="ring", protocol="simple")
+    assert r.stats["folded_planes"] == 1 and "fewer than 128" in r.stats["fold_reason"]
