@@ -325,7 +325,8 @@ def test_eager_flux_runs_diffusers_fp32_chains_that_compile_fuses():
     n, d, hd = 4352, 3072, 128
     k = step_kernels("flux.1-dev", 4096, layers=19, text_tokens=256)  # block 19: the first single block
     eager, fused = k.launched(False), k.launched(True)
-    chain = {"cast", "pow", "mean", "rsqrt", "mul", "add", "neg", "stack"}
+    chain = {"cast_up", "cast_down", "pow_f32", "mean_f32", "add_eps", "rsqrt_f32", "mul_mixed", "mul_weight",
+             "mul_f32", "add_f32", "neg", "stack"}
     ops = np.array(OPS)
     is_chain = np.isin(ops[eager.op], list(chain))
     q_elems = n * d                                   # q and k: n x 3072 each

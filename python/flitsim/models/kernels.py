@@ -59,7 +59,8 @@ OPS = ("qkv", "attn_out", "mlp_up", "mlp_down", "adaln", "patch_embed", "text_pr
        "layernorm", "rmsnorm", "scale", "shift", "gate_mul", "residual_add", "gelu", "silu_mul", "silu",
        "rope", "qk_norm", "concat", "embedding", "pos_add", "reshape",
        "router", "expert_up", "expert_down", "skip_linear", "linear_attn", "dwconv", "relu",
-       "cast", "pow", "mean", "rsqrt", "mul", "add", "neg", "stack")
+       "cast_up", "cast_down", "pow_f32", "mean_f32", "add_eps", "rsqrt_f32", "mul_mixed", "mul_weight",
+       "mul_f32", "add_f32", "neg", "stack")
 """Kernel names (``Kernels.op`` codes); profiles match on kind and shape, not name."""
 _OP = {n: i for i, n in enumerate(OPS)}
 EW_READS = {"residual_add": 2, "pos_add": 2, "silu_mul": 2}
@@ -286,16 +287,17 @@ def _rmsnorm_eager(r: _Rows, part: int, numel: int, hd: int) -> None:
     normalised in rows of ``hd``: ``x.to(fp32)``, ``.pow(2)``, ``.mean(-1)``,
     ``+ eps``, ``rsqrt``, ``x * rsqrt`` (promotes to fp32), ``.to(bf16)``,
     ``* weight``: 8 kernels, 34 bytes per element where a fused kernel moves 4
-    (reads / writes in bf16 tensors: an fp32 tensor counts 2)."""
+    (reads / writes in bf16 tensors: an fp32 tensor counts 2). Each op name
+    has one (reads, writes) pattern, so a profile row keyed on (op, numel) is unambiguous."""
     u, rows = UNFUSED, max(1, numel // hd)
-    r.ew("cast", part, numel, 1, 2, tp=_SPLIT, variant=u)
-    r.ew("pow", part, numel, 2, 2, tp=_SPLIT, variant=u)
-    r.ew("mean", part, numel, 2, 0, tp=_SPLIT, variant=u)
-    r.ew("add", part, rows, 2, 2, tp=_SPLIT, variant=u)
-    r.ew("rsqrt", part, rows, 2, 2, tp=_SPLIT, variant=u)
-    r.ew("mul", part, numel, 1, 2, tp=_SPLIT, variant=u)
-    r.ew("cast", part, numel, 2, 1, tp=_SPLIT, variant=u)
-    r.ew("mul", part, numel, 1, 1, tp=_SPLIT, variant=u)
+    r.ew("cast_up", part, numel, 1, 2, tp=_SPLIT, variant=u)
+    r.ew("pow_f32", part, numel, 2, 2, tp=_SPLIT, variant=u)
+    r.ew("mean_f32", part, numel, 2, 0, tp=_SPLIT, variant=u)
+    r.ew("add_eps", part, rows, 2, 2, tp=_SPLIT, variant=u)
+    r.ew("rsqrt_f32", part, rows, 2, 2, tp=_SPLIT, variant=u)
+    r.ew("mul_mixed", part, numel, 1, 2, tp=_SPLIT, variant=u)
+    r.ew("cast_down", part, numel, 2, 1, tp=_SPLIT, variant=u)
+    r.ew("mul_weight", part, numel, 1, 1, tp=_SPLIT, variant=u)
 
 
 def _rope_eager(r: _Rows, part: int, numel: int) -> None:
@@ -307,12 +309,12 @@ def _rope_eager(r: _Rows, part: int, numel: int) -> None:
     u, half = UNFUSED, numel // 2
     r.ew("neg", part, half, 2, 1, tp=_SPLIT, variant=u)
     r.ew("stack", part, half, 3, 2, tp=_SPLIT, variant=u)
-    r.ew("cast", part, numel, 1, 2, tp=_SPLIT, variant=u)
-    r.ew("mul", part, numel, 2, 2, tp=_SPLIT, variant=u)
-    r.ew("cast", part, numel, 1, 2, tp=_SPLIT, variant=u)
-    r.ew("mul", part, numel, 2, 2, tp=_SPLIT, variant=u)
-    r.ew("add", part, numel, 4, 2, tp=_SPLIT, variant=u)
-    r.ew("cast", part, numel, 2, 1, tp=_SPLIT, variant=u)
+    r.ew("cast_up", part, numel, 1, 2, tp=_SPLIT, variant=u)
+    r.ew("mul_f32", part, numel, 2, 2, tp=_SPLIT, variant=u)
+    r.ew("cast_up", part, numel, 1, 2, tp=_SPLIT, variant=u)
+    r.ew("mul_f32", part, numel, 2, 2, tp=_SPLIT, variant=u)
+    r.ew("add_f32", part, numel, 4, 2, tp=_SPLIT, variant=u)
+    r.ew("cast_down", part, numel, 2, 1, tp=_SPLIT, variant=u)
 
 
 def _qkv(r: _Rows, cfg: ModelConfig, t: int, op: str = "qkv") -> None:
