@@ -114,6 +114,35 @@ def _kernel_fn(r: Any, dtype: Any) -> Any:
         return lambda: x + y
     if op in ("scale", "gate_mul", "rope"):
         return lambda: x * y
+    # diffusers' eager fp32 chains (flitsim.models.kernels._rmsnorm_eager / _rope_eager)
+    xf, yf = x.float(), y.float()
+    if op == "cast_up":
+        return lambda: x.float()
+    if op == "cast_down":
+        return lambda: xf.to(dtype)
+    if op == "pow_f32":
+        return lambda: xf.pow(2)
+    if op == "mean_f32":
+        w = 128 if n % 128 == 0 else 1
+        return lambda: xf.view(-1, w).mean(-1, keepdim=True)
+    if op == "add_eps":
+        return lambda: xf + 1e-6
+    if op == "rsqrt_f32":
+        return lambda: torch.rsqrt(xf)
+    if op == "mul_mixed":
+        return lambda: x * yf
+    if op == "mul_weight":
+        return lambda: x * y
+    if op == "mul_f32":
+        return lambda: xf * yf
+    if op == "add_f32":
+        return lambda: xf + yf
+    if op == "neg":  # -x_imag: a stride-2 view of a tensor twice the size
+        x2 = torch.randn(2 * n, device=dev, dtype=dtype)
+        return lambda: -x2[1::2]
+    if op == "stack":
+        a2 = torch.randn(2 * n, device=dev, dtype=dtype)
+        return lambda: torch.stack([x, a2[0::2]], dim=-1)
     if op == "shift":
         return lambda: x + y
     return lambda: x.clone()  # concat, embedding: one read, one write

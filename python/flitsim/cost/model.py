@@ -78,7 +78,8 @@ class CostModel:
         """(the kernel columns as launched — fused under ``compiled`` —, GPU time
         per launched kernel in s, measured mask)."""
         ex: ExecutionMode = self.execution
-        cols = fuse_elementwise(kernels.cols) if ex.fuse_elementwise else kernels.cols
+        launched = kernels.launched(ex.fuse_elementwise)
+        cols = fuse_elementwise(launched.cols) if ex.fuse_elementwise else launched.cols
         t = row_times_s(cols, self.gpu, self.peak, self.gemm, self.attention)
         measured = np.zeros(len(t), bool)
         prof: Profile | None = self.profile
@@ -117,7 +118,8 @@ class CostModel:
         context c, kv = c + s; identical rows are evaluated once. Modelled
         times only (a profile applies to the built tasks, not to this grid)."""
         ex: ExecutionMode = self.execution
-        cols = fuse_elementwise(template.cols) if ex.fuse_elementwise else template.cols
+        launched = template.launched(ex.fuse_elementwise)
+        cols = fuse_elementwise(launched.cols) if ex.fuse_elementwise else launched.cols
         stacked = np.stack([cols[c] for c in cols])
         uniq, counts = np.unique(stacked, axis=1, return_counts=True)
         u = {c: uniq[i][:, None] for i, c in enumerate(cols)}

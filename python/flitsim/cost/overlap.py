@@ -11,11 +11,18 @@ device's compute rate a communication task takes is
     steal = channels / sm_count
 
 per transport (:class:`CommInterference`): ``collective_channels`` for NCCL
-collectives (default 16, **assumed**: NCCL's NVLS and NVLink ring collectives
-use 16-32 channels on 8-GPU NVSwitch systems; its default NCCL_NVLS_NCHANNELS
-is 16), ``p2p_channels`` for NCCL send/recv hand-offs (default 8, assumed),
-``copy_engine`` transfers 0. HBM bandwidth the communication kernels take is
-not modelled (a documented underestimate for memory-bound compute).
+collectives (default 16: NCCL's NVLS collectives run ``NCCL_NVLS_NCHANNELS``
+channels, 16 by default (NCCL source, src/transport/nvls.cc); its ring / tree
+channels are capped at ``MAXCHANNELS`` = 32 (src/include/device.h, NCCL 2.18)
+and NCCL_DEBUG=INFO init logs of 8-GPU NVSwitch boxes show 16 collective
+channels on H800 ("16 coll channels ... 16 p2p channels per peer",
+NVIDIA/nccl#892) and rings on channels 0-23 on H100 (NVIDIA/nccl#1259); NCCL's
+documentation of NCCL_MIN/MAX_NCHANNELS: fewer channels = fewer CUDA blocks =
+less impact on compute. 16 of H100's 132 SMs = 12 %, 24 = 18 %; the default
+is the low end of what the logs show), ``p2p_channels`` for NCCL send/recv
+hand-offs (default 8, **assumed**: a hand-off of one PipeFusion patch is one
+peer; the H800 log allows up to 16 per peer), ``copy_engine`` transfers 0. HBM bandwidth the communication
+kernels take is not modelled (a documented underestimate for memory-bound compute).
 """
 
 from __future__ import annotations

@@ -14,6 +14,16 @@ FlashAttention through SDPA) launches them:
   gate multiply, residual add, GELU / SiLU-and-multiply, RoPE, Q/K norms,
   the concat of Flux single-stream blocks, embedding gathers.
 
+DiT blocks follow diffusers: separate ``to_q`` / ``to_k`` / ``to_v``
+projections (diffusers' ``Attention``; fusing them is an opt-in,
+``fuse_qkv_projections``), and where diffusers runs an op as a chain of
+eager kernels that a compiler fuses, the row carries a ``variant``:
+``UNFUSED`` rows exist only when kernels are not fused (eager, CUDA graph),
+``FUSED`` rows only under ``compiled``, ``BOTH`` rows always. The chains
+(diffusers ``RMSNorm`` and ``apply_rotary_emb``; :func:`_rmsnorm_eager`,
+:func:`_rope_eager`) are read off the diffusers source: each PyTorch op is
+one kernel over the tensor, fp32 intermediates counted as two bf16 tensors.
+
 The table is columnar (numpy, one row per kernel) so the cost model
 (:mod:`flitsim.cost`) evaluates it vectorised, and schedules can shard it:
 :meth:`Kernels.shard_tokens` (sequence parallel: every token-proportional row
@@ -48,7 +58,9 @@ OPS = ("qkv", "attn_out", "mlp_up", "mlp_down", "adaln", "patch_embed", "text_pr
        "attention", "cross_attention",
        "layernorm", "rmsnorm", "scale", "shift", "gate_mul", "residual_add", "gelu", "silu_mul", "silu",
        "rope", "qk_norm", "concat", "embedding", "pos_add", "reshape",
-       "router", "expert_up", "expert_down", "skip_linear", "linear_attn", "dwconv", "relu")
+       "router", "expert_up", "expert_down", "skip_linear", "linear_attn", "dwconv", "relu",
+       "cast_up", "cast_down", "pow_f32", "mean_f32", "add_eps", "rsqrt_f32", "mul_mixed", "mul_weight",
+       "mul_f32", "add_f32", "neg", "stack")
 """Kernel names (``Kernels.op`` codes); profiles match on kind and shape, not name."""
 _OP = {n: i for i, n in enumerate(OPS)}
 EW_READS = {"residual_add": 2, "pos_add": 2, "silu_mul": 2}
@@ -56,8 +68,11 @@ EW_READS = {"residual_add": 2, "pos_add": 2, "silu_mul": 2}
 # tensor-parallel role: 0 replicated, 1 column-parallel (N / tp), 2 row-parallel (K / tp),
 # 3 heads (attention), 4 split elementwise (numel / tp)
 _REP, _COL, _ROW, _HEADS, _SPLIT = range(5)
+BOTH, UNFUSED, FUSED = range(3)
+"""Row variants (``Kernels.variant``): launched in every execution mode, only
+without fusion (eager / CUDA graph: the eager kernel chains), only with it (compiled)."""
 _COLS = ("kind", "op", "part", "tp", "seq", "m", "n", "k", "batch", "heads", "kv_heads", "q", "kv", "ctx",
-         "head_dim", "causal", "numel", "reads", "writes", "elem_bytes")
+         "head_dim", "causal", "numel", "reads", "writes", "elem_bytes", "variant")
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,7 +85,9 @@ class Kernels:
     causal`` (causal rows: query i at absolute position ctx + i sees keys
     0 .. ctx + i; ``kv`` = ctx + q); elementwise ``numel`` (elements of one
     full-size tensor), ``reads`` and ``writes`` (full-size tensors read and
-    written); ``elem_bytes`` (bytes per element of the row's dtype).
+    written); ``elem_bytes`` (bytes per element of the row's dtype);
+    ``variant`` (:data:`BOTH`, :data:`UNFUSED`, :data:`FUSED`: which execution
+    modes launch the row; :meth:`launched`).
     """
 
     cols: dict[str, np.ndarray]
@@ -117,6 +134,15 @@ class Kernels:
         """Rows whose part is one of ``names`` (:data:`PARTS`)."""
         codes = [PARTS.index(n) for n in names]
         return self._where(np.isin(self.cols["part"], codes))
+
+    def launched(self, fused: bool) -> "Kernels":
+        """The rows an execution mode launches: without ``FUSED`` rows when
+        kernels are not fused (eager, CUDA graph), without ``UNFUSED`` rows
+        when they are (compiled); the table itself when it has neither."""
+        v = self.cols["variant"]
+        drop = FUSED if not fused else UNFUSED
+        name = "_launched_fused" if fused else "_launched_unfused"
+        return self._memo(name, lambda: self._where(v != drop) if (v == drop).any() else self)
 
     def _with(self, **changes: np.ndarray) -> "Kernels":
         return Kernels({**self.cols, **changes})
@@ -195,12 +221,14 @@ class Kernels:
         return d[name]
 
     def total_flops(self) -> float:
-        """Sum of :meth:`flops`."""
-        return self._memo("_flops", lambda: float(self.flops().sum()))
+        """Sum of :meth:`flops` (the eager rows: ``FUSED`` rows left out; they
+        carry no FLOPs)."""
+        return self._memo("_flops", lambda: float(self.launched(False).flops().sum()))
 
     def total_bytes(self) -> float:
-        """Sum of :meth:`bytes`."""
-        return self._memo("_bytes", lambda: float(self.bytes().sum()))
+        """Sum of :meth:`bytes` over the rows eager execution launches
+        (``FUSED`` rows left out, so a byte is not counted twice)."""
+        return self._memo("_bytes", lambda: float(self.launched(False).bytes().sum()))
 
     def key(self) -> bytes:
         """A hashable fingerprint of the table (for caching times)."""
@@ -214,6 +242,7 @@ class Kernels:
         df["kind"] = np.array(KINDS, dtype=object)[df["kind"]] if len(df) else df["kind"]
         df["op"] = np.array(OPS, dtype=object)[df["op"]] if len(df) else df["op"]
         df["part"] = np.array(PARTS, dtype=object)[df["part"]] if len(df) else df["part"]
+        df["variant"] = np.array(("both", "unfused", "fused"), dtype=object)[df["variant"]] if len(df) else df["variant"]
         df["flops"], df["bytes"] = self.flops(), self.bytes()
         return df
 
@@ -225,11 +254,11 @@ class _Rows:
         self.rows: list[tuple[int, ...]] = []
         self.b = b
 
-    def _row(self, kind: int, op: str, part: int, tp: int, seq: int, **v: int) -> None:
+    def _row(self, kind: int, op: str, part: int, tp: int, seq: int, variant: int = BOTH, **v: int) -> None:
         vals = dict(m=0, n=0, k=0, batch=0, heads=0, kv_heads=0, q=0, kv=0, ctx=0, head_dim=0, causal=0,
                     numel=0, reads=0, writes=0)
         vals.update(v)
-        self.rows.append((kind, _OP[op], part, tp, seq, *vals.values(), self.b))
+        self.rows.append((kind, _OP[op], part, tp, seq, *vals.values(), self.b, variant))
 
     def gemm(self, op: str, part: int, tp: int, m: int, n: int, k: int, seq: int = 1) -> None:
         if m > 0 and n > 0 and k > 0:
@@ -241,9 +270,10 @@ class _Rows:
             self._row(1, op, part, _HEADS, 1, batch=batch, heads=heads, kv_heads=kv_heads, q=q, kv=kv, ctx=ctx,
                       head_dim=hd, causal=int(causal))
 
-    def ew(self, op: str, part: int, numel: int, reads: int = 1, writes: int = 1, tp: int = _REP, seq: int = 1) -> None:
+    def ew(self, op: str, part: int, numel: int, reads: int = 1, writes: int = 1, tp: int = _REP, seq: int = 1,
+           variant: int = BOTH) -> None:
         if numel > 0:
-            self._row(2, op, part, tp, seq, numel=numel, reads=reads, writes=writes)
+            self._row(2, op, part, tp, seq, variant, numel=numel, reads=reads, writes=writes)
 
     def build(self) -> Kernels:
         if not self.rows:
@@ -252,19 +282,77 @@ class _Rows:
         return Kernels({c: a[i] for i, c in enumerate(_COLS)})
 
 
+def _rmsnorm_eager(r: _Rows, part: int, numel: int, hd: int) -> None:
+    """diffusers ``RMSNorm`` (bf16 weight) in eager mode, over ``numel`` elements
+    normalised in rows of ``hd``: ``x.to(fp32)``, ``.pow(2)``, ``.mean(-1)``,
+    ``+ eps``, ``rsqrt``, ``x * rsqrt`` (promotes to fp32), ``.to(bf16)``,
+    ``* weight``: 8 kernels, 34 bytes per element where a fused kernel moves 4
+    (reads / writes in bf16 tensors: an fp32 tensor counts 2). Each op name
+    has one (reads, writes) pattern, so a profile row keyed on (op, numel) is unambiguous."""
+    u, rows = UNFUSED, max(1, numel // hd)
+    r.ew("cast_up", part, numel, 1, 2, tp=_SPLIT, variant=u)
+    r.ew("pow_f32", part, numel, 2, 2, tp=_SPLIT, variant=u)
+    r.ew("mean_f32", part, numel, 2, 0, tp=_SPLIT, variant=u)
+    r.ew("add_eps", part, rows, 2, 2, tp=_SPLIT, variant=u)
+    r.ew("rsqrt_f32", part, rows, 2, 2, tp=_SPLIT, variant=u)
+    r.ew("mul_mixed", part, numel, 1, 2, tp=_SPLIT, variant=u)
+    r.ew("cast_down", part, numel, 2, 1, tp=_SPLIT, variant=u)
+    r.ew("mul_weight", part, numel, 1, 1, tp=_SPLIT, variant=u)
+
+
+def _rope_eager(r: _Rows, part: int, numel: int) -> None:
+    """diffusers ``apply_rotary_emb`` (``use_real``, interleaved pairs) in eager
+    mode over ``numel`` elements: ``-x_imag`` (a stride-2 read moves whole
+    lines: the full tensor), ``stack``, ``x.float()``, ``* cos``,
+    ``x_rot.float()``, ``* sin``, ``+``, ``.to(bf16)``: 8 kernels, 54 bytes per
+    element (cos / sin are per position, L2-resident across heads: not counted)."""
+    u, half = UNFUSED, numel // 2
+    r.ew("neg", part, half, 2, 1, tp=_SPLIT, variant=u)
+    r.ew("stack", part, half, 3, 2, tp=_SPLIT, variant=u)
+    r.ew("cast_up", part, numel, 1, 2, tp=_SPLIT, variant=u)
+    r.ew("mul_f32", part, numel, 2, 2, tp=_SPLIT, variant=u)
+    r.ew("cast_up", part, numel, 1, 2, tp=_SPLIT, variant=u)
+    r.ew("mul_f32", part, numel, 2, 2, tp=_SPLIT, variant=u)
+    r.ew("add_f32", part, numel, 4, 2, tp=_SPLIT, variant=u)
+    r.ew("cast_down", part, numel, 2, 1, tp=_SPLIT, variant=u)
+
+
+def _qkv(r: _Rows, cfg: ModelConfig, t: int, op: str = "qkv") -> None:
+    """diffusers ``Attention``'s separate ``to_q`` / ``to_k`` / ``to_v`` GEMMs
+    (column-parallel; FLOPs equal one fused QKV GEMM)."""
+    d, aw, kw = cfg.hidden, cfg.attn_width, cfg.kv_width
+    r.gemm(op, 0, _COL, t, aw, d)
+    r.gemm(op, 0, _COL, t, kw // 2, d)
+    r.gemm(op, 0, _COL, t, kw - kw // 2, d)
+
+
+def _qk_norm(r: _Rows, cfg: ModelConfig, t: int) -> None:
+    """Q and K RMSNorm of ``t`` tokens: one fused kernel each when compiled
+    (Inductor keeps the per-head reduction in registers), diffusers' eager chain otherwise."""
+    aw, kw, hd = cfg.attn_width, cfg.kv_width, cfg.head_width
+    for n in (t * aw, t * kw // 2):
+        r.ew("qk_norm", 0, n, tp=_SPLIT, variant=FUSED)
+        _rmsnorm_eager(r, 0, n, hd)
+
+
+def _rope(r: _Rows, part: int, numel: int) -> None:
+    """RoPE over ``numel`` elements (q and k): one kernel when fused, diffusers' eager chain otherwise."""
+    r.ew("rope", part, numel, tp=_SPLIT, variant=FUSED)
+    _rope_eager(r, part, numel)
+
+
 def _adaln_stream(r: _Rows, cfg: ModelConfig, t: int, B: int, mod: bool, qk_norm: bool, rope: bool) -> None:
-    """Norm (+ modulation) and the fused QKV of one stream (pre-attention part)."""
+    """Norm (+ modulation) and the Q / K / V projections of one stream (pre-attention part)."""
     d, aw, kw = cfg.hidden, cfg.attn_width, cfg.kv_width
     r.ew("layernorm", 0, t * d)
     if mod:
         r.ew("scale", 0, t * d)
         r.ew("shift", 0, t * d)
-    r.gemm("qkv", 0, _COL, t, aw + kw, d)
+    _qkv(r, cfg, t)
     if qk_norm:
-        r.ew("qk_norm", 0, t * aw, tp=_SPLIT)
-        r.ew("qk_norm", 0, t * kw // 2, tp=_SPLIT)
+        _qk_norm(r, cfg, t)
     if rope:
-        r.ew("rope", 0, t * (aw + kw // 2), tp=_SPLIT)
+        _rope(r, 0, t * (aw + kw // 2))
 
 
 def _stream_post(r: _Rows, cfg: ModelConfig, t: int, gated: bool) -> None:
@@ -403,9 +491,9 @@ def _lower(cfg: ModelConfig, e: _Entry, c: _Call) -> Kernels:
         r.gemm("adaln", 0, _REP, B, d, d, seq=0)
         r.ew("layernorm", 0, t * d)
         r.ew("shift", 0, t * d)
-        r.gemm("qkv", 0, _COL, t, aw + kw, d)
-        r.ew("qk_norm", 0, t * (aw + kw // 2), tp=_SPLIT)
-        r.ew("rope", 0, t * (aw + kw // 2), tp=_SPLIT)
+        _qkv(r, cfg, t)
+        r.ew("qk_norm", 0, t * (aw + kw // 2), tp=_SPLIT)  # LayerNorm: one kernel eager too
+        _rope(r, 0, t * (aw + kw // 2))
         r.attn("attention", 1, B, H, KVH, c.q, c.keys, hd)
         r.gemm("attn_out", 2, _ROW, t, d, aw)
         r.ew("residual_add", 2, t * d, reads=2)
@@ -424,7 +512,8 @@ def _lower(cfg: ModelConfig, e: _Entry, c: _Call) -> Kernels:
         r.ew("layernorm", 0, t * d)
         r.ew("scale", 0, t * d)
         r.ew("shift", 0, t * d)
-        r.gemm("qkv", 0, _COL, t, 3 * aw, d)
+        for _ in range(3):
+            r.gemm("qkv", 0, _COL, t, aw, d)
         r.ew("relu", 0, t * 2 * aw, tp=_SPLIT)
         r.gemm("linear_attn", 1, _ROW, t, hd + 1, aw)  # state: tokens x (hd + 1) x heads x hd MACs
         r.gemm("linear_attn", 1, _ROW, t, hd + 1, aw)  # apply: the same per query token
@@ -454,25 +543,32 @@ def _lower(cfg: ModelConfig, e: _Entry, c: _Call) -> Kernels:
         r.gemm("adaln", 0, _REP, B, 12 * d, d, seq=0)  # both streams' 6 d modulations
         for n in (t, tt):
             _adaln_stream(r, cfg, n, B, True, qk_norm=flux, rope=False)
+        # the joint attention's torch.cat of text and image q, k, v (a copy each in eager mode;
+        # compiled, the normalised q / k are written straight into the joint buffer, v is copied)
+        qk = UNFUSED if flux else BOTH  # SD3: q / k come straight from GEMMs, a copy either way
+        r.ew("concat", 0, (t + tt) * aw, tp=_SPLIT, variant=qk)
+        r.ew("concat", 0, (t + tt) * kw // 2, tp=_SPLIT, variant=qk)
+        r.ew("concat", 0, (t + tt) * (kw - kw // 2), tp=_SPLIT)
         if flux:
-            r.ew("rope", 0, (t + tt) * (aw + kw // 2), tp=_SPLIT)
+            _rope(r, 0, (t + tt) * (aw + kw // 2))
         r.attn("attention", 1, B, H, KVH, qt, kt, hd)
         for n in (t, tt):
             _stream_post(r, cfg, n, gated=True)
         for n in (t, tt):
             _mlp(r, cfg, n, True, True)
         return r.build()
-    # flux single-stream block: fused linear1 (QKV + MLP in), attention, concat, fused linear2
+    # flux single-stream block: MLP-in and Q / K / V GEMMs, attention, concat, fused linear2 (proj_out)
     n = t + tt
     r.ew("silu", 0, B * d, seq=0)
     r.gemm("adaln", 0, _REP, B, 3 * d, d, seq=0)
     r.ew("layernorm", 0, n * d)
     r.ew("scale", 0, n * d)
     r.ew("shift", 0, n * d)
-    r.gemm("qkv", 0, _COL, n, aw + kw + f, d)
-    r.ew("qk_norm", 0, n * aw, tp=_SPLIT)
-    r.ew("qk_norm", 0, n * kw // 2, tp=_SPLIT)
-    r.ew("rope", 0, n * (aw + kw // 2), tp=_SPLIT)
+    # diffusers FluxSingleTransformerBlock: proj_mlp and the attention's to_q / to_k / to_v
+    r.gemm("mlp_up", 0, _COL, n, f, d)
+    _qkv(r, cfg, n)
+    _qk_norm(r, cfg, n)
+    _rope(r, 0, n * (aw + kw // 2))
     r.attn("attention", 1, B, H, KVH, qt, kt, hd)
     r.ew("gelu", 2, n * f, tp=_SPLIT)
     r.ew("concat", 2, n * (aw + f), tp=_SPLIT)
