@@ -88,3 +88,197 @@ def test_flow_fidelity_with_faults_is_refused_not_ignored():
         flitsim.transfers("eth-2x8xl40", [0], [1], 1 << 16, fidelity="flow", faults=fault)
     r = flitsim.transfers("eth-2x8xl40", [0], [1], 1 << 16, fidelity="auto", faults=fault)
     assert r.summary()["fidelity"] == "packet"
+
+
+def _group_pids(pgid):
+    import os
+
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(d))
+    return out
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc"), reason="needs /proc and POSIX signals")
+@pytest.mark.parametrize("how", ["sigint_group", "sigterm_parent"])
+def test_run_with_jobs_stops_on_ctrl_c_and_sigterm(tmp_path, how):
+    """Ctrl-C to the process group (or SIGTERM to the parent) stops `flitsim
+    run -j 2` within seconds: exit 130, no worker left, no temporary folder."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root / "python")}
+    p = subprocess.Popen([sys.executable, "-c", "from flitsim.cli import main; main()", "run",
+                          str(root / "examples" / "tiny.toml"), "--out", str(tmp_path / "out"), "-j", "2"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        line = p.stderr.readline()  # the first progress line: the pool is starting
+        assert line, "no progress line"
+        time.sleep(1.0)
+        assert p.poll() is None, "the run finished before it could be interrupted"
+        assert len(_group_pids(p.pid)) >= 2, "no workers running"
+        t0 = time.monotonic()
+        if how == "sigint_group":
+            os.killpg(p.pid, signal.SIGINT)
+        else:
+            p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=60)
+        waited = time.monotonic() - t0
+        err = p.stderr.read()
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert rc == 130, err
+    assert "KeyboardInterrupt" in err
+    assert waited < 30.0
+    deadline = time.monotonic() + 10.0
+    while _group_pids(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _group_pids(p.pid) == [], "orphaned workers"
+    assert not [q for q in tmp_path.iterdir() if "flitsim-tmp" in q.name]
+    assert not (tmp_path / "out").exists()
+
+
+_RING_LOG = __import__("pathlib").Path(__file__).parent / "data" / "nccl" / "h200_all_reduce_perf_ring.log"
+
+
+def test_calibrate_ring_only_log_does_not_fit_nvls_parameters():
+    from flitsim.calibrate import fit
+
+    cal = fit([_RING_LOG], "hgx-h100")
+    assert "nvls_base_ps" not in cal.params and "nvls_efficiency" not in cal.params
+    assert "nvls_base_ps: not fitted (no NVLS rows)" in cal.notes
+    assert "nvls_efficiency: not fitted (no NVLS rows)" in cal.notes
+
+
+def test_calibrate_blames_zero_and_nan_times_header_gpus_and_redop():
+    from flitsim.calibrate import fit
+    from flitsim.nccl_log import parse
+
+    text = _RING_LOG.read_text()
+    rows = [ln for ln in text.splitlines() if ln.strip()[:1].isdigit()]
+    bad = text.replace(rows[0], rows[0].replace("37.24", "0"))
+    bad = bad.replace(rows[1], rows[1].replace("1347.65", "nan"))
+    with pytest.raises(flitsim.ConfigError, match=r"ring\.log:20: time 0\.0 us.*ring\.log:21: time nan us"):
+        fit([parse(str(_RING_LOG), text=bad)], "hgx-h100")
+    with pytest.raises(flitsim.ConfigError, match="nGpus.*64.*8 GPUs"):
+        fit([parse(str(_RING_LOG), text=text.replace("nGpus 8", "nGpus 64"))], "hgx-h100")
+    with pytest.raises(flitsim.ConfigError, match="redop = 'foo'"):
+        parse(str(_RING_LOG), text=text.replace("     sum   ", "     foo   "))
+
+
+@pytest.mark.parametrize("length", [0, "0", -3])
+def test_plan_refuses_a_zero_token_prompt_naming_the_field(length):
+    with pytest.raises(flitsim.ConfigError, match=r"prefill length.*prompt length >= 1"):
+        flitsim.plan("llama-3-8b", length, fabric="hgx-h100", gpus=2)
+
+
+def test_nccl_tests_cli_honours_redop_and_names_nccl_algo(monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    run = lambda *a: CliRunner().invoke(cli, ["nccl-tests", "all_reduce", "-b", "1M", "-e", "1M", *a])  # noqa: E731
+    r = run("-d", "double", "-o", "prod", "--json")
+    assert r.exit_code == 0, r.output
+    assert [(x["type"], x["redop"]) for x in json.loads(r.output)] == [("double", "prod")]
+    r = run("-o", "all", "--json")
+    rows = json.loads(r.output)
+    assert [x["redop"] for x in rows] == ["sum", "prod", "max", "min", "avg"]  # nccl-tests' test_opNames order
+    assert len({x["time_us"] for x in rows}) == 1  # the redop does not change the simulated cost
+    monkeypatch.setenv("NCCL_ALGO", "foo")
+    r = run()
+    assert r.exit_code == 2 and "NCCL_ALGO" in r.output and "'foo'" in r.output
+
+
+def test_trace_csv_with_the_azure_header_loads_without_columns_and_empty_csv_says_no_rows(tmp_path):
+    from flitsim.workloads import load_trace, trace_path
+
+    lines = open(trace_path("azure-conv-2023")).read().splitlines()
+    p = tmp_path / "azure_copy.csv"
+    p.write_text("\n".join(lines[:4]) + "\n")
+    wl = load_trace(str(p))
+    assert list(wl.requests["input_tokens"]) == [int(x.split(",")[1]) for x in lines[1:4]]
+    assert list(wl.requests["output_tokens"]) == [int(x.split(",")[2]) for x in lines[1:4]]
+    e = tmp_path / "empty.csv"
+    e.write_text(lines[0] + "\n")
+    with pytest.raises(flitsim.ConfigError, match="no rows"):
+        load_trace(str(e))
+
+
+def test_serve_accepts_the_cli_workload_name_llmperf():
+    from flitsim.serving.serve import LLMPERF_WORKLOAD, resolve_workload
+    from flitsim.workloads import LLMPerfSpec, llmperf_workload
+
+    wl = resolve_workload("llmperf", n=50)
+    ref = llmperf_workload(LLMPerfSpec(n_requests=50, **LLMPERF_WORKLOAD))
+    assert wl.requests.equals(ref.requests)
+    assert LLMPERF_WORKLOAD == {"mean_input_tokens": 550, "stddev_input_tokens": 150, "mean_output_tokens": 150,
+                                "stddev_output_tokens": 10}  # ray-project/llmperf README example
+
+
+def test_kv_budget_below_the_largest_request_is_refused_up_front():
+    from flitsim.serving import RequestTable
+    from flitsim.serving.engine import run_instance
+    from flitsim.serving.iteration_cost import AffineIterationCost
+
+    t = RequestTable(np.array([0.0, 0.0, 0.0]), np.array([10, 10, 500], np.int64), np.array([2, 2, 20], np.int64))
+    with pytest.raises(flitsim.ConfigError, match=r"kv_blocks = 20: at least 33 blocks.*request 2"):  # ceil(519/16)
+        run_instance(t, AffineIterationCost(fixed_s=1e-3, per_token_s=1e-5), kv_blocks=20)
+
+
+def test_presets_name_gddr_on_ada_parts_and_route_messages():
+    from click.testing import CliRunner
+
+    from flitsim.catalog import preset_catalog
+    from flitsim.cli import cli
+
+    what = preset_catalog().set_index("name").what
+    for g in ("l20", "l40"):  # GDDR6 parts (NVIDIA L20 / L40 datasheets)
+        assert "48 GB GDDR6 at" in what[g] and "HBM" not in what[g]
+    assert "HBM3" in what["h100"]
+    r = CliRunner().invoke(cli, ["route", "hgx-h100", "0", "0"])
+    assert r.exit_code == 0 and "same endpoint" in r.output
+    with pytest.raises(flitsim.ConfigError, match=r"GPUs 0\.\.8, no host endpoints"):
+        __import__("flitsim.routing").routing.route("hgx-h100", 0, 8)
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, "false"])
+def test_transport_params_bool_fields_are_strict(bad):
+    from flitsim.transfers import transfers
+
+    with pytest.raises(flitsim.ConfigError, match=r"pxn = .*expected a bool"):
+        transfers("ib-4xhgx-h100", [0], [8], 1 << 20, transport="auto", transport_params={"pxn": bad})
+
+
+def test_run_out_dir_removes_temp_folders_of_dead_runs(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from flitsim.cli.run_cmd import check_out_dir
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()  # a pid that no longer runs
+    stale = tmp_path / f".out.flitsim-tmp-{p.pid}"
+    stale.mkdir()
+    alive = tmp_path / f".out.flitsim-tmp-{os.getppid()}"  # a live process: its run may still be going
+    alive.mkdir()
+    tmp = check_out_dir(str(tmp_path / "out"), False)
+    assert tmp.is_dir() and not stale.exists() and alive.exists()
+    tmp.rmdir()

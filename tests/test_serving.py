@@ -217,15 +217,16 @@ def test_bad_input():
         run_instance(_table([0.0], [10], [2]), COST, kv_blocks=10, policy="fifo")
 
 
-def test_stalled_when_a_request_can_never_fit_and_it_pickles():
-    # the small request fits; the big one (1000 + 10 tokens) never does: every attempt ends in preemption
+def test_refused_up_front_when_a_request_can_never_fit_and_it_pickles():
+    # the small request fits; the big one (1000 + 10 tokens) never does: refused before the run
+    # (was a StalledError partway, after every attempt ended in preemption)
     t = _table([0.0, 0.0], [10, 1000], [2, 10])
     for policy in ("static", "continuous", "chunked"):
-        with pytest.raises(flitsim.StalledError) as e:
+        with pytest.raises(flitsim.ConfigError, match="kv_blocks") as e:
             run_instance(t, COST, policy=policy, kv_blocks=10, max_num_batched_tokens=2048)
-        assert "request 1" in str(e.value)
+        assert "request 1" in str(e.value) and "at least 64 blocks" in str(e.value)  # ceil(1009 / 16)
         again = pickle.loads(pickle.dumps(e.value))
-        assert isinstance(again, flitsim.StalledError) and str(again) == str(e.value)
+        assert isinstance(again, flitsim.ConfigError) and str(again) == str(e.value)
 
 
 STUDY = """

@@ -51,6 +51,8 @@ class Calibration:
             simulated_us, error_pct (simulated / measured - 1), algorithm,
             protocol, used (whether the row took part in the fit).
         mape_pct: mean absolute error over the rows used.
+        notes: what was not fitted and why (``nvls_base_ps: not fitted (no
+            NVLS rows)``), rows left out and why (time 0 or NaN, #wrong).
     """
 
     fabric: str
@@ -58,6 +60,7 @@ class Calibration:
     residuals: list[dict[str, Any]] = field(default_factory=list)
     mape_pct: float = 0.0
     logs: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def to_pandas(self) -> "pd.DataFrame":
         import pandas as pd
@@ -83,7 +86,8 @@ class Calibration:
         p.write_text(self.to_toml(), encoding="utf-8")
 
 
-def _rows(logs: Sequence[NcclLog], placement: str, max_bytes: int) -> list[tuple[NcclLog, dict[str, Any], float]]:
+def _rows(logs: Sequence[NcclLog], placement: str, max_bytes: int,
+          skipped: list[str]) -> list[tuple[NcclLog, dict[str, Any], float]]:
     out = []
     for lg in logs:
         for r in lg.rows:
@@ -91,11 +95,14 @@ def _rows(logs: Sequence[NcclLog], placement: str, max_bytes: int) -> list[tuple
                 continue
             wrong = [r["wrong_oop"], r["wrong_ip"]]
             if any(w for w in wrong if w):
+                skipped.append(f"{lg.path}:{r['line']}: #wrong = {max(w for w in wrong if w)}")
                 continue  # a row with wrong results measured nothing trustworthy
             t = {"oop": r["time_us_oop"], "ip": r["time_us_ip"],
                  "best": min(r["time_us_oop"], r["time_us_ip"])}[placement]
-            if t > 0:
+            if t > 0 and math.isfinite(t):
                 out.append((lg, r, t))
+            else:
+                skipped.append(f"{lg.path}:{r['line']}: time {t} us ({placement}; expected > 0)")
     return out
 
 
@@ -133,12 +140,19 @@ def fit(logs: Sequence[str | os.PathLike[str] | NcclLog], fabric: Any = "hgx-h10
     for lg in parsed:
         if lg.op is None:
             raise ConfigError(f"log = {lg.path!r}: cannot tell which collective it measured; pass --op")
+        if lg.header_gpus is not None and lg.header_gpus > fab.gpus:
+            raise ConfigError(f"log = {lg.path!r}: header nGpus (x nThread) = {lg.header_gpus}, but fabric "
+                              f"{fab.name!r} has {fab.gpus} GPUs; calibrate on a log of this fabric")
         if lg.ranks is not None and lg.ranks != fab.gpus:
             raise ConfigError(f"log = {lg.path!r}: measured on {lg.ranks} GPUs, but fabric {fab.name!r} has "
                               f"{fab.gpus}; calibrate on a log of the whole fabric")
-    rows = _rows(parsed, placement, max_bytes)
+    skipped: list[str] = []
+    rows = _rows(parsed, placement, max_bytes, skipped)
     if not rows:
-        raise ConfigError(f"logs: no usable rows (sizes 1..{max_bytes} bytes with #wrong = 0)")
+        why = "; ".join(skipped[:8]) + (f"; ... {len(skipped) - 8} more" if len(skipped) > 8 else "")
+        raise ConfigError(f"logs: no usable rows (sizes 1..{max_bytes} bytes, #wrong = 0, time > 0)"
+                          + (f"; left out: {why}" if why else ""))
+    notes = [f"left out {x}" for x in skipped]
     types = {r["type"] for _, r, _ in rows}
     params: dict[str, Any] = {"host_launch_ps": 0} if "host_launch_ps" in fit_params else {}
 
@@ -188,18 +202,27 @@ def fit(logs: Sequence[str | os.PathLike[str] | NcclLog], fabric: Any = "hgx-h10
         params[name] = cast((a + b) / 2)
         say(f"{name} = {params[name]:.4g}")
 
-    nvls_rows = fab.switch.nvls if hasattr(fab, "switch") else False
+    nvls_ok = fab.switch.nvls if hasattr(fab, "switch") else False
+    # NVLS parameters are fitted only on rows that can run NVLS: the log's
+    # algorithm is NVLS, or auto picks NVLS at the most NVLS-friendly bounds
+    # (an NCCL_ALGO=Ring log leaves them flat: the search would hit a bound)
+    friendly = {"nvls_base_ps": int(_BOUNDS["nvls_base_ps"][0]), "nvls_efficiency": _BOUNDS["nvls_efficiency"][1]}
+    nvls_rows = [x for x in rows if nvls_ok and sim(x[0], x[1], friendly).algorithm.startswith("nvls")]
+    for name in ("nvls_base_ps", "nvls_efficiency"):
+        if name in fit_params and not nvls_rows:
+            notes.append(f"{name}: not fitted (no NVLS rows)")
+            say(f"{name}: not fitted (no NVLS rows)")
     for _round in range(2):
         if "host_launch_ps" in fit_params:
             params["host_launch_ps"] = int(round(shift(params)))
             say(f"host_launch_ps = {params['host_launch_ps']}")
         if "nvls_base_ps" in fit_params and nvls_rows:
-            small = [x for x in rows if x[1]["size"] <= _SMALL]
+            small = [x for x in nvls_rows if x[1]["size"] <= _SMALL]
             if small:
                 golden("nvls_base_ps", small)
                 params["nvls_base_ps"] = int(round(params["nvls_base_ps"]))
         if "nvls_efficiency" in fit_params and nvls_rows:
-            large = [x for x in rows if x[1]["size"] >= _LARGE]
+            large = [x for x in nvls_rows if x[1]["size"] >= _LARGE]
             if large:
                 # bandwidth-bound rows: time ~ 1 / efficiency, so a fixed-point
                 # step eff x (simulated / measured) converges in a few steps
@@ -223,4 +246,4 @@ def fit(logs: Sequence[str | os.PathLike[str] | NcclLog], fabric: Any = "hgx-h10
                     "simulated_us": s.time_us, "error_pct": e, "algorithm": s.algorithm, "protocol": s.protocol,
                     "used": used})
     mape = sum(errs) / len(errs) if errs else float("nan")
-    return Calibration(fab.name, params, res, mape, tuple(lg.path for lg in parsed))
+    return Calibration(fab.name, params, res, mape, tuple(lg.path for lg in parsed), tuple(notes))

@@ -37,6 +37,14 @@ def _sources_or_pointer(fn: Callable[..., Any]) -> str:
     return f"the {mod.__name__} module docstring (each constant's source)" if mod is not None else ""
 
 
+def _memory_type(fn: Callable[..., Any]) -> str:
+    """The device-memory technology a GPU preset's docstring (its datasheet
+    summary) names: HBM3e, GDDR6 (Ada parts such as L20/L40) ...; "memory"
+    when it names none. The capacity field is called hbm_* on every GPU."""
+    m = re.search(r"\b(HBM\w*|GDDR\w*)", inspect.getdoc(fn) or "")
+    return m.group(1) if m else "memory"
+
+
 def _first_line(fn: Callable[..., Any]) -> str:
     doc = inspect.getdoc(fn) or ""
     para = doc.split("\n\n")[0]
@@ -104,7 +112,8 @@ def preset_catalog() -> "Any":
             extra.append("efficiencies: " + g.efficiency_source)
         rows.append({"kind": "gpu", "name": names[0], "aliases": ", ".join(names[1:]),
                      "what": f"{g.name}: {g.peak_bf16_flop_per_s / 1e12:,.0f} TFLOP/s dense BF16, "
-                             f"{g.hbm_capacity_bytes / 1e9:,.0f} GB HBM at {g.hbm_bytes_per_s / 1e12:.2f} TB/s",
+                             f"{g.hbm_capacity_bytes / 1e9:,.0f} GB {_memory_type(fn)} at "
+                             f"{g.hbm_bytes_per_s / 1e12:.2f} TB/s",
                      "sources": "; ".join([src or "(none stated)"] + extra)})
     for names, fn in _group(MODEL_PRESETS):
         m = fn()

@@ -19,7 +19,7 @@ from types import FrameType
 
 from flitsim import _core
 
-__all__ = ["cancel_all", "install_sigint_handler"]
+__all__ = ["cancel_all", "install_sigint_handler", "sigterm_as_sigint"]
 
 
 def cancel_all() -> None:
@@ -49,3 +49,22 @@ def install_sigint_handler() -> bool:
         return False
     signal.signal(signal.SIGINT, _on_sigint)
     return True
+
+
+class sigterm_as_sigint:
+    """``with sigterm_as_sigint():`` SIGTERM behaves like Ctrl-C in the block
+    (engines cancelled, ``KeyboardInterrupt`` raised, so worker pools are
+    terminated and temporary files removed on the way out) instead of killing
+    this process and orphaning its workers. A no-op off the main thread or
+    where a handler other than the default is installed."""
+
+    def __enter__(self) -> "sigterm_as_sigint":
+        self._old = None
+        if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGTERM"):
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                self._old = signal.signal(signal.SIGTERM, _on_sigint)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)

@@ -50,6 +50,8 @@ class NcclLog:
         algorithm, protocol: from NCCL's own ``NCCL_ALGO`` / ``NCCL_PROTO
             set by environment to ...`` INFO lines (NCCL_DEBUG=INFO), lower
             case, or None (NCCL chose).
+        header_gpus: ``nThread`` x ``nGpus`` from the ``# nThread`` header
+            (GPUs per process: the whole run for a single-process run), or None.
     """
 
     path: str
@@ -59,6 +61,7 @@ class NcclLog:
     avg_busbw_GBps: float | None = None
     algorithm: str | None = None
     protocol: str | None = None
+    header_gpus: int | None = None
 
     def to_pandas(self) -> "pd.DataFrame":
         import pandas as pd
@@ -83,6 +86,11 @@ def _wrong(tok: str, where: str) -> int | None:
         raise ConfigError(f"{where}: #wrong = {tok!r}: expected an integer or N/A") from None
 
 
+REDOPS = ("sum", "prod", "max", "min", "avg", "mulsum", "none")
+"""The redop column's values in nccl-tests (``test_opNames`` in its
+src/common.cu; ``none`` for collectives without a reduction)."""
+
+
 def parse(source: str | Path, *, op: str | None = None, text: str | None = None) -> NcclLog:
     """Parse nccl-tests text output.
 
@@ -96,7 +104,8 @@ def parse(source: str | Path, *, op: str | None = None, text: str | None = None)
     Raises:
         ConfigError: an unreadable file, a data row that does not parse (the
             message gives the line number and the line), a log without data
-            rows, busbw / algbw inconsistent with the op.
+            rows, busbw / algbw inconsistent with the op, a redop nccl-tests
+            does not print (allowed: :data:`REDOPS`).
     """
     label = str(source)
     if text is None:
@@ -109,6 +118,7 @@ def parse(source: str | Path, *, op: str | None = None, text: str | None = None)
     rows: list[dict[str, Any]] = []
     has_root = True
     env: dict[str, str] = {}
+    header_gpus = None
     for ln, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line:
@@ -120,6 +130,9 @@ def parse(source: str | Path, *, op: str | None = None, text: str | None = None)
             continue  # NCCL_DEBUG output interleaved with the table
         if line.startswith("#"):
             body = line[1:].strip()
+            m = re.search(r"\bnThread\s+(\d+)\s+nGpus\s+(\d+)", body)
+            if m:
+                header_gpus = int(m.group(1)) * int(m.group(2))
             if re.match(r"Rank\s+\d+\s", body):
                 ranks += 1
             elif body.startswith("size") and "count" in body:
@@ -152,6 +165,8 @@ def parse(source: str | Path, *, op: str | None = None, text: str | None = None)
                               "time/algbw/busbw numbers") from None
         if size < 0 or count < 0 or min(vals + ip) < 0:
             raise ConfigError(f"{where}: negative value in {raw.strip()!r}")
+        if tok[3] not in REDOPS:
+            raise ConfigError(f"{where}: redop = {tok[3]!r}: expected one of {list(REDOPS)} (nccl-tests' names)")
         rows.append({"size": size, "count": count, "type": tok[2], "redop": tok[3], "root": root,
                      "time_us_oop": vals[0], "algbw_GBps_oop": vals[1], "busbw_GBps_oop": vals[2],
                      "wrong_oop": _wrong(tok[k + 3], where), "time_us_ip": ip[0], "algbw_GBps_ip": ip[1],
@@ -173,7 +188,7 @@ def parse(source: str | Path, *, op: str | None = None, text: str | None = None)
                 if abs(ratio - f) > 0.02 * f + 0.01:
                     raise ConfigError(f"{label}:{r['line']}: busbw / algbw = {ratio:.3f}, but {op} over {n} ranks "
                                       f"has factor {f:.3f} (nccl-tests PERFORMANCE.md): wrong --op or GPU count?")
-    return NcclLog(label, op, n, rows, avg, env.get("ALGO"), env.get("PROTO"))
+    return NcclLog(label, op, n, rows, avg, env.get("ALGO"), env.get("PROTO"), header_gpus)
 
 
 def _op_from_ratio(rows: list[dict[str, Any]], n: int) -> str | None:

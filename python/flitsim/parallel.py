@@ -27,6 +27,30 @@ def check_jobs(jobs: Any) -> int:
     return jobs
 
 
+def _worker_init() -> None:
+    # Ctrl-C goes to the whole process group: workers ignore it and are
+    # terminated by the parent (which alone decides to stop), and SIGTERM
+    # kills them outright (a forked worker inherits the parent's handlers).
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _terminate(pool: Any) -> None:
+    """Kill ``pool``'s workers now (Ctrl-C, SIGTERM, an error): pending runs
+    are cancelled, running ones are not waited for."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.join(5.0)
+        if p.is_alive():
+            p.kill()
+
+
 def _call(args: tuple[Callable[..., Any], tuple[Any, ...]]) -> Any:
     fn, a = args
     return fn(*a)
@@ -37,7 +61,8 @@ def map_ordered(fn: Callable[..., T], items: Sequence[tuple[Any, ...]], jobs: in
     """``[fn(*item) for item in items]`` on ``jobs`` worker processes (1: in
     this process). ``done(i, result)`` is called as each finishes (any order);
     the list is in item order. ``fn`` and the items must pickle; an exception
-    in a worker is raised here (flitsim errors pickle).
+    in a worker is raised here (flitsim errors pickle). On any exception here
+    (Ctrl-C included) the workers are terminated before it propagates.
     """
     jobs = check_jobs(jobs)
     if jobs == 1 or len(items) <= 1:
@@ -55,7 +80,9 @@ def map_ordered(fn: Callable[..., T], items: Sequence[tuple[Any, ...]], jobs: in
     # `if __name__ == "__main__"` guard in the caller's script (the engine
     # keeps no threads of its own, so forking is safe); spawn elsewhere.
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=mp.get_context(method)) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=mp.get_context(method),
+                               initializer=_worker_init)
+    try:
         futs = {pool.submit(_call, (fn, tuple(it))): i for i, it in enumerate(items)}
         res: list[Any] = [None] * len(items)
         for f in as_completed(futs):
@@ -63,4 +90,8 @@ def map_ordered(fn: Callable[..., T], items: Sequence[tuple[Any, ...]], jobs: in
             res[i] = f.result()
             if done:
                 done(i, res[i])
+    except BaseException:
+        _terminate(pool)
+        raise
+    pool.shutdown(wait=True)
     return res

@@ -49,7 +49,9 @@ def parse_workload(model: Any, workload: Any, *, steps: int | None = None, frame
     from flitsim.workloads import DitWorkload, dit_workload
 
     cfg = as_model(model)
-    if isinstance(workload, DitWorkload) or (isinstance(workload, int) and not isinstance(workload, bool)):
+    if isinstance(workload, DitWorkload):
+        return workload
+    if isinstance(workload, int) and not isinstance(workload, bool) and cfg.kind == "dit":
         return workload
     text = str(workload).strip().lower()
     try:
@@ -60,9 +62,13 @@ def parse_workload(model: Any, workload: Any, *, steps: int | None = None, frame
             if steps is not None:
                 kw["steps"] = steps
             return dit_workload(cfg.name, res, **kw)
-        return int(text.removeprefix("prefill:"))
+        n = int(text.removeprefix("prefill:"))
     except ValueError:
         pass
+    else:
+        if n < 1:  # a zero-token prompt has no prefill: every configuration failed silently
+            raise config_error("workload (prefill length, tokens)", workload, f"a prompt length >= 1 for {cfg.name}")
+        return n
     want = "a resolution ('1024', '1024px', '720x1280')" if cfg.kind == "dit" else "a prefill length ('8192')"
     raise config_error("workload", workload, f"{want} for {cfg.name}")
 

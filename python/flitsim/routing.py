@@ -88,7 +88,8 @@ def route(fabric: FabricSpec | str, src: int, dst: int) -> Route:
             raise ConfigError(f"route {name} = {v!r}: expected an endpoint id (integer)")
         if not 0 <= v < f.endpoints:
             raise ConfigError(f"route {name} = {v}: expected an endpoint id in 0..{f.endpoints} "
-                              f"(GPUs 0..{f.gpus}, hosts {f.gpus}..{f.endpoints})")
+                              f"(GPUs 0..{f.gpus}, " + (f"hosts {f.gpus}..{f.endpoints})" if f.endpoints > f.gpus
+                                                        else "no host endpoints)"))
     r = _core.fabric_route(f.core_dict(), src, dst)
     hops = tuple(RouteHop(**h) for h in r["hops"])
     return Route(src=src, dst=dst, dst_name=r["dst_name"], hops=hops, p2p_blocker=r["p2p_blocker"])

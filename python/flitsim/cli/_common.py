@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 import json
 from typing import Any, Callable, TypeVar
 
@@ -63,16 +64,24 @@ def echo_json(obj: Any) -> None:
 
 
 def friendly_errors(fn: F) -> F:
-    """Turn ConfigError/StalledError into a one-line message and exit code 2."""
+    """Turn ConfigError/StalledError into a one-line message and exit code 2;
+    Ctrl-C (and SIGTERM, treated alike so worker pools are terminated and
+    temporary folders removed) into ``KeyboardInterrupt`` on stderr and exit
+    code 130, the shell's convention for SIGINT."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from flitsim.errors import StalledError
+        from flitsim.interrupt import sigterm_as_sigint
 
         try:
-            return fn(*args, **kwargs)
+            with sigterm_as_sigint():
+                return fn(*args, **kwargs)
         except (ConfigError, StalledError) as e:
             raise click.UsageError(f"{type(e).__name__}: {e}") from None
+        except KeyboardInterrupt:
+            click.echo("KeyboardInterrupt: stopped", err=True)
+            sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
 

@@ -45,7 +45,8 @@ def calibrate_nccl(logs: tuple[str, ...], fabric: str, op: str | None, placement
     if out:
         cal.write(out)
     if as_json or fmt == "json":
-        echo_json({"fabric": cal.fabric, "params": cal.params, "mape_pct": cal.mape_pct, "residuals": cal.residuals})
+        echo_json({"fabric": cal.fabric, "params": cal.params, "mape_pct": cal.mape_pct, "notes": list(cal.notes),
+                   "residuals": cal.residuals})
         return
     t = Table(title=f"nccl-tests logs vs flitsim on {cal.fabric} (MAPE {cal.mape_pct:.1f} % over fitted rows)")
     for c in ("log:line", "size", "measured (us)", "simulated (us)", "error", "algo/proto"):
@@ -55,5 +56,7 @@ def calibrate_nccl(logs: tuple[str, ...], fabric: str, op: str | None, placement
                   f"{r['error_pct']:+.1f} %" + ("" if r["used"] else " (not fitted)"),
                   f"{r['algorithm']}/{r['protocol']}")
     Printer(fmt).print(t)
+    for n in cal.notes:
+        Printer(fmt).print(n)
     Printer(fmt).print("fitted: " + ", ".join(f"{k} = {v:.6g}" for k, v in cal.params.items())
                     + (f"; written to {out}" if out else ""))

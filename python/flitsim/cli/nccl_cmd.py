@@ -14,9 +14,11 @@ import click
 
 from flitsim.cli._common import echo_json, friendly_errors
 from flitsim.cli._table import FORMATS, Printer, Table
-from flitsim.collectives import OPS, nccl_tests, parse_size
+from flitsim.collectives import ALGORITHMS, OPS, PROTOCOLS, nccl_tests, parse_size
+from flitsim.errors import ConfigError
 
 _ALIASES = ["alltoall", "allreduce", "allgather", "reducescatter"]
+_REDOPS = ("sum", "prod", "max", "min", "avg")  # nccl-tests' order for -o all
 
 
 @click.command("nccl-tests")
@@ -28,7 +30,8 @@ _ALIASES = ["alltoall", "allreduce", "allgather", "reducescatter"]
 @click.option("-f", "--stepfactor", type=int, default=2, show_default=True, help="Size multiplier between points.")
 @click.option("-d", "--datatype", "dtype", default="float", show_default=True, help="Element type.")
 @click.option("-o", "--op", "redop", default="sum", show_default=True,
-              help="Reduction operation (sum, prod, min, max, avg: the same cost in the simulator).")
+              help="Reduction operation: sum, prod, min, max, avg, or all (each in turn, as nccl-tests does; "
+                   "they have the same cost in the simulator).")
 @click.option("-r", "--root", type=int, default=0, show_default=True, help="Root rank (broadcast, reduce).")
 @click.option("-n", "--iters", type=int, default=None, help="Accepted and ignored (one deterministic answer).")
 @click.option("-w", "--warmup_iters", type=int, default=None, help="Accepted and ignored.")
@@ -62,8 +65,20 @@ def nccl_cmd(op: str, fabric: str, ngpus: int | None, minbytes: str, maxbytes: s
                    err=True)
     algo = algorithm or os.environ.get("NCCL_ALGO", "auto").lower()
     proto = protocol or os.environ.get("NCCL_PROTO", "auto").lower()
+    for var, flag, val, ok in (("NCCL_ALGO", algorithm, algo, ALGORITHMS), ("NCCL_PROTO", protocol, proto, PROTOCOLS)):
+        if flag is None and val not in ok:  # name the environment variable, not a flag the user never gave
+            raise ConfigError(f"environment variable {var} = {os.environ[var]!r}: expected one of {list(ok)} "
+                              f"(or pass --{'algorithm' if var == 'NCCL_ALGO' else 'protocol'})")
     df = nccl_tests(fabric, op, minbytes=minbytes, maxbytes=maxbytes, stepfactor=stepfactor, ngpus=ngpus,
                     dtype=dtype, algorithm=algo, protocol=proto, root=root, params=params)
+    if len(df) and (df["redop"] != "none").any():
+        # the redop does not change the simulated cost: one simulation, its rows once per
+        # requested redop (op-major, as nccl-tests prints -o all)
+        import pandas as pd
+
+        ops = _REDOPS if redop == "all" else (redop,)
+        df = pd.concat([df.assign(redop=[o if r != "none" else r for r in df["redop"]]) for o in ops],
+                       ignore_index=True)
     if fmt == "json":
         echo_json(df.to_dict(orient="records"))
         return
@@ -72,8 +87,6 @@ def nccl_cmd(op: str, fabric: str, ngpus: int | None, minbytes: str, maxbytes: s
         from flitsim.nccl_log import format_table
 
         fab = as_fabric(fabric)
-        if redop != "sum" and len(df):
-            df = df.assign(redop=[redop if r != "none" else r for r in df["redop"]])
         click.echo(format_table(df, op=op, ngpus=ngpus or fab.gpus, fabric=fab.name, minbytes=parse_size(minbytes),
                                 maxbytes=parse_size(maxbytes), stepfactor=stepfactor))
         return

@@ -28,6 +28,9 @@ def route_cmd(fabric: str, src: int, dst: int, as_json: bool, fmt: str | None) -
     if as_json or fmt == "json":
         echo_json(r.to_dict())
         return
+    if src == dst:
+        Printer(fmt).print(f"route {src} -> {dst} ({r.dst_name}): same endpoint, no hops")
+        return
     t = Table(title=f"route {src} -> {dst} ({r.dst_name})")
     for c in ("hop", "element", "kind", "name", "in port", "out port", "link", "link GB/s", "payload GB/s", "ECMP"):
         t.add_column(c)

@@ -138,10 +138,26 @@ def check_out_dir(out_dir: str, force: bool) -> Path:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = parent / f".{out.name}.flitsim-tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_stale_tmp(parent, out.name)
         tmp.mkdir()
     except OSError as e:
         raise config_error("--out", out_dir, f"a folder that can be created and written ({e.strerror or e})") from None
     return tmp
+
+
+def _remove_stale_tmp(parent: Path, name: str) -> None:
+    """Remove the temporary folders of earlier runs into ``name`` whose process
+    is gone (killed with SIGKILL or by the OOM killer: no chance to clean up)."""
+    for d in parent.glob(f".{name}.flitsim-tmp-*"):
+        pid = d.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass  # alive (another user's) or cannot tell: leave it
 
 
 def write_atomically(out_dir: str, tmp: Path, write: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:

@@ -83,8 +83,7 @@ def serve_cmd(study: str | None, model: str, fabric: str, tp: int, pp: int, repl
             cols = dict(kv.split("=", 1) for kv in columns.split(","))
         except ValueError:
             raise config_error("columns", columns, "'field=CSV column' pairs separated by commas") from None
-    wl = {"mean_input_tokens": 550, "stddev_input_tokens": 150, "mean_output_tokens": 150,
-          "stddev_output_tokens": 10} if workload == "llmperf" else workload
+    wl = workload  # "llmperf": serving.serve.LLMPERF_WORKLOAD, the same lengths as in Python
     df = sweep_rates(model, wl, parse_rates(rates), fabric=fabric, layout={"tp": tp, "pp": pp, "replicas": replicas},
                      policy=policy, n=n, dtype=dtype, max_num_batched_tokens=max_num_batched_tokens,
                      max_num_seqs=max_num_seqs, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot, columns=cols)

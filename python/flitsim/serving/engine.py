@@ -150,7 +150,7 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
 
     Raises:
         ConfigError: unknown policy; budgets < 1; a K/V capacity below the
-            smallest request (``kv_blocks``: no request could ever run).
+            largest request (``kv_blocks``: that request could never run).
         StalledError: no progress possible (module docstring).
     """
     if policy not in POLICIES:
@@ -160,10 +160,15 @@ def run_instance(requests: RequestTable, cost: Any, *, policy: str = "chunked", 
     seqs = check_int("max_num_seqs", max_num_seqs, 1)
     n = len(requests)
     arr, inp, out = requests.arrival_s, requests.input_tokens, requests.output_tokens
-    smallest = int(bm.blocks_for(int((inp + out - 1).min())))
-    if smallest > bm.capacity:
-        raise config_error("kv_blocks", kv_blocks, f"at least {smallest} blocks of {block_tokens} tokens: the smallest "
-                           "request's K/V (input + output - 1 tokens) does not fit, so no request can run")
+    if n:
+        # the largest request must fit alone (preemption cannot make room beyond the whole cache):
+        # refused here rather than a StalledError partway through the run
+        big = int(np.argmax(inp + out))
+        need = int(bm.blocks_for(int(inp[big] + out[big] - 1)))
+        if need > bm.capacity:
+            raise config_error("kv_blocks", kv_blocks, f"at least {need} blocks of {block_tokens} tokens: request {big} "
+                               f"({int(inp[big])} input + {int(out[big])} output tokens) needs its K/V (input + output "
+                               "- 1 tokens) resident at once and can never run")
     first = np.full(n, np.nan)
     fin = np.full(n, np.nan)
     pre = np.zeros(n, np.int64)

@@ -137,10 +137,17 @@ class ServeResult:
         return out
 
 
+LLMPERF_WORKLOAD = {"mean_input_tokens": 550, "stddev_input_tokens": 150, "mean_output_tokens": 150,
+                    "stddev_output_tokens": 10}
+"""``workload="llmperf"`` (the CLI's default): LLMPerf's example lengths
+(ray-project/llmperf README: input N(550, 150), output N(150, 10))."""
+
+
 def resolve_workload(workload: Any, columns: Any = None, n: int | None = None) -> Any:
-    """An LlmWorkload from itself, a shipped trace name / CSV path (with
-    ``columns``: the CSV's names for timestamp, input_tokens, output_tokens),
-    or a dict of :class:`~flitsim.workloads.LLMPerfSpec` fields.
+    """An LlmWorkload from itself, ``"llmperf"`` (:data:`LLMPERF_WORKLOAD`), a
+    shipped trace name / CSV path (with ``columns``: the CSV's names for
+    timestamp, input_tokens, output_tokens), or a dict of
+    :class:`~flitsim.workloads.LLMPerfSpec` fields.
 
     Raises:
         ConfigError: anything else; what load_trace / LLMPerfSpec raise.
@@ -149,6 +156,8 @@ def resolve_workload(workload: Any, columns: Any = None, n: int | None = None) -
 
     if isinstance(workload, LlmWorkload):
         return workload
+    if workload == "llmperf":
+        workload = dict(LLMPERF_WORKLOAD)
     if isinstance(workload, str):
         return load_trace(workload, columns, limit=n)
     if isinstance(workload, dict):
@@ -182,8 +191,8 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
 
     Args:
         model: causal model preset name or ModelConfig.
-        workload: LlmWorkload, trace name / CSV path (``columns`` maps its
-            columns), or a dict of LLMPerfSpec fields.
+        workload: LlmWorkload, ``"llmperf"`` (as the CLI), trace name / CSV
+            path (``columns`` maps its columns), or a dict of LLMPerfSpec fields.
         fabric: fabric preset name or FabricSpec (the GPUs and the network).
         gpu: GPU preset (default: the fabric's).
         layout: :class:`Layout` (or dict) of a colocated deployment.
@@ -204,7 +213,7 @@ def serve(model: Any, workload: Any, *, fabric: Any = "hgx-h100", gpu: Any = Non
     Raises:
         ConfigError: bad workload, rate, policy, budgets; a layout that does
             not fit the fabric (``layout`` / ``disaggregated``); a K/V capacity
-            below the smallest request (``kv_blocks``).
+            below the largest request (``kv_blocks``).
         StalledError: a run that cannot make progress.
     """
     from flitsim.hardware.fabric import as_fabric

@@ -51,7 +51,9 @@ def load_trace(source: str | os.PathLike[str], columns: Mapping[str, str] | None
         source: a shipped trace name (``"azure-conv-2023"``) or a CSV path.
         columns: mapping from flitsim's fields ``timestamp``, ``input_tokens``,
             ``output_tokens`` to the CSV's column names (default: the shipped
-            trace's mapping, else the field names themselves).
+            trace's mapping, else the field names themselves, else a shipped
+            trace's mapping when the CSV has its header, e.g. the Azure
+            trace's ``TIMESTAMP,ContextTokens,GeneratedTokens``).
         tokenizer: label of the tokenizer that counted the tokens (default
             ``"serving-model"`` for shipped traces, else ``"unknown"``).
         time_unit: unit of numeric timestamps (``s``, ``ms``, ``us``, ``ns``);
@@ -63,8 +65,9 @@ def load_trace(source: str | os.PathLike[str], columns: Mapping[str, str] | None
         (rows sorted by time), open loop.
 
     Raises:
-        ConfigError: missing file, unknown trace name, missing columns,
-            non-integer or negative token counts, unparsable timestamps.
+        ConfigError: missing file, unknown trace name, missing columns, a
+            header without rows, non-integer or negative token counts,
+            unparsable timestamps.
     """
     if not isinstance(source, (str, os.PathLike)):
         raise config_error("trace", source, f"a CSV path or one of {sorted(TRACES)}")
@@ -86,8 +89,14 @@ def load_trace(source: str | os.PathLike[str], columns: Mapping[str, str] | None
     except (OSError, ValueError) as e:
         raise config_error("trace", src, f"a readable CSV ({e})") from None
     missing = [v for v in cols.values() if v not in df.columns]
+    if missing and columns is None:  # a copy of a shipped trace, under its own header
+        known = [m for _, m, _ in TRACES.values() if all(v in df.columns for v in m.values())]
+        if known:
+            cols, missing = dict(known[0]), []
     if missing:
         raise config_error("columns", cols, f"columns present in the CSV; missing {missing}, have {list(df.columns)}")
+    if not len(df):
+        raise config_error("trace", src, "a CSV with at least one request: it has a header but no rows")
     ts = df[cols["timestamp"]]
     if pd.api.types.is_numeric_dtype(ts):
         scale = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}.get(time_unit)

@@ -33,7 +33,44 @@ pub fn from_py<T: DeserializeOwned + Serialize>(obj: &Bound<'_, PyAny>, what: &s
     if bool_read_as_number(obj, &back, &mut at)? {
         return Err(ConfigError::new_err(format!("{at}: expected a number, got a bool (True is not 1)")));
     }
+    // ... and reads bools by truthiness ("yes", 1, "false" all pass): refuse a non-bool read as a bool.
+    let mut at = what.to_string();
+    if let Some(got) = non_bool_read_as_bool(obj, &back, &mut at)? {
+        return Err(ConfigError::new_err(format!("{at} = {got}: expected a bool (true or false)")));
+    }
     Ok(v)
+}
+
+/// The repr of a value in `input` (with `path` set to where) that is not a bool
+/// where `back` has a bool; numpy bools count as bools.
+fn non_bool_read_as_bool(input: &Bound<'_, PyAny>, back: &Bound<'_, PyAny>, path: &mut String) -> PyResult<Option<String>> {
+    use pyo3::types::{PyBool, PyList, PyTuple};
+    if back.is_instance_of::<PyBool>() {
+        let numpy_bool = input.get_type().name().map(|n| n.to_string() == "bool_" || n.to_string() == "bool").unwrap_or(false);
+        return Ok(if input.is_instance_of::<PyBool>() || numpy_bool { None } else { Some(input.repr()?.to_string()) });
+    }
+    if let (Ok(d), Ok(b)) = (input.cast::<PyDict>(), back.cast::<PyDict>()) {
+        for (k, x) in d.iter() {
+            if let Some(y) = b.get_item(&k)? {
+                let n = path.len();
+                path.push_str(&format!(".{k}"));
+                if let Some(r) = non_bool_read_as_bool(&x, &y, path)? {
+                    return Ok(Some(r));
+                }
+                path.truncate(n);
+            }
+        }
+    } else if (input.is_instance_of::<PyList>() || input.is_instance_of::<PyTuple>()) && back.is_instance_of::<PyList>() {
+        for (i, (x, y)) in input.try_iter()?.zip(back.try_iter()?).enumerate() {
+            let n = path.len();
+            path.push_str(&format!("[{i}]"));
+            if let Some(r) = non_bool_read_as_bool(&x?, &y?, path)? {
+                return Ok(Some(r));
+            }
+            path.truncate(n);
+        }
+    }
+    Ok(None)
 }
 
 /// True (with `path` set to where) if `input` holds a bool where `back` has no bool.
