@@ -282,3 +282,18 @@ def test_run_out_dir_removes_temp_folders_of_dead_runs(tmp_path):
     tmp = check_out_dir(str(tmp_path / "out"), False)
     assert tmp.is_dir() and not stale.exists() and alive.exists()
     tmp.rmdir()
+
+
+def test_flow_level_accepts_host_endpoints_like_packet_level() -> None:
+    """Fresh user: flow level refused host endpoint ids that packet level and `route` accept.
+
+    A GPU -> host-memory copy crosses the same links at both fidelities; a single bandwidth-bound
+    copy must agree within the flow tier's 2 % bandwidth-bound bound.
+    """
+    from flitsim.hardware.fabric import fabric_preset
+
+    spec = fabric_preset("pcie-8xl40")
+    host = spec.gpus  # first host endpoint
+    flow = flitsim.transfers(spec, [0], [host], 4 << 20, fidelity="flow").makespan_ps
+    packet = flitsim.transfers(spec, [0], [host], 4 << 20, fidelity="packet").makespan_ps
+    assert abs(flow - packet) / packet < 0.02
