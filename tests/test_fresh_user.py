@@ -1,6 +1,8 @@
 """Regressions from a fresh-user hostile-input pass (each case once failed with a raw
 Python exception, a silent answer or a wrong coercion)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -282,3 +284,31 @@ def test_run_out_dir_removes_temp_folders_of_dead_runs(tmp_path):
     tmp = check_out_dir(str(tmp_path / "out"), False)
     assert tmp.is_dir() and not stale.exists() and alive.exists()
     tmp.rmdir()
+
+
+def test_flow_level_accepts_host_endpoints_like_packet_level() -> None:
+    """Fresh user: flow level refused host endpoint ids that packet level and `route` accept.
+
+    A GPU -> host-memory copy crosses the same links at both fidelities; a single bandwidth-bound
+    copy must agree within the flow tier's 2 % bandwidth-bound bound.
+    """
+    from flitsim.hardware.fabric import fabric_preset
+
+    spec = fabric_preset("pcie-8xl40")
+    host = spec.gpus  # first host endpoint
+    flow = flitsim.transfers(spec, [0], [host], 4 << 20, fidelity="flow").makespan_ps
+    packet = flitsim.transfers(spec, [0], [host], 4 << 20, fidelity="packet").makespan_ps
+    assert abs(flow - packet) / packet < 0.02
+
+
+def test_scenario_builder_errors_name_the_case_and_schedule(tmp_path) -> None:
+    """Fresh user: `stages = 0` in a scenario failed with `stages = 0: ...` and no hint of which
+    case or schedule of the file held it."""
+    from flitsim.scenario.run import run_scenario
+
+    text = (Path(__file__).resolve().parents[1] / "examples" / "tiny.toml").read_text()
+    text = text.replace("options = { stages = 4, slices = 4 }", "options = { stages = 0, slices = 4 }")
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(flitsim.ConfigError, match=r"cases\.Llama-3-8B prefill, LLMPerf\.schedules\.TeraPipe uniform: .*stages = 0"):
+        run_scenario(p, progress=False)

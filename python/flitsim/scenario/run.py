@@ -19,7 +19,7 @@ import pandas as pd
 
 import flitsim.schedules as S
 from flitsim.cost import read_profile
-from flitsim.errors import config_error
+from flitsim.errors import ConfigError, config_error
 from flitsim.hardware import fabric_gpu, gpu_preset
 from flitsim.schedules.builder import DEFAULT_GPU
 from flitsim.networks import AnalyticNetwork, FabricNetwork
@@ -197,15 +197,19 @@ def _run_entry(ctx: _Context, case: CaseSection, e: ScheduleEntry, wl: Any) -> R
     per: list[tuple[Any, dict[str, Any]]] = []
     scheds = []
     nets = set()
-    if e.name == "decode":
-        todo: list[tuple[Any, Any]] = [(None, S.build("decode", case.model, info["workload"], **opts))]
-        base = None
-    elif info["kind"] == "dit":
-        todo = [(None, S.build(e.name, None, wl, **opts))]
-        base = _one_gpu(ctx, case, wl, None) if case.baseline else None
-    else:
-        todo = [(tok, S.build(e.name, case.model, tok, **opts)) for tok in info["reps"]]
-        base = 0.0 if case.baseline else None
+    try:
+        if e.name == "decode":
+            todo: list[tuple[Any, Any]] = [(None, S.build("decode", case.model, info["workload"], **opts))]
+            base = None
+        elif info["kind"] == "dit":
+            todo = [(None, S.build(e.name, None, wl, **opts))]
+            base = _one_gpu(ctx, case, wl, None) if case.baseline else None
+        else:
+            todo = [(tok, S.build(e.name, case.model, tok, **opts)) for tok in info["reps"]]
+            base = 0.0 if case.baseline else None
+    except ConfigError as err:
+        # The builder names its own field; say which case and schedule of the file it came from.
+        raise ConfigError(f"cases.{case.name}.schedules.{label}: {err}") from err
     for tok, built in todo:
         sched, net = _simulate(ctx, built, e.network, e.fidelity)
         per.append((tok, schedule_metrics(sched)))

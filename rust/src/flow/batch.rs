@@ -38,7 +38,7 @@ impl Model for FlowBatch {
 /// `Config` for bad specs or arrays; `Stalled` if flows remain unfinished.
 pub fn run_batch_flow(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn Interrupt) -> Result<BatchResult> {
     spec.validate()?;
-    validate_batch(batch, spec.gpus)?;
+    validate_batch(batch, spec.endpoints())?;
     let mut sim = FlowSim::new(spec)?;
     let n = batch.src.len();
     for i in 0..n {
