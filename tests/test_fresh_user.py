@@ -312,3 +312,20 @@ def test_scenario_builder_errors_name_the_case_and_schedule(tmp_path) -> None:
     p.write_text(text)
     with pytest.raises(flitsim.ConfigError, match=r"cases\.Llama-3-8B prefill, LLMPerf\.schedules\.TeraPipe uniform: .*stages = 0"):
         run_scenario(p, progress=False)
+
+
+def test_every_fabric_argument_takes_a_toml_file(tmp_path) -> None:
+    """Fresh user: `flitsim nccl-tests -F g2.toml` (and Python `collective("g2.toml", ...)`) refused a
+    fabric file that `route`, `ledger` and `plan` accept; `as_fabric` is now the one place that reads it."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    p = tmp_path / "two.toml"
+    p.write_text('gpus = 2\nlinks_per_switch = [1, 1]\nlink = "nvlink4"\n')
+    out = CliRunner().invoke(cli, ["nccl-tests", "all_gather", "-F", str(p), "-b", "64K", "-e", "64K", "--format", "csv"])
+    assert out.exit_code == 0, out.output
+    r = flitsim.collective(str(p), "all_gather", 1 << 16)
+    assert r.n == 2
+    with pytest.raises(flitsim.ConfigError, match="fabric file"):
+        flitsim.collective(str(tmp_path / "missing.toml"), "all_gather", 1 << 16)

@@ -132,10 +132,10 @@ def ledger(preset: str | SystemPreset | LinkSpec = "gb200-nvl72",
     """
     system: SystemPreset | None = None
     if isinstance(preset, (str, os.PathLike)) and str(preset).lower().endswith(".toml"):
-        # A fabric file, as `flitsim route` and `flitsim plan` take it.
-        from flitsim.hardware.fabric import FabricSpec
+        # A fabric file, as every command that takes a fabric reads it.
+        from flitsim.hardware.fabric import as_fabric
 
-        return fabric_ledger(FabricSpec.from_toml(preset))
+        return fabric_ledger(as_fabric(preset))
     if isinstance(preset, str) and preset.lower().replace("_", "-") in _tier_names():
         from flitsim.hardware.fabric import fabric_preset
 

@@ -23,7 +23,7 @@ _REDOPS = ("sum", "prod", "max", "min", "avg")  # nccl-tests' order for -o all
 
 @click.command("nccl-tests")
 @click.argument("op", type=click.Choice(list(OPS) + _ALIASES))
-@click.option("-F", "--fabric", "fabric", default="hgx-h100", show_default=True, help="Fabric preset.")
+@click.option("-F", "--fabric", "fabric", default="hgx-h100", show_default=True, help="Fabric preset name or fabric TOML file.")
 @click.option("-g", "--ngpus", type=int, default=None, help="GPUs in the group (default: every GPU of the fabric).")
 @click.option("-b", "--minbytes", default="8", show_default=True, help="Smallest size (8, 64K, 8M, 8G).")
 @click.option("-e", "--maxbytes", default="8G", show_default=True, help="Largest size.")

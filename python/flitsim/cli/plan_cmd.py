@@ -36,10 +36,10 @@ def plan_cmd(model: str, workload: str, fabric: str, gpus: int | None, steps: in
     """Rank parallel configurations of MODEL for WORKLOAD (a DiT resolution such
     as 1024 or 720x1280, or an LLM prefill length such as 8192) on N GPUs of a
     fabric: memory per GPU, latency and the scorecard's structure figures."""
-    from flitsim.hardware.fabric import FabricSpec, as_fabric
+    from flitsim.hardware.fabric import as_fabric
     from flitsim.planner import plan
 
-    fab = FabricSpec.from_toml(fabric) if fabric.endswith(".toml") else as_fabric(fabric)
+    fab = as_fabric(fabric)
     r = plan(model, workload, fabric=fab, gpus=gpus, fidelity=fidelity, prune_factor=prune_factor, steps=steps,
              jobs=jobs)
     fmt = resolve_format(fmt, as_json)

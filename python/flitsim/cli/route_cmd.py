@@ -18,12 +18,10 @@ def route_cmd(fabric: str, src: int, dst: int, as_json: bool, fmt: str | None) -
     """Print the route from endpoint SRC to DST on FABRIC (a preset name or a
     fabric TOML file): element kind/index/port at each hop, the link it leaves
     over and its payload rate, and the ECMP width (ports packets spread over)."""
-    from pathlib import Path
-
-    from flitsim.hardware.fabric import FabricSpec
+    from flitsim.hardware.fabric import as_fabric
     from flitsim.routing import route
 
-    f = FabricSpec.from_toml(fabric) if Path(fabric).suffix == ".toml" else fabric
+    f = as_fabric(fabric)
     r = route(f, src, dst)
     if as_json or fmt == "json":
         echo_json(r.to_dict())

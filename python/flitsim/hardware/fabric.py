@@ -17,6 +17,7 @@ Presets (each names its public sources):
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Sequence
 
@@ -465,12 +466,17 @@ def fabric_preset(name: str, **options: Any) -> FabricSpec:
     return FABRIC_PRESETS[key](**options)
 
 
-def as_fabric(fabric: "FabricSpec | str") -> FabricSpec:
-    """A FabricSpec from a spec or a preset name.
+def as_fabric(fabric: "FabricSpec | str | os.PathLike[str]") -> FabricSpec:
+    """A FabricSpec from a spec, a preset name or a fabric TOML file (a path ending in ``.toml``).
+
+    The one place names and files become specs, so every command and function that takes a
+    fabric accepts the same three forms.
 
     Raises:
-        ConfigError: an unknown preset name or any other type.
+        ConfigError: an unknown preset name, an invalid or missing TOML file, or any other type.
     """
+    if isinstance(fabric, os.PathLike) or (isinstance(fabric, str) and fabric.lower().endswith(".toml")):
+        return FabricSpec.from_toml(os.fspath(fabric))
     if isinstance(fabric, str):
         return fabric_preset(fabric)
     if not isinstance(fabric, FabricSpec):
