@@ -57,6 +57,24 @@ def _schedule(ctx: Any, schedule: str, px: int) -> Any:
     return _CACHE[key]
 
 
+_TOO_FAST = ("simulated too fast where NCCL's collectives cross the CPU (host-staged SHM copies, 24 GB/s PCIe): "
+             "NCCL's per-operation costs there (proxy thread, per-step synchronisation, launches) are not public "
+             "and are not fitted, and bandwidth alone does not explain the gap (DistriFusion's ~10.6 GB over 20 "
+             "steps at 1024 px is ~0.4 s at 24 GB/s against 4.4 s measured); docs/fabrics.md")
+KNOWN_MISSES = {
+    **{f"pcie_dit.{k}": _TOO_FAST for k in (
+        "tensor_parallel_1024", "pipefusion_1024", "distrifusion_1024", "ulysses_1024", "ring_attention_1024",
+        "distrifusion_2048", "ulysses_2048", "ring_attention_2048", "ulysses_4096", "ring_attention_4096")},
+    "pcie_dit.ranking_1024": "follows from the latency misses at 1024 px (collective-heavy schedules too fast)",
+    "pcie_dit.ranking_4096": "follows from the latency misses at 4096 px: Ring and Ulysses 2-7x too fast",
+    "pcie_dit.distrifusion_4096_oom": ("the memory model fits DistriFusion's stale activations at 4096 px in the "
+                                       "L20's 48 GB where xDiT ran out of memory; the missing term is not "
+                                       "identified (framework buffers and allocator fragmentation are not modelled)"),
+}
+"""Cases expected to miss, each with its reason (re-recorded after the PCIe transports followed NCCL's P2P
+rules; they still count in the transfer MAPE)."""
+
+
 def _latency(schedule: str, px: int) -> Callable[[Any], Any]:
     def compute(ctx: Any) -> Any:
         s = _schedule(ctx, schedule, px)
@@ -95,7 +113,7 @@ def _cases() -> list[Case]:
                 call=(f'S.simulate(S.build("{sched}", None, dit_workload("pixart-alpha", {px}, steps=20), gpu="l20", '
                       f'fabric="{PRESET}", {args}), FabricNetwork("{PRESET}", fidelity="auto")).makespan_ps * 1e-12'),
                 compute=_latency(sched, px), tag="transfer", system="L20 PCIe", size_band=f"{px} px", fabric=PRESET,
-                min_gpus=8, requires=_preset_missing))
+                min_gpus=8, requires=_preset_missing, known_miss=KNOWN_MISSES.get(f"pcie_dit.{sched}_{px}", "")))
         n = len(row)
         out.append(Case(
             id=f"pcie_dit.ranking_{px}", area="pcie_dit",
@@ -104,14 +122,15 @@ def _cases() -> list[Case]:
             tolerance_why=("one swapped pair allowed: at 2048 px PipeFusion and DistriFusion are 0.4 % apart "
                            "(6.345 vs 6.317 s), within run-to-run noise"),
             call="the latency cases of this resolution, compared pairwise", compute=_ranking(px), tag="transfer",
-            system="L20 PCIe", size_band=f"{px} px", fabric=PRESET, min_gpus=8, requires=_preset_missing))
+            system="L20 PCIe", size_band=f"{px} px", fabric=PRESET, min_gpus=8, requires=_preset_missing,
+            known_miss=KNOWN_MISSES.get(f"pcie_dit.ranking_{px}", "")))
     out.append(Case(
         id="pcie_dit.distrifusion_4096_oom", area="pcie_dit",
         quantity="DistriFusion at 4096 px on 8 x L20 runs out of memory (1 = OOM)", unit="indicator", source=SRC,
         measured=1.0, tolerance=0.0, tolerance_why="a status, not a number: OOM or not",
         call='S.build("distrifusion", None, dit_workload("pixart-alpha", 4096, steps=20), gpu="l20", degree=8).memory_status',
         compute=_oom, tag="transfer", system="L20 PCIe", size_band="4096 px", fabric=PRESET, min_gpus=8,
-        requires=_preset_missing))
+        requires=_preset_missing, known_miss=KNOWN_MISSES["pcie_dit.distrifusion_4096_oom"]))
     return out
 
 
