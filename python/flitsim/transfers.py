@@ -122,6 +122,10 @@ class TransferResult:
             "folded_planes": self.folded_planes, "fold_reason": self.fold_reason,
             "packets": self.packets, "events": self.events,
             "faults": dict(self.faults),
+            # The engine's byte counters cover what it simulated: one plane when planes were folded.
+            "faults_scope": ("whole fabric" if self.folded_planes <= 1 else
+                             f"one simulated plane of {self.folded_planes} folded planes (x {self.folded_planes} "
+                             "for the fabric)"),
             "fidelity": self.fidelity, "fidelity_reason": self.fidelity_reason,
         }
 
