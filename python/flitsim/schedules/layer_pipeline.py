@@ -20,7 +20,7 @@ from flitsim.models.kernels import slice_kernels
 from flitsim.models.zoo import as_model
 from flitsim.schedules.builder import Hardware, check_int, new_builder
 from flitsim.schedules.schedule import Schedule
-from flitsim.schedules.terapipe import causal_seq_tokens, pipeline_devices, stage_layers
+from flitsim.schedules.terapipe import causal_seq_tokens, credit_edges, pipeline_devices, stage_layers
 
 __all__ = ["build_layer_pipeline"]
 
@@ -76,8 +76,7 @@ def build_layer_pipeline(model: Any, workload: Any, *, devices: Any = None, stag
                 tail = tp_stage(gb, dev[j], layer, n_l, pre if j == 0 else None, post if j == K - 1 else None,
                                 hand, tail, stage=j, item=m, step=0, phase="pipeline", label=f"mb{m}.stage{j}")
                 if credit0 is not None and m >= credit0 and j > 0:
-                    for r in range(TP):
-                        gb.edge(first[m - credit0][j], first[m][j - 1] + r, "credit")
+                    credit_edges(gb, first, m, j, credit0, TP)
                 if j + 1 < K:
                     tail = tp_handoff(gb, dev[j], dev[j + 1], hand, tail, stage=j, item=m, step=0, phase="pipeline",
                                       label=f"mb{m}.{j}->{j + 1}")

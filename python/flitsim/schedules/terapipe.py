@@ -323,12 +323,18 @@ def _terapipe_tp(gb: Any, cfg: Any, ids: list[int], K: int, TP: int, groups: lis
                         gb.edge(t, start + r)
             last[i][j] = list(tail)
             if credit is not None and i >= credit and j > 0:
-                # stage j-1 may start slice i only once stage j has taken slice i - credit
-                for r in range(TP):
-                    gb.edge(first[i - credit][j], first[i][j - 1] + r, "credit")
+                credit_edges(gb, first, i, j, credit, TP)
             if j + 1 < K:
                 tail = tp_handoff(gb, dev[j], dev[j + 1], hand, tail, stage=j, item=i, step=0, phase="pipeline",
                                   label=f"slice{i}.{j}->{j + 1}")
+
+
+def credit_edges(gb: Any, first: Any, item: int, stage: int, credit: int, tp: int) -> None:
+    """Stage ``stage - 1`` may start ``item`` only once stage ``stage`` has taken ``item - credit``:
+    an edge from that start to each of the ``tp`` ranks' first task (``first[item][stage]`` is the
+    first task id of an item on a stage; its ``tp`` ranks are consecutive ids)."""
+    for r in range(tp):
+        gb.edge(first[item - credit][stage], first[item][stage - 1] + r, "credit")
 
 
 def pipeline_devices(cfg: Any, K: int, tp: Any, devices: Any, fabric: Any, fabric_devices: Any,
