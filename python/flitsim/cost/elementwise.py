@@ -3,7 +3,24 @@ copies) at memory bandwidth, and their fusion under a compiler.
 
 An elementwise kernel reads ``reads`` and writes ``writes`` tensors of
 ``numel`` elements: ``bytes = numel x (reads + writes) x elem_bytes`` (tensor
-bytes read + written), at ``memory_efficiency x`` the device bandwidth. A
+bytes read + written). In an eager chain each kernel reads what the kernel
+before it just wrote, and PyTorch's caching allocator hands a freed block of
+the same size straight back, so a kernel whose tensors fit in L2 finds its
+inputs there and writes over lines already resident: the share
+
+    h = min(1, L2_RESIDENT_SHARE x l2_bytes / (l2_partitions x bytes))
+
+of its bytes moves at the L2 bandwidth (``GpuSpec.l2_bytes_per_s``), the rest
+at ``memory_efficiency x`` the device bandwidth:
+
+    t = bytes x (h / l2_bytes_per_s + (1 - h) / (hbm_bytes_per_s x memory_efficiency))
+
+``L2_RESIDENT_SHARE`` = 0.5 (**assumed**: the other half holds the weights and
+the operands of the surrounding GEMMs); ``l2_partitions`` = 2 on A100 / Hopper /
+Blackwell, whose two L2 partitions each hold what their half of the SMs touches
+(an elementwise kernel's tensor is touched by both: held twice), 1 on Ada.
+This matters most on Ada (96 MB in one L2 against 864 GB/s GDDR6), where a
+1024 px activation (19-27 MB) fits and the eager chains run out of L2. A
 compiler (torch.compile / Inductor) fuses a run of consecutive elementwise
 kernels of one block part into one kernel: the intermediates stay in
 registers, so the fused kernel reads ``sum(reads) - (count - 1)`` tensors (each
@@ -16,15 +33,26 @@ import numpy as np
 
 from flitsim.hardware.gpus import GpuSpec
 
-__all__ = ["elementwise_time_s", "fuse_elementwise"]
+__all__ = ["elementwise_time_s", "fuse_elementwise", "l2_hit_share", "L2_RESIDENT_SHARE"]
+
+L2_RESIDENT_SHARE = 0.5
+
+
+def l2_hit_share(nbytes: np.ndarray, gpu: GpuSpec) -> np.ndarray:
+    """Share of an elementwise kernel's ``nbytes`` (read + written) served from
+    L2: ``min(1, L2_RESIDENT_SHARE x l2_bytes / (l2_partitions x nbytes))`` (1 for 0 bytes)."""
+    b = np.asarray(nbytes, dtype=np.float64)
+    return np.minimum(1.0, L2_RESIDENT_SHARE * gpu.l2_bytes / (gpu.l2_partitions * np.maximum(b, 1.0)))
 
 
 def elementwise_time_s(numel: np.ndarray, reads: np.ndarray, writes: np.ndarray, elem_bytes: np.ndarray,
                        gpu: GpuSpec) -> np.ndarray:
-    """Time of elementwise kernels, seconds: tensor bytes read + written over
-    the streaming bandwidth (broadcast over the arguments)."""
+    """Time of elementwise kernels, seconds: tensor bytes read + written, the
+    L2-resident share at the L2 bandwidth and the rest at the streaming device
+    bandwidth (module docstring; broadcast over the arguments)."""
     nbytes = np.asarray(numel, dtype=np.float64) * (np.asarray(reads) + np.asarray(writes)) * np.asarray(elem_bytes)
-    return nbytes / (gpu.hbm_bytes_per_s * gpu.memory_efficiency)
+    h = l2_hit_share(nbytes, gpu)
+    return nbytes * (h / gpu.l2_bytes_per_s + (1.0 - h) / (gpu.hbm_bytes_per_s * gpu.memory_efficiency))
 
 
 def fuse_elementwise(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -30,6 +30,13 @@ __all__ = ["GpuSpec", "Efficiency", "GPU_PRESETS", "gpu_preset", "fabric_gpu", "
            "rtx4090"]
 
 _MiB = 1 << 20
+# L2 read bandwidth per clock: A100 whitepaper ("5120 Bytes/clk", vs V100's 2048). No later
+# document gives one: the same per-clock figure at each part's boost clock is assumed.
+_L2_BYTES_PER_CLK = 5120
+
+
+def _l2(clock_mhz: float) -> float:
+    return _L2_BYTES_PER_CLK * clock_mhz * 1e6
 
 
 class GpuSpec(Spec):
@@ -45,6 +52,16 @@ class GpuSpec(Spec):
         hbm_capacity_bytes: device memory, bytes (decimal GB x 1e9; GDDR on Ada parts).
         hbm_bytes_per_s: device-memory bandwidth, bytes/s (decimal TB/s x 1e12).
         l2_bytes: L2 cache, bytes.
+        l2_bytes_per_s: L2 read bandwidth, bytes/s: 5120 bytes per clock at the
+            boost clock (the A100 whitepaper's figure for A100; **assumed** for
+            the other parts, whose documents give no L2 bandwidth). Elementwise
+            kernels whose tensors stay resident in L2 run at it
+            (:mod:`flitsim.cost.elementwise`).
+        l2_partitions: 2 where the L2 is split into two partitions, each caching
+            the data its half of the SMs touches (A100 and H100 whitepapers; data
+            both halves touch is held twice, so the capacity a producer -> consumer
+            chain can use halves; assumed the same for H20 / H200 and for the two
+            dies of B200 / GB200); 1 for Ada (one L2, Ada whitepaper).
         gemm_efficiency: top of the GEMM efficiency curve: the fraction of
             ``peak`` a large, wave-aligned BF16 GEMM sustains (clock under the
             power limit, pipeline stalls). Not public: fitted on single-GPU
@@ -67,6 +84,8 @@ class GpuSpec(Spec):
     hbm_capacity_bytes: float = Field(gt=0)
     hbm_bytes_per_s: float = Field(gt=0)
     l2_bytes: float = Field(default=50 * _MiB, gt=0)
+    l2_bytes_per_s: float = Field(default=_L2_BYTES_PER_CLK * 1980e6, gt=0)
+    l2_partitions: int = Field(default=2, ge=1)
     gemm_efficiency: float = Field(default=0.7, gt=0, le=1)
     attention_efficiency: float = Field(default=0.5, gt=0, le=1)
     memory_efficiency: float = Field(default=0.85, gt=0, le=1)
@@ -108,11 +127,10 @@ class Efficiency(Spec):
 # architecture's fitted value (marked in efficiency_source).
 _FIT = "fitted: benches/calibrate_compute.py on xDiT single-GPU latencies ({})"
 _EFF: dict[str, tuple[float, float, str]] = {
-    "a100": (0.535, 0.57, _FIT.format("PixArt-alpha 1024-8192 px on A100")),
-    "l20": (1.0, 0.895, _FIT.format("PixArt-alpha 1024-4096 px on L20; the GEMM top hits its bound 1.0")),
-    "l40": (1.0, 0.725, _FIT.format("PixArt-alpha and Flux.1-dev 1024-4096 px on L40; the GEMM top hits "
-                                     "its bound 1.0")),
-    "h100": (0.625, 0.35, _FIT.format("Flux.1-dev 1024 px eager and compiled on H100; attention pinned to "
+    "a100": (0.52, 0.575, _FIT.format("PixArt-alpha 1024-8192 px on A100")),
+    "l20": (0.855, 0.91, _FIT.format("PixArt-alpha 1024-4096 px on L20")),
+    "l40": (0.79, 0.755, _FIT.format("PixArt-alpha and Flux.1-dev 1024-4096 px on L40")),
+    "h100": (0.605, 0.35, _FIT.format("Flux.1-dev 1024 px eager and compiled on H100; attention pinned to "
                                        "FlashAttention-2's published 35 % of H100 peak (FlashAttention-3 paper, "
                                        "arXiv 2407.08608), the two rows being one shape")),
 }
@@ -134,7 +152,8 @@ def a100() -> GpuSpec:
     Sources: NVIDIA A100 datasheet; NVIDIA A100 Tensor Core GPU architecture
     whitepaper (108 SMs, 40 MB L2).
     """
-    return GpuSpec(name="A100", arch="ampere", sm_count=108, boost_clock_mhz=1410, peak_bf16_flop_per_s=312e12,
+    return GpuSpec(name="A100", arch="ampere", sm_count=108, boost_clock_mhz=1410, l2_bytes_per_s=_l2(1410),
+                   peak_bf16_flop_per_s=312e12,
                    hbm_capacity_bytes=80e9, hbm_bytes_per_s=2.039e12, l2_bytes=40 * _MiB, **_eff("a100"),
                    sources=("NVIDIA A100 datasheet", "NVIDIA A100 architecture whitepaper"))
 
@@ -145,7 +164,7 @@ def a100_pcie() -> GpuSpec:
 
     Sources: NVIDIA A100 datasheet (PCIe column); A100 whitepaper.
     """
-    return GpuSpec(name="A100 PCIe", arch="ampere", sm_count=108, boost_clock_mhz=1410,
+    return GpuSpec(name="A100 PCIe", arch="ampere", sm_count=108, boost_clock_mhz=1410, l2_bytes_per_s=_l2(1410),
                    peak_bf16_flop_per_s=312e12, hbm_capacity_bytes=80e9, hbm_bytes_per_s=1.935e12,
                    l2_bytes=40 * _MiB, **_eff("a100_pcie", "a100"),
                    sources=("NVIDIA A100 datasheet (PCIe 80GB)", "NVIDIA A100 architecture whitepaper"))
@@ -158,10 +177,11 @@ def a800() -> GpuSpec:
 
     Source: NVIDIA A800 datasheet.
     """
-    return GpuSpec(name="A800", arch="ampere", sm_count=108, boost_clock_mhz=1410, peak_bf16_flop_per_s=312e12,
+    return GpuSpec(name="A800", arch="ampere", sm_count=108, boost_clock_mhz=1410, l2_bytes_per_s=_l2(1410),
+                   peak_bf16_flop_per_s=312e12,
                    hbm_capacity_bytes=80e9, hbm_bytes_per_s=2.039e12, l2_bytes=40 * _MiB,
                    **_eff("a800", "a100"), sources=("NVIDIA A800 datasheet",),
-                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes"))
+                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes", "l2_bytes_per_s"))
 
 
 def h100() -> GpuSpec:
@@ -171,10 +191,12 @@ def h100() -> GpuSpec:
     Sources: NVIDIA H100 datasheet (sparse figures halved); NVIDIA H100 Tensor
     Core GPU architecture whitepaper (132 SMs on SXM5, 50 MB L2).
     """
-    return GpuSpec(name="H100", arch="hopper", sm_count=132, boost_clock_mhz=1980, peak_bf16_flop_per_s=989e12,
+    return GpuSpec(name="H100", arch="hopper", sm_count=132, boost_clock_mhz=1980, l2_bytes_per_s=_l2(1980),
+                   peak_bf16_flop_per_s=989e12,
                    peak_fp8_flop_per_s=1979e12, hbm_capacity_bytes=80e9, hbm_bytes_per_s=3.35e12,
                    l2_bytes=50 * _MiB, **_eff("h100"),
-                   sources=("NVIDIA H100 datasheet", "NVIDIA H100 architecture whitepaper"))
+                   sources=("NVIDIA H100 datasheet", "NVIDIA H100 architecture whitepaper"),
+                   assumed=("l2_bytes_per_s",))
 
 
 def h100_pcie() -> GpuSpec:
@@ -183,10 +205,11 @@ def h100_pcie() -> GpuSpec:
 
     Sources: NVIDIA H100 datasheet (PCIe column, sparse halved); H100 whitepaper (114 SMs).
     """
-    return GpuSpec(name="H100 PCIe", arch="hopper", sm_count=114, boost_clock_mhz=1755,
+    return GpuSpec(name="H100 PCIe", arch="hopper", sm_count=114, boost_clock_mhz=1755, l2_bytes_per_s=_l2(1755),
                    peak_bf16_flop_per_s=756e12, peak_fp8_flop_per_s=1513e12, hbm_capacity_bytes=80e9,
                    hbm_bytes_per_s=2.0e12, l2_bytes=50 * _MiB, **_eff("h100_pcie", "h100"),
-                   sources=("NVIDIA H100 datasheet (PCIe)", "NVIDIA H100 architecture whitepaper"))
+                   sources=("NVIDIA H100 datasheet (PCIe)", "NVIDIA H100 architecture whitepaper"),
+                   assumed=("l2_bytes_per_s",))
 
 
 def h20() -> GpuSpec:
@@ -196,10 +219,11 @@ def h20() -> GpuSpec:
 
     Source: NVIDIA H20 product brief as reported (BF16 148 TFLOPS, FP8 296, 96 GB, 4.0 TB/s).
     """
-    return GpuSpec(name="H20", arch="hopper", sm_count=78, boost_clock_mhz=1980, peak_bf16_flop_per_s=148e12,
+    return GpuSpec(name="H20", arch="hopper", sm_count=78, boost_clock_mhz=1980, l2_bytes_per_s=_l2(1980),
+                   peak_bf16_flop_per_s=148e12,
                    peak_fp8_flop_per_s=296e12, hbm_capacity_bytes=96e9, hbm_bytes_per_s=4.0e12,
                    l2_bytes=60 * _MiB, **_eff("h20", "h100"), sources=("NVIDIA H20 product brief (as reported)",),
-                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes"))
+                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes", "l2_bytes_per_s"))
 
 
 def h200() -> GpuSpec:
@@ -208,10 +232,12 @@ def h200() -> GpuSpec:
 
     Source: NVIDIA H200 datasheet; H100 whitepaper for the (same) GH100 configuration.
     """
-    return GpuSpec(name="H200", arch="hopper", sm_count=132, boost_clock_mhz=1980, peak_bf16_flop_per_s=989e12,
+    return GpuSpec(name="H200", arch="hopper", sm_count=132, boost_clock_mhz=1980, l2_bytes_per_s=_l2(1980),
+                   peak_bf16_flop_per_s=989e12,
                    peak_fp8_flop_per_s=1979e12, hbm_capacity_bytes=141e9, hbm_bytes_per_s=4.8e12,
                    l2_bytes=50 * _MiB, **_eff("h200", "h100"),
-                   sources=("NVIDIA H200 datasheet", "NVIDIA H100 architecture whitepaper"))
+                   sources=("NVIDIA H200 datasheet", "NVIDIA H100 architecture whitepaper"),
+                   assumed=("l2_bytes_per_s",))
 
 
 def b200() -> GpuSpec:
@@ -221,10 +247,11 @@ def b200() -> GpuSpec:
 
     Source: NVIDIA DGX B200 datasheet (per GPU = system / 8).
     """
-    return GpuSpec(name="B200", arch="blackwell", sm_count=148, boost_clock_mhz=1965,
+    return GpuSpec(name="B200", arch="blackwell", sm_count=148, boost_clock_mhz=1965, l2_bytes_per_s=_l2(1965),
                    peak_bf16_flop_per_s=2250e12, peak_fp8_flop_per_s=4500e12, hbm_capacity_bytes=180e9,
                    hbm_bytes_per_s=8e12, l2_bytes=126 * _MiB, **_eff("b200", "h100"),
-                   sources=("NVIDIA DGX B200 datasheet",), assumed=("sm_count", "boost_clock_mhz", "l2_bytes"))
+                   sources=("NVIDIA DGX B200 datasheet",),
+                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes", "l2_bytes_per_s"))
 
 
 def gb200() -> GpuSpec:
@@ -233,10 +260,11 @@ def gb200() -> GpuSpec:
 
     Source: NVIDIA GB200 NVL72 datasheet (per GPU = rack / 72).
     """
-    return GpuSpec(name="GB200", arch="blackwell", sm_count=148, boost_clock_mhz=2062,
+    return GpuSpec(name="GB200", arch="blackwell", sm_count=148, boost_clock_mhz=2062, l2_bytes_per_s=_l2(2062),
                    peak_bf16_flop_per_s=2500e12, peak_fp8_flop_per_s=5000e12, hbm_capacity_bytes=186e9,
                    hbm_bytes_per_s=8e12, l2_bytes=126 * _MiB, **_eff("gb200", "h100"),
-                   sources=("NVIDIA GB200 NVL72 datasheet",), assumed=("sm_count", "boost_clock_mhz", "l2_bytes"))
+                   sources=("NVIDIA GB200 NVL72 datasheet",),
+                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes", "l2_bytes_per_s"))
 
 
 def l20() -> GpuSpec:
@@ -246,10 +274,11 @@ def l20() -> GpuSpec:
 
     Source: NVIDIA L20 datasheet (sparse figures halved).
     """
-    return GpuSpec(name="L20", arch="ada", sm_count=92, boost_clock_mhz=2520, peak_bf16_flop_per_s=119.5e12,
+    return GpuSpec(name="L20", arch="ada", sm_count=92, boost_clock_mhz=2520, l2_bytes_per_s=_l2(2520),
+                   peak_bf16_flop_per_s=119.5e12,
                    peak_fp8_flop_per_s=239e12, hbm_capacity_bytes=48e9, hbm_bytes_per_s=864e9,
-                   l2_bytes=96 * _MiB, **_eff("l20"), sources=("NVIDIA L20 datasheet",),
-                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes"))
+                   l2_bytes=96 * _MiB, l2_partitions=1, **_eff("l20"), sources=("NVIDIA L20 datasheet",),
+                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes", "l2_bytes_per_s"))
 
 
 def l40() -> GpuSpec:
@@ -259,10 +288,12 @@ def l40() -> GpuSpec:
 
     Sources: NVIDIA L40 datasheet; NVIDIA Ada Lovelace architecture whitepaper (AD102 L2).
     """
-    return GpuSpec(name="L40", arch="ada", sm_count=142, boost_clock_mhz=2490, peak_bf16_flop_per_s=181.05e12,
+    return GpuSpec(name="L40", arch="ada", sm_count=142, boost_clock_mhz=2490, l2_bytes_per_s=_l2(2490),
+                   peak_bf16_flop_per_s=181.05e12,
                    peak_fp8_flop_per_s=362e12, hbm_capacity_bytes=48e9, hbm_bytes_per_s=864e9,
-                   l2_bytes=96 * _MiB, **_eff("l40"),
-                   sources=("NVIDIA L40 datasheet", "NVIDIA Ada Lovelace architecture whitepaper"))
+                   l2_bytes=96 * _MiB, l2_partitions=1, **_eff("l40"),
+                   sources=("NVIDIA L40 datasheet", "NVIDIA Ada Lovelace architecture whitepaper"),
+                   assumed=("l2_bytes_per_s",))
 
 
 def l40s() -> GpuSpec:
@@ -271,10 +302,12 @@ def l40s() -> GpuSpec:
 
     Sources: NVIDIA L40S datasheet (sparse halved); Ada Lovelace whitepaper.
     """
-    return GpuSpec(name="L40S", arch="ada", sm_count=142, boost_clock_mhz=2520, peak_bf16_flop_per_s=362.05e12,
+    return GpuSpec(name="L40S", arch="ada", sm_count=142, boost_clock_mhz=2520, l2_bytes_per_s=_l2(2520),
+                   peak_bf16_flop_per_s=362.05e12,
                    peak_fp8_flop_per_s=733e12, hbm_capacity_bytes=48e9, hbm_bytes_per_s=864e9,
-                   l2_bytes=96 * _MiB, **_eff("l40s", "l40"),
-                   sources=("NVIDIA L40S datasheet", "NVIDIA Ada Lovelace architecture whitepaper"))
+                   l2_bytes=96 * _MiB, l2_partitions=1, **_eff("l40s", "l40"),
+                   sources=("NVIDIA L40S datasheet", "NVIDIA Ada Lovelace architecture whitepaper"),
+                   assumed=("l2_bytes_per_s",))
 
 
 def rtx4090() -> GpuSpec:
@@ -284,10 +317,11 @@ def rtx4090() -> GpuSpec:
 
     Source: NVIDIA Ada Lovelace architecture whitepaper, appendix table (RTX 4090).
     """
-    return GpuSpec(name="RTX 4090", arch="ada", sm_count=128, boost_clock_mhz=2520, peak_bf16_flop_per_s=165.2e12,
+    return GpuSpec(name="RTX 4090", arch="ada", sm_count=128, boost_clock_mhz=2520, l2_bytes_per_s=_l2(2520),
+                   peak_bf16_flop_per_s=165.2e12,
                    peak_fp8_flop_per_s=330.3e12, hbm_capacity_bytes=24e9, hbm_bytes_per_s=1008e9,
-                   l2_bytes=72 * _MiB, **_eff("rtx4090", "l40"),
-                   sources=("NVIDIA Ada Lovelace architecture whitepaper (RTX 4090)",))
+                   l2_bytes=72 * _MiB, l2_partitions=1, **_eff("rtx4090", "l40"),
+                   sources=("NVIDIA Ada Lovelace architecture whitepaper (RTX 4090)",), assumed=("l2_bytes_per_s",))
 
 
 GPU_PRESETS: dict[str, Callable[[], GpuSpec]] = {
