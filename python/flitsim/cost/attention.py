@@ -13,7 +13,11 @@ The time is the larger of
 and the bytes of Q, K, V and O once over ``memory_efficiency x`` bandwidth
 (decode: K/V streamed, split over the SMs as flash-decoding does). Causal rows
 (query i at absolute position ctx + i) do ``ctx + (i + 1)`` keys each, the
-diagonal blocks half wasted. ``GpuSpec.attention_efficiency`` is fitted.
+diagonal blocks half wasted. Each CTA also pays ``kv_overhead`` keys' worth
+of work outside its main loop (loading its Q tile, the final O rescale, writing
+O and the log-sum-exp: about one main-loop iteration, as GEMM's ``k_overhead``),
+so short key ranges — ring attention's blocks — run at a lower share of the top.
+``GpuSpec.attention_efficiency`` is fitted.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ __all__ = ["AttentionParams", "attention_time_s", "padded_head_dim"]
 class AttentionParams(Spec):
     """FlashAttention-2 forward blocking (flash-attention csrc: 128-row query
     blocks and the compiled head sizes); ``block_kv`` 128 (assumed: the
-    SM80/SM90 forward kernels use 64-128)."""
+    SM80/SM90 forward kernels use 64-128); ``kv_overhead`` 128 keys per CTA
+    (assumed: one main-loop iteration for the Q load and the O / LSE epilogue)."""
 
     block_q: int = Field(default=128, ge=1)
     block_kv: int = Field(default=128, ge=1)
+    kv_overhead: float = Field(default=128.0, ge=0)
     head_dims: tuple[int, ...] = (32, 64, 96, 128, 160, 192, 224, 256)
 
 
@@ -61,7 +67,8 @@ def attention_time_s(batch: np.ndarray, heads: np.ndarray, kv_heads: np.ndarray,
     q_pad = qb * p.block_q
     kv_pad = np.ceil(KV / p.block_kv) * p.block_kv
     c_pad = np.ceil(C / p.block_kv) * p.block_kv
-    pairs_pad = np.where(causal, q_pad * c_pad + q_pad * (q_pad + p.block_kv) / 2.0, q_pad * kv_pad)
+    pairs_pad = np.where(causal, q_pad * c_pad + q_pad * (q_pad + p.block_kv) / 2.0, q_pad * kv_pad) \
+        + q_pad * p.kv_overhead
     ctas = B * H * qb
     sm = float(gpu.sm_count)
     waves = np.ceil(ctas / sm)

@@ -127,10 +127,10 @@ class Efficiency(Spec):
 # architecture's fitted value (marked in efficiency_source).
 _FIT = "fitted: benches/calibrate_compute.py on xDiT single-GPU latencies ({})"
 _EFF: dict[str, tuple[float, float, str]] = {
-    "a100": (0.52, 0.575, _FIT.format("PixArt-alpha 1024-8192 px on A100")),
-    "l20": (0.855, 0.91, _FIT.format("PixArt-alpha 1024-4096 px on L20")),
-    "l40": (0.79, 0.755, _FIT.format("PixArt-alpha and Flux.1-dev 1024-4096 px on L40")),
-    "h100": (0.605, 0.35, _FIT.format("Flux.1-dev 1024 px eager and compiled on H100; attention pinned to "
+    "a100": (0.54, 0.575, _FIT.format("PixArt-alpha 1024-8192 px on A100")),
+    "l20": (0.89, 0.91, _FIT.format("PixArt-alpha 1024-4096 px on L20")),
+    "l40": (0.81, 0.755, _FIT.format("PixArt-alpha and Flux.1-dev 1024-4096 px on L40")),
+    "h100": (0.615, 0.35, _FIT.format("Flux.1-dev 1024 px eager and compiled on H100; attention pinned to "
                                        "FlashAttention-2's published 35 % of H100 peak (FlashAttention-3 paper, "
                                        "arXiv 2407.08608), the two rows being one shape")),
 }

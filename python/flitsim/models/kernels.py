@@ -47,7 +47,7 @@ from flitsim.models.entries import _Entry
 from flitsim.models.zoo import as_model
 
 __all__ = ["Kernels", "KINDS", "PARTS", "OPS", "EW_READS", "entry_kernels", "slice_kernels", "patch_kernels",
-           "step_kernels", "decode_kernels"]
+           "step_kernels", "decode_kernels", "ring_merge_kernels"]
 
 KINDS = ("gemm", "attention", "elementwise")
 """Kernel kinds (``Kernels.kind`` codes)."""
@@ -60,7 +60,7 @@ OPS = ("qkv", "attn_out", "mlp_up", "mlp_down", "adaln", "patch_embed", "text_pr
        "rope", "qk_norm", "concat", "embedding", "pos_add", "reshape",
        "router", "expert_up", "expert_down", "skip_linear", "linear_attn", "dwconv", "relu",
        "cast_up", "cast_down", "pow_f32", "mean_f32", "add_eps", "rsqrt_f32", "mul_mixed", "mul_weight",
-       "mul_f32", "add_f32", "neg", "stack")
+       "mul_f32", "add_f32", "neg", "stack", "sigmoid_f32", "ring_merge")
 """Kernel names (``Kernels.op`` codes); profiles match on kind and shape, not name."""
 _OP = {n: i for i, n in enumerate(OPS)}
 EW_READS = {"residual_add": 2, "pos_add": 2, "silu_mul": 2}
@@ -280,6 +280,46 @@ class _Rows:
             return Kernels.empty()
         a = np.array(self.rows, dtype=np.int64).T
         return Kernels({c: a[i] for i, c in enumerate(_COLS)})
+
+
+def ring_merge_kernels(att: Kernels, first: bool, last: bool) -> Kernels:
+    """The elementwise kernels ring attention runs around one step's attention
+    call to merge its block output into the running output (online softmax
+    across blocks), as xDiT's ring attention (yunchang ``ring_flash_attn``:
+    ``update_out_and_lse``) does per (sample, head, query) of the self-attention
+    rows of ``att``; sizes in bf16 elements, fp32 tensors counting twice:
+
+    - first step: ``out = block_out.to(fp32)`` (reads 1, writes 2);
+    - later steps, eager (``UNFUSED`` rows): ``block_out.to(fp32)`` (1 / 2),
+      ``out - block_out`` (4 / 2), ``sigmoid(block_lse - lse)`` and the three
+      log-sum-exp updates on the per-row LSE (``numel / head_dim``), the
+      broadcast multiply (2 / 2) and ``out - ...`` (4 / 2); compiled
+      (``FUSED``): one kernel reading ``out`` and ``block_out`` (3) and writing
+      ``out`` (2);
+    - after the last step: ``out.to(bf16)`` (2 / 1).
+    """
+    c = att.cols
+    sel = (c["kind"] == 1) & (c["op"] == _OP["attention"])
+    numel = int((c["batch"] * c["heads"] * c["q"] * c["head_dim"])[sel].sum())
+    rows_lse = int((c["batch"] * c["heads"] * c["q"])[sel].sum())
+    r = _Rows(2)
+    a = PARTS.index("attn")
+    if first:
+        r.ew("cast_up", a, numel, 1, 2)
+    else:
+        r.ew("cast_up", a, numel, 1, 2, variant=UNFUSED)
+        r.ew("add_f32", a, numel, 4, 2, variant=UNFUSED)
+        r.ew("add_f32", a, rows_lse, 4, 2, variant=UNFUSED)
+        r.ew("sigmoid_f32", a, rows_lse, 2, 2, variant=UNFUSED)
+        r.ew("mul_f32", a, numel, 2, 2, variant=UNFUSED)
+        r.ew("add_f32", a, numel, 4, 2, variant=UNFUSED)
+        r.ew("add_f32", a, rows_lse, 4, 2, variant=UNFUSED)
+        r.ew("sigmoid_f32", a, rows_lse, 2, 2, variant=UNFUSED)
+        r.ew("add_f32", a, rows_lse, 4, 2, variant=UNFUSED)
+        r.ew("ring_merge", a, numel, 3, 2, variant=FUSED)
+    if last:
+        r.ew("cast_down", a, numel, 2, 1)
+    return r.build()
 
 
 def _rmsnorm_eager(r: _Rows, part: int, numel: int, hd: int) -> None:

@@ -10,6 +10,11 @@ multi-head attention (kv_width = 2 hs), the xDiT README's ``2 O(p x hs) L``.
 Projections, norms and the MLP run on the device's p / N tokens before and
 after the ring.
 
+Around each step's attention call the device merges the block's output into
+its running output (online softmax across blocks: fp32 rescale kernels,
+:func:`flitsim.models.kernels.ring_merge_kernels`, as xDiT's ring attention
+runs them); the first step casts the output up, the last casts it back.
+
 Causal LLMs: the diagonal block is causal, blocks after the queries are
 skipped, earlier blocks are full, so the ring is unbalanced across devices, as
 in the paper (no striping).
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flitsim.models.kernels import Kernels
+from flitsim.models.kernels import Kernels, ring_merge_kernels
 from flitsim.memory import parallel_memory
 from flitsim.schedules._work import parallel_setup, require_token_split, step_ends
 from flitsim.schedules.schedule import Schedule
@@ -68,8 +73,19 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
             kt = k.shard_tokens(N)
             att = k.parts("attn")
             blocks = {(qd, kd): _block(att, work.kind, N, qd, kd) for qd in range(N) for kd in range(N)}
-            parts[id(k)] = (kt.parts("pre_attn"), blocks, kt.parts("post_attn", "mlp"))
-    empty = Kernels.empty()
+            # step kk of device qd: its block's attention (None: skipped) and the merge kernels around it
+            merges: dict[tuple[int, bool, bool], Kernels] = {}
+            steps_k: dict[tuple[int, int], Kernels] = {}
+            for qd in range(N):
+                for kk in range(N):
+                    kb = blocks[(qd, (qd - kk) % N)]
+                    mk = (id(kb), kk == 0, kk == N - 1)
+                    if mk not in merges:
+                        runs = kb is not None or kk == N - 1
+                        m = ring_merge_kernels(blocks[(qd, qd)], kk == 0, kk == N - 1) if runs else Kernels.empty()
+                        merges[mk] = m if kb is None else Kernels.concat([kb, m])
+                    steps_k[(qd, kk)] = merges[mk]
+            parts[id(k)] = (kt.parts("pre_attn"), steps_k, kt.parts("post_attn", "mlp"))
     tail = [-1] * N
     for s in range(work.steps):
         tail = step_ends(gb, work, ids, N, s, tail, "pre")
@@ -86,8 +102,7 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
                         gb.edge(proj[d] if k == 1 else X[(d - 1) % N][k - 1], x)
                         X[d][k] = x
                 for d in range(N):
-                    kb = blocks[(d, (d - k) % N)]
-                    a = gb.compute(ids[d], kb if kb is not None else empty, item=d, step=s, layer=l_, phase="step",
+                    a = gb.compute(ids[d], blocks[(d, k)], item=d, step=s, layer=l_, phase="step",
                                    label=f"step{s}.L{l_}.attn{k}.d{d}")
                     gb.edge(proj[d] if k == 0 else A[d][k - 1], a)
                     if k >= 1:
