@@ -55,7 +55,7 @@ from flitsim.errors import config_error
 from flitsim.memory import hybrid_memory
 from flitsim.models import handoff_bytes
 from flitsim.models.config import dtype_bytes
-from flitsim.models.kernels import Kernels, patch_kernels
+from flitsim.models.kernels import Kernels, patch_kernels, ring_merge_kernels
 from flitsim.schedules._work import block_kind, dit_stage_layers, is_joint, layer_work, spread
 from flitsim.schedules.builder import GraphBuilder, Hardware, check_int, new_builder
 from flitsim.schedules.placement import place
@@ -109,8 +109,10 @@ class _SP:
             for st in range(r):
                 kb = self.blocks[(d, (d - st) % r)] if r > 1 else self.blocks[(0, 0)]
                 kb = empty if kb is None else kb
-                if r > 1:
-                    kb = Kernels.concat([rin if st == 0 else empty, kb, rout if st == r - 1 else empty])
+                if r > 1:  # the ring's online-softmax merge around the block (as ring_attention)
+                    runs = self.blocks[(d, (d - st) % r)] is not None or st == r - 1
+                    m = ring_merge_kernels(self.blocks[(d, d)], st == 0, st == r - 1) if runs else empty
+                    kb = Kernels.concat([rin if st == 0 else empty, kb, m, rout if st == r - 1 else empty])
                 self.step_k[(d, st)] = kb
         self.post_mlp = self.post + self.mlp
         self.shard = lambda width: int(round(q / n * width * b * batch))  # noqa: E731
