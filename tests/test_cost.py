@@ -128,7 +128,8 @@ SINGLE_GPU = [
     # model; H20 borrows H100's fit and misses
     ("hunyuan-video", (720, 1280), 50, "h100", "eager", 1904.08),
     pytest.param("hunyuan-video", (720, 1280), 50, "h20", "eager", 6639.17, marks=pytest.mark.xfail(
-        strict=True, reason="known miss: +67 % (H20 borrows H100's FlashAttention-2 attention top; docs/compute.md)")),
+        strict=True, reason="known miss: +67 % (attention-bound; H20 borrows H100's FlashAttention-2 attention top; "
+                            "docs/compute.md)")),
 ]
 # xDiT's benchmark script runs Flux with max_sequence_length=256 (examples/flux_example.py)
 XDIT_TEXT_TOKENS = {"flux.1-dev": 256}
@@ -371,3 +372,36 @@ def test_flux_lowering_keeps_diffusers_separate_projections():
     g = (k.kind == 0) & (k.part == 0) & (k.seq == 1)
     assert sorted(k.n[g].tolist()) == [3072, 3072, 3072, 12288]
     assert k.flops()[g].sum() == 2 * 4352 * 3072 * (3 * 3072 + 12288)
+
+
+def test_attention_cta_pays_one_kv_block_outside_its_main_loop():
+    # 132 (sample, head) x 1 query block = 132 CTAs = one wave on H100: t = 4 hd x 128 x (kv + 128) / (peak / SM x eff)
+    from flitsim.cost.attention import attention_time_s
+
+    g = gpu_preset("h100")
+    peak = g.peak_flop_per_s("bf16")
+    for kv in (1024, 4096):
+        t = float(attention_time_s(1, 132, 132, 128, kv, 0, 128, 0, 2, g, peak))
+        assert t == pytest.approx(4 * 128 * 128 * (kv + 128) / (peak / 132 * g.attention_efficiency), rel=1e-12)
+
+
+def test_ring_merge_kernels_follow_ring_flash_attention_update_out_and_lse():
+    # ring-flash-attention's update_out_and_lse (as xDiT's USP runs it): step 0 casts the block output to fp32,
+    # later steps rescale in fp32 (eager: cast, out - block_out, broadcast multiply, out - ..., 5 LSE kernels;
+    # compiled: one kernel reading out (fp32) and block_out, writing out), the last step casts back to bf16.
+    from flitsim.models.kernels import FUSED, UNFUSED, ring_merge_kernels
+
+    att = step_kernels("pixart-alpha", 4096, batch=2, layers=0).parts("attn").attention_as(q_div=4, kv_div=4)
+    numel = 2 * 16 * 1024 * 72                         # batch x heads x local queries x head_dim
+    first = ring_merge_kernels(att, True, False)
+    assert len(first) == 1 and first.bytes().sum() == numel * 3 * 2
+    mid = ring_merge_kernels(att, False, False)
+    eager, fused = mid.launched(False), mid.launched(True)
+    big = eager.numel == numel
+    assert len(eager) == 9 and big.sum() == 4 and eager.bytes()[big].sum() == numel * (3 + 6 + 4 + 6) * 2
+    assert (eager.numel[~big] == numel // 72).all()
+    assert len(fused) == 1 and fused.bytes().sum() == numel * 5 * 2
+    assert (eager.variant[big] == UNFUSED).all() and (mid.variant == FUSED).sum() == 1
+    last = ring_merge_kernels(att, False, True).launched(True)
+    assert len(last) == 2 and last.bytes()[-1] == numel * 3 * 2
+
