@@ -60,7 +60,7 @@ OPS = ("qkv", "attn_out", "mlp_up", "mlp_down", "adaln", "patch_embed", "text_pr
        "rope", "qk_norm", "concat", "embedding", "pos_add", "reshape",
        "router", "expert_up", "expert_down", "skip_linear", "linear_attn", "dwconv", "relu",
        "cast_up", "cast_down", "pow_f32", "mean_f32", "add_eps", "rsqrt_f32", "mul_mixed", "mul_weight",
-       "mul_f32", "add_f32", "neg", "stack", "sigmoid_f32", "ring_merge")
+       "mul_f32", "add_f32", "neg", "stack", "ring_merge")
 """Kernel names (``Kernels.op`` codes); profiles match on kind and shape, not name."""
 _OP = {n: i for i, n in enumerate(OPS)}
 EW_READS = {"residual_add": 2, "pos_add": 2, "silu_mul": 2}
@@ -285,17 +285,19 @@ class _Rows:
 def ring_merge_kernels(att: Kernels, first: bool, last: bool) -> Kernels:
     """The elementwise kernels ring attention runs around one step's attention
     call to merge its block output into the running output (online softmax
-    across blocks), as xDiT's ring attention (yunchang ``ring_flash_attn``:
-    ``update_out_and_lse``) does per (sample, head, query) of the self-attention
-    rows of ``att``; sizes in bf16 elements, fp32 tensors counting twice:
+    across blocks), as xDiT's ring attention (zhuzilin/ring-flash-attention
+    ``utils.py``, vendored by yunchang) does per (sample, head, query) of the
+    self-attention rows of ``att``; sizes in bf16 elements, fp32 tensors
+    counting twice:
 
     - first step: ``out = block_out.to(fp32)`` (reads 1, writes 2);
-    - later steps, eager (``UNFUSED`` rows): ``block_out.to(fp32)`` (1 / 2),
-      ``out - block_out`` (4 / 2), ``sigmoid(block_lse - lse)`` and the three
-      log-sum-exp updates on the per-row LSE (``numel / head_dim``), the
-      broadcast multiply (2 / 2) and ``out - ...`` (4 / 2); compiled
-      (``FUSED``): one kernel reading ``out`` and ``block_out`` (3) and writing
-      ``out`` (2);
+    - later steps: ``_update_out_and_lse`` (``block_out.to(fp32)``, ``out -
+      sigmoid(block_lse - lse) * (out - block_out)``, ``lse - logsigmoid(lse -
+      block_lse)``) is a ``@torch.jit.script`` function, whose fuser compiles
+      each output's elementwise ops into one kernel in every execution mode: one
+      ``ring_merge`` kernel reading ``out`` (fp32) and ``block_out`` (3) and
+      writing ``out`` (2), and one over the per-row LSE (``numel / head_dim``
+      fp32 values: reads 4, writes 2);
     - after the last step: ``out.to(bf16)`` (2 / 1).
     """
     c = att.cols
@@ -307,16 +309,8 @@ def ring_merge_kernels(att: Kernels, first: bool, last: bool) -> Kernels:
     if first:
         r.ew("cast_up", a, numel, 1, 2)
     else:
-        r.ew("cast_up", a, numel, 1, 2, variant=UNFUSED)
-        r.ew("add_f32", a, numel, 4, 2, variant=UNFUSED)
-        r.ew("add_f32", a, rows_lse, 4, 2, variant=UNFUSED)
-        r.ew("sigmoid_f32", a, rows_lse, 2, 2, variant=UNFUSED)
-        r.ew("mul_f32", a, numel, 2, 2, variant=UNFUSED)
-        r.ew("add_f32", a, numel, 4, 2, variant=UNFUSED)
-        r.ew("add_f32", a, rows_lse, 4, 2, variant=UNFUSED)
-        r.ew("sigmoid_f32", a, rows_lse, 2, 2, variant=UNFUSED)
-        r.ew("add_f32", a, rows_lse, 4, 2, variant=UNFUSED)
-        r.ew("ring_merge", a, numel, 3, 2, variant=FUSED)
+        r.ew("ring_merge", a, numel, 3, 2)
+        r.ew("ring_merge", a, rows_lse, 4, 2)
     if last:
         r.ew("cast_down", a, numel, 2, 1)
     return r.build()
