@@ -37,7 +37,7 @@ def _requires(row: str) -> Callable[[], str | None]:
 
 
 MISS = ("the model's H200 is H100 compute (same SMs, clocks and tensor rates) with 4.8 TB/s HBM and 141 GB, "
-        "and it borrows H100's GEMM efficiency top (0.625, fitted on single-GPU Flux.1-dev; no H200 single-GPU "
+        "and it borrows H100's GEMM efficiency top (0.615, fitted on single-GPU Flux.1-dev; no H200 single-GPU "
         "row exists to fit its own, docs/compute.md); the row is compute-bound, so the simulated H200/H100 ratio "
         "is 1.03 against the published 1.118 (a higher sustained clock under H200's larger power limit is a "
         "likely missing term)")
