@@ -189,3 +189,25 @@ def test_small_sizes_across_nodes_are_monotone_and_errors_name_the_repeat():
     assert all(a <= b * 1.001 for a, b in zip(t, t[1:])), t
     with pytest.raises(ConfigError, match="appears twice"):
         flitsim.collective(fab, "all_reduce", 1 << 20, group=[0, 1, 8, 8], algorithm="hierarchical")
+
+
+def test_pcie_all_to_all_stages_in_nccls_p2p_chunk_within_the_uplink_bound():
+    # NCCL src/init.cc: p2p operations use p2pChunkSize, 128 KiB off NVLink
+    # (NCCL_P2P_PCI_CHUNKSIZE). On pcie-8xl20 every part leaving a PCIe switch
+    # crosses its uplink once each way: 2 GPUs x 6 outside peers x S/8 = 1.5 S
+    # per uplink direction, so busbw <= 7/8 x uplink payload / 1.5.
+    fab = fabric_preset("pcie-8xl20")
+    s = 4 << 20
+    auto = flitsim.collective(fab, "all_to_all", s, fidelity="flow")
+    big = flitsim.collective(fab, "all_to_all", s, fidelity="flow", params={"p2p_chunk_bytes": 512 << 10})
+    one = flitsim.collective(fab, "all_to_all", s, fidelity="flow", params={"host_chunk_bytes": 0})
+    uplink = _path_rate_GBps(fab, 0, 2)  # GPU link and switch uplink: the same Gen4 x16 payload rate
+    bound = 7 / 8 * uplink / 1.5
+    for r in (auto, big, one):
+        assert r.busbw_GBps <= bound * 1.001
+        # bytes on the GPUs' links: each rank sends (n-1)/n of its buffer, staged or not
+        np.testing.assert_array_equal(r.bytes_sent[:8], 7 * s // 8)
+    # 512 KiB parts: the 128 KiB chunk pipelines the two legs, 512 KiB does not
+    assert auto.time_us < big.time_us <= one.time_us * 1.001
+    with pytest.raises(ConfigError, match="p2p_chunk_bytes"):
+        flitsim.collective(fab, "all_to_all", s, fidelity="flow", params={"p2p_chunk_bytes": 100})

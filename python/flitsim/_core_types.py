@@ -254,6 +254,7 @@ class CollectiveParams(TypedDict):
     sim_packet_bytes: int
     transport: str
     host_chunk_bytes: int
+    p2p_chunk_bytes: int
     host_slots: int
     pxn: bool
     pcie_extra_latency_ps: int

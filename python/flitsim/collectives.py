@@ -237,7 +237,9 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             ``sim_packet_bytes``) and the transport fields: ``transport``
             (``auto``: P2P where the route allows it, else host-staged; RDMA
             across nodes; or forced ``p2p`` / ``host`` / ``rdma``),
-            ``host_chunk_bytes`` (512 KiB; 0 = unpipelined), ``host_slots``
+            ``host_chunk_bytes`` (512 KiB; 0 = unpipelined), ``p2p_chunk_bytes``
+            (staging chunk of send/recv and all_to_all; 0 = NCCL's p2p chunk
+            by path: 128 KiB off NVLink, 512 KiB all-NVLink), ``host_slots``
             (8), ``pxn`` (True), ``pcie_extra_latency_ps`` and
             ``net_extra_latency_ps`` (0 = NCCL tuning.cc hwLat by protocol).
 

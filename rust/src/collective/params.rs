@@ -4,6 +4,7 @@
 
 use crate::error::{ensure, FlitsimError, Result};
 use serde::{Deserialize, Serialize};
+use super::transport::Reach;
 
 /// Collective operations (NCCL names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,6 +240,14 @@ pub struct CollectiveParams {
     /// 4 MiB / NCCL_STEPS 8); 0 = the whole transfer in one chunk (unpipelined).
     #[serde(default = "d_host_chunk")]
     pub host_chunk_bytes: u64,
+    /// Staging chunk of point-to-point operations (send/recv, all_to_all:
+    /// algorithm `direct`), bytes; 0 (default) = NCCL's `p2pChunkSize` by path
+    /// (src/init.cc): 512 KiB (`NCCL_P2P_NVL_CHUNKSIZE`) where every pair is
+    /// NVLink, else 128 KiB (`NCCL_P2P_PCI_CHUNKSIZE` in one node,
+    /// `NCCL_P2P_NET_CHUNKSIZE` across nodes). `host_chunk_bytes = 0` keeps
+    /// these unpipelined too.
+    #[serde(default)]
+    pub p2p_chunk_bytes: u64,
     /// Chunks an intermediate buffer holds (default 8 = NCCL_STEPS).
     #[serde(default = "d_host_slots")]
     pub host_slots: u32,
@@ -254,6 +263,12 @@ pub struct CollectiveParams {
     #[serde(default)]
     pub net_extra_latency_ps: u64,
 }
+
+/// NCCL src/init.cc `NCCL_P2P_NVL_CHUNKSIZE` default: p2p chunk where every pair is NVLink.
+pub const P2P_NVL_CHUNK_BYTES: u64 = 512 * 1024;
+/// NCCL src/init.cc `NCCL_P2P_PCI_CHUNKSIZE` (one node, not all NVLink) and
+/// `NCCL_P2P_NET_CHUNKSIZE` (across nodes) defaults: both 128 KiB.
+pub const P2P_PCI_CHUNK_BYTES: u64 = 128 * 1024;
 
 fn d_host_chunk() -> u64 {
     512 * 1024
@@ -344,6 +359,7 @@ impl Default for CollectiveParams {
             sim_packet_bytes: 0,
             transport: Transport::Auto,
             host_chunk_bytes: d_host_chunk(),
+            p2p_chunk_bytes: 0,
             host_slots: d_host_slots(),
             pxn: true,
             pcie_extra_latency_ps: 0,
@@ -381,6 +397,23 @@ impl CollectiveParams {
             _ => 3_400_000,
         };
         hw - FABRIC_STEP_PS
+    }
+
+    /// The transport settings of a collective lowered with `algorithm` over
+    /// `reach`: point-to-point operations (`direct`) stage in NCCL's p2p chunk
+    /// (see `p2p_chunk_bytes`), everything else in `host_chunk_bytes`.
+    pub fn transport_params_for(&self, algorithm: Algorithm, reach: &Reach) -> TransportParams {
+        let mut t = self.transport_params();
+        if algorithm == Algorithm::Direct && self.host_chunk_bytes != 0 {
+            t.chunk_bytes = if self.p2p_chunk_bytes != 0 {
+                self.p2p_chunk_bytes
+            } else if reach.all_nvlink() {
+                P2P_NVL_CHUNK_BYTES
+            } else {
+                P2P_PCI_CHUNK_BYTES
+            };
+        }
+        t
     }
 
     /// The transport settings.
@@ -422,6 +455,7 @@ impl CollectiveParams {
         }
         ensure(self.reduce_bytes_per_s == 0 || self.reduce_bytes_per_s >= 1_000_000, "reduce_bytes_per_s", self.reduce_bytes_per_s, "0 (free) or at least 10^6 bytes/s")?;
         ensure(self.host_chunk_bytes == 0 || (self.host_chunk_bytes >= 4096 && self.host_chunk_bytes <= 1 << 36), "host_chunk_bytes", self.host_chunk_bytes, "0 (unpipelined) or 4 KiB..=64 GiB")?;
+        ensure(self.p2p_chunk_bytes == 0 || (self.p2p_chunk_bytes >= 4096 && self.p2p_chunk_bytes <= 1 << 36), "p2p_chunk_bytes", self.p2p_chunk_bytes, "0 (NCCL's by path) or 4 KiB..=64 GiB")?;
         ensure((1..=1024).contains(&self.host_slots), "host_slots", self.host_slots, "1..=1024 buffer slots")?;
         for (name, v) in [("pcie_extra_latency_ps", self.pcie_extra_latency_ps), ("net_extra_latency_ps", self.net_extra_latency_ps)] {
             ensure(v <= MAX_LATENCY_PS, name, v, "0 (by protocol) ..=10^12 ps (1 s)")?;
@@ -430,5 +464,29 @@ impl CollectiveParams {
             return Err(FlitsimError::config("sim_packet_bytes", self.sim_packet_bytes, "0 (auto) or up to 1 MiB"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::transport::PathClass;
+
+    #[test]
+    fn p2p_operations_stage_in_nccls_p2p_chunk() {
+        // NCCL src/init.cc: p2pChunkSize 512 KiB all-NVLink, 128 KiB over PCIe / the network
+        let pcie = Reach::from_tables(2, 3, vec![0, 0], vec![2, 2], vec![u32::MAX; 2], vec![PathClass::Pcie; 4], vec![None; 4], false).unwrap();
+        let nv = Reach::nvlink_domain(8);
+        let p = CollectiveParams::default();
+        assert_eq!(p.transport_params_for(Algorithm::Direct, &pcie).chunk_bytes, 128 * 1024);
+        assert_eq!(p.transport_params_for(Algorithm::Direct, &nv).chunk_bytes, 512 * 1024);
+        // collectives keep the Simple slot, NCCL_BUFFSIZE / NCCL_STEPS
+        assert_eq!(p.transport_params_for(Algorithm::Ring, &pcie).chunk_bytes, 512 * 1024);
+        let fixed = CollectiveParams { p2p_chunk_bytes: 64 * 1024, ..Default::default() };
+        assert_eq!(fixed.transport_params_for(Algorithm::Direct, &pcie).chunk_bytes, 64 * 1024);
+        let unpiped = CollectiveParams { host_chunk_bytes: 0, ..Default::default() };
+        assert_eq!(unpiped.transport_params_for(Algorithm::Direct, &pcie).chunk_bytes, 0);
+        let bad = CollectiveParams { p2p_chunk_bytes: 100, ..Default::default() };
+        assert!(bad.validate().unwrap_err().to_string().contains("p2p_chunk_bytes"));
     }
 }

@@ -91,7 +91,8 @@ pub fn plan(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabri
         if p.algorithm == Algorithm::Hierarchical {
             return Err(FlitsimError::config("algorithm", "hierarchical", "a group spanning more than one domain (these GPUs share one; use ring, tree or nvls)"));
         }
-        return Ok(candidates(op, n, p, f)?.into_iter().map(|(a, pr)| (a, pr, estimate(op, a, pr, n, bytes, p, f))).collect());
+        let ll128 = p.protocol != Protocol::Auto || reach.ll128_allowed(members);
+        return Ok(candidates(op, n, p, f)?.into_iter().filter(|&(_, pr)| ll128 || pr != Protocol::Ll128).map(|(a, pr)| (a, pr, estimate(op, a, pr, n, bytes, p, f))).collect());
     };
     let eq = equal_domains(&groups);
     let uneven = || FlitsimError::config("group", format!("{members:?}"), &format!("the same number of GPUs in every domain for algorithm = {} (the group has {} in its domains)", algo_name(p.algorithm), groups.iter().map(|g| g.len().to_string()).collect::<Vec<_>>().join(" / ")));
@@ -130,7 +131,8 @@ pub fn plan(op: Op, members: &[u32], bytes: u64, p: &CollectiveParams, f: &Fabri
         (Algorithm::Hierarchical, _) => return Err(FlitsimError::config("algorithm", "hierarchical", "all_reduce only (other operations across domains: ring or direct)")),
         (a, _) => vec![a],
     };
-    let protos: &[Protocol] = if p.protocol == Protocol::Auto { &[Protocol::Simple, Protocol::Ll128, Protocol::Ll] } else { std::slice::from_ref(&p.protocol) };
+    // NCCL enables LL128 by default only over NVLink (tuning.cc; Reach::ll128_allowed)
+    let protos: &[Protocol] = if p.protocol != Protocol::Auto { std::slice::from_ref(&p.protocol) } else if reach.ll128_allowed(members) { &[Protocol::Simple, Protocol::Ll128, Protocol::Ll] } else { &[Protocol::Simple, Protocol::Ll] };
     let net = domain_net_rate(&groups, reach);
     let mut out = Vec::new();
     for &a in &algos {
@@ -584,6 +586,28 @@ mod tests {
             }
         }
         (net, intra)
+    }
+
+    #[test]
+    fn auto_never_picks_ll128_off_nvlink() {
+        // NCCL tuning.cc: LL128 is on by default only where the graphs' intra path is NVLink
+        let pcie = |n: u32| Reach::from_tables(n, n, vec![0; n as usize], vec![u32::MAX; n as usize], vec![u32::MAX; n as usize], vec![PathClass::Pcie; (n * n) as usize], vec![None; (n * n) as usize], false).unwrap();
+        let members: Vec<u32> = (0..8).collect();
+        for op in [Op::AllReduce, Op::AllGather, Op::ReduceScatter] {
+            for s in [4u64 << 10, 4 << 20, 64 << 20] {
+                let c = plan(op, &members, s, &CollectiveParams::default(), &info(8), &pcie(8)).unwrap();
+                assert!(!c.is_empty() && c.iter().all(|x| x.1 != Protocol::Ll128), "{op:?} {s}: {c:?}");
+                // NVLink keeps it
+                let nv = plan(op, &members, s, &CollectiveParams::default(), &info(8), &nodes(1, 8)).unwrap();
+                assert!(nv.iter().any(|x| x.1 == Protocol::Ll128));
+            }
+        }
+        // forced LL128 stays forced (NCCL_PROTO=LL128 enables it)
+        let forced = CollectiveParams { protocol: Protocol::Ll128, ..Default::default() };
+        assert!(plan(Op::AllReduce, &members, 1 << 20, &forced, &info(8), &pcie(8)).unwrap().iter().all(|x| x.1 == Protocol::Ll128));
+        // across nodes with NVLink inside and GPUDirect RDMA, LL128 stays a candidate
+        let m16: Vec<u32> = (0..16).collect();
+        assert!(plan(Op::AllReduce, &m16, 1 << 20, &CollectiveParams::default(), &info(16), &nodes(2, 8)).unwrap().iter().any(|x| x.1 == Protocol::Ll128));
     }
 
     #[test]

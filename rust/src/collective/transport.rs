@@ -271,6 +271,32 @@ impl Reach {
         self.class.is_empty() || self.class.iter().all(|&c| c == 0) && self.blocker.iter().all(|&b| b == 0)
     }
 
+    /// Whether NCCL enables LL128 by default for a collective over `members`
+    /// (NCCL src/graph/tuning.cc, `protoEnable` 2 = "LL128 only where it is
+    /// safe"): the intra-node path type of its graphs must be NVLink (at most
+    /// PATH_NVB, NVLink through a bridge or peer GPU) and, across nodes, the GPU
+    /// must reach its NIC without crossing the CPU (PATH_PXB). Here: every pair
+    /// of members inside one domain is NVLink P2P, and no pair across domains
+    /// has GPU <-> NIC P2P forbidden. PCIe pairs (even under one PCIe switch,
+    /// PATH_PIX) and host-staged (SHM) pairs turn LL128 off.
+    pub fn ll128_allowed(&self, members: &[u32]) -> bool {
+        if self.all_nvlink() {
+            return true;
+        }
+        for (i, &a) in members.iter().enumerate() {
+            for &b in &members[i + 1..] {
+                let same = self.domain.get(a as usize) == self.domain.get(b as usize);
+                if same && (self.class(a, b) != PathClass::NvLink || self.p2p_blocker(a, b).is_some()) {
+                    return false;
+                }
+                if !same && (self.p2p_blocker(a, b).is_some() || self.p2p_blocker(b, a).is_some()) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
     /// The GPUs of each domain, in id order.
     pub fn domain_members(&self, members: &[u32]) -> Vec<Vec<u32>> {
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); self.domains.max(1) as usize];
