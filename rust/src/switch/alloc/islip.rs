@@ -156,3 +156,92 @@ impl Islip {
         self.s.granted_inputs.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::SimRng;
+
+    /// iSLIP in the textbook column form for every iteration (the form the
+    /// allocator used before the first iteration was taken from the rows):
+    /// the reference the fast first iteration must match decision for
+    /// decision, including the order of `matched` (the switch starts
+    /// connections, and so emits departures, in that order).
+    struct Reference {
+        n: usize,
+        iterations: u32,
+        grant_ptr: Vec<u32>,
+        accept_ptr: Vec<u32>,
+        s: GrantScratch,
+    }
+
+    impl Reference {
+        fn allocate(&mut self, req: &Requests, m: &mut Matching) {
+            let (n, w) = (self.n, req.w);
+            for iter in 0..self.iterations {
+                columns(req, m, &mut self.s.cols, &mut self.s.touched);
+                if self.s.touched.is_empty() {
+                    break;
+                }
+                for k in 0..self.s.touched.len() {
+                    let o = self.s.touched[k] as usize;
+                    let col = &self.s.cols[o * w..(o + 1) * w];
+                    if let Some(i) = bits::next_cyclic(col, self.grant_ptr[o] as usize, n) {
+                        let g = &mut self.s.grants[i * w..(i + 1) * w];
+                        if bits::is_empty(g) {
+                            self.s.granted_inputs.push(i as u32);
+                        }
+                        bits::set(g, o);
+                    }
+                }
+                for k in 0..self.s.granted_inputs.len() {
+                    let i = self.s.granted_inputs[k] as usize;
+                    let g = &mut self.s.grants[i * w..(i + 1) * w];
+                    let o = bits::next_cyclic(g, self.accept_ptr[i] as usize, n).unwrap();
+                    bits::zero(g);
+                    m.add(i, o);
+                    if iter == 0 {
+                        self.accept_ptr[i] = if o + 1 == n { 0 } else { o as u32 + 1 };
+                        self.grant_ptr[o] = if i + 1 == n { 0 } else { i as u32 + 1 };
+                    }
+                }
+                self.s.granted_inputs.clear();
+                clear_columns(&mut self.s.cols, w, &mut self.s.touched);
+            }
+        }
+    }
+
+    #[test]
+    fn matches_the_column_form_decision_for_decision() {
+        let mut rng = SimRng::new(11);
+        for &(n, density) in &[(5usize, 0.5f64), (72, 0.04), (72, 0.3), (130, 0.05)] {
+            for iterations in 1..=3 {
+                let mut fast = Islip::new(n, iterations);
+                let mut slow = Reference { n, iterations, grant_ptr: vec![0; n], accept_ptr: vec![0; n], s: GrantScratch::new(n) };
+                let mut req = Requests::new(n, false);
+                let (mut mf, mut ms) = (Matching::new(n), Matching::new(n));
+                for _round in 0..300 {
+                    req.clear();
+                    for i in 0..n {
+                        for o in 0..n {
+                            if rng.bernoulli(density) {
+                                bits::set(req.row_mut(i), o);
+                            }
+                        }
+                        if !bits::is_empty(req.row(i)) {
+                            req.active.push(i as u32);
+                        }
+                    }
+                    mf.clear();
+                    ms.clear();
+                    fast.allocate(&req, &mut mf);
+                    slow.allocate(&req, &mut ms);
+                    assert_eq!(mf.matched, ms.matched, "n {n} iterations {iterations}");
+                    assert_eq!(mf.input_to_output, ms.input_to_output);
+                    assert_eq!(fast.grant_ptr, slow.grant_ptr);
+                    assert_eq!(fast.accept_ptr, slow.accept_ptr);
+                }
+            }
+        }
+    }
+}
