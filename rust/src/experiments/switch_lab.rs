@@ -215,7 +215,9 @@ fn geometric_ge1(rng: &mut SimRng, ln_q: f64) -> u64 {
         return 1;
     }
     let u = 1.0 - rng.uniform(); // (0, 1]
-    ((u.ln() / ln_q).floor() as u64).saturating_add(1)
+    // The quotient is >= 0 (or -0.0), so truncation is the floor (and the
+    // cast saturates as `floor` then the cast would): no libm `floor` call.
+    ((u.ln() / ln_q) as u64).saturating_add(1)
 }
 
 /// ln(1 - p), accurate for tiny p (ln_1p), 0 for p >= 1; never 0 for 0 < p < 1.
@@ -234,7 +236,7 @@ fn geometric_ge0_mean(rng: &mut SimRng, mean: f64) -> u64 {
     }
     let q = mean / (1.0 + mean);
     let u = 1.0 - rng.uniform();
-    (u.ln() / q.ln()).floor() as u64
+    (u.ln() / q.ln()) as u64 // >= 0: truncation is the floor
 }
 
 impl SwitchLabSpec {

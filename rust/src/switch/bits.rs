@@ -22,14 +22,61 @@ pub fn get(row: &[u64], i: usize) -> bool {
     row[i >> 6] >> (i & 63) & 1 == 1
 }
 
+/// Zero `row`. Stores only to non-zero words: for the one- or two-word rows
+/// of a switch up to 128 ports this is cheaper than the `memset` call an
+/// unconditional loop compiles to (the length is not known at compile time).
+#[inline]
+pub fn zero(row: &mut [u64]) {
+    for x in row.iter_mut() {
+        if *x != 0 {
+            *x = 0;
+        }
+    }
+}
+
+/// Whether `a` and `b` share no set bit (rows of equal length).
+#[inline]
+pub fn disjoint(a: &[u64], b: &[u64]) -> bool {
+    match (a, b) {
+        ([a0], [b0]) => a0 & b0 == 0,
+        ([a0, a1], [b0, b1]) => (a0 & b0) | (a1 & b1) == 0,
+        _ => a.iter().zip(b).all(|(x, y)| x & y == 0),
+    }
+}
+
+/// `dst |= a & b` word by word (rows of equal length).
+#[inline]
+pub fn or_and(dst: &mut [u64], a: &[u64], b: &[u64]) {
+    match (dst, a, b) {
+        ([d0], [a0], [b0]) => *d0 |= a0 & b0,
+        ([d0, d1], [a0, a1], [b0, b1]) => {
+            *d0 |= a0 & b0;
+            *d1 |= a1 & b1;
+        }
+        (dst, a, b) => {
+            for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
+                *d |= x & y;
+            }
+        }
+    }
+}
+
 #[inline]
 pub fn is_empty(row: &[u64]) -> bool {
-    row.iter().all(|&w| w == 0)
+    match row {
+        [a] => *a == 0,
+        [a, b] => a | b == 0,
+        _ => row.iter().all(|&w| w == 0),
+    }
 }
 
 #[inline]
 pub fn count(row: &[u64]) -> u32 {
-    row.iter().map(|w| w.count_ones()).sum()
+    match row {
+        [a] => a.count_ones(),
+        [a, b] => a.count_ones() + b.count_ones(),
+        _ => row.iter().map(|w| w.count_ones()).sum(),
+    }
 }
 
 /// First set bit at index >= `start` (cyclically, over `n` bits); `None` if empty.

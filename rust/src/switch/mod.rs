@@ -103,7 +103,7 @@ struct Slot {
 struct QueueState {
     head: u32,
     tail: u32,
-    len: u32,
+    /// Packets in the queue whose head flit may request (<= the queue's length).
     ready: u32,
 }
 
@@ -227,7 +227,7 @@ impl Switch {
             // known up front: start with a few slots per (input, VC) and grow.
             slots: Vec::with_capacity(n * v * 4),
             free_slots: Vec::with_capacity(n * v * 4),
-            qs: vec![QueueState { head: NONE, tail: NONE, len: 0, ready: 0 }; n * v * q_per_iv],
+            qs: vec![QueueState { head: NONE, tail: NONE, ready: 0 }; n * v * q_per_iv],
             in_occ: vec![0; n * v],
             in_occ_last: vec![0; n * v],
             in_link_free: vec![0; n],
@@ -387,7 +387,6 @@ impl Switch {
             self.slots[self.qs[q].tail as usize].next = sl;
         }
         self.qs[q].tail = sl;
-        self.qs[q].len += 1;
         if ready_at <= cycle && self.s == 1 {
             // Ready on arrival (no pipeline): no event needed.
             self.on_ready(q);
@@ -608,8 +607,7 @@ impl Switch {
             while cand != 0 {
                 let i = wi << 6 | cand.trailing_zeros() as usize;
                 cand &= cand - 1;
-                let ra = &self.ready_any[i * w..(i + 1) * w];
-                if ra.iter().zip(&self.free_outputs).all(|(a, b)| a & b == 0) {
+                if bits::disjoint(&self.ready_any[i * w..(i + 1) * w], &self.free_outputs) {
                     continue;
                 }
                 let row = &mut self.req.rows[i * w..(i + 1) * w];
@@ -618,12 +616,9 @@ impl Switch {
                     let vc = vcs.trailing_zeros() as usize;
                     vcs &= vcs - 1;
                     let rr = &self.ready_rows[(i * v + vc) * w..(i * v + vc + 1) * w];
-                    let of = &self.okfree[vc * w..(vc + 1) * w];
-                    for ((r, a), b) in row.iter_mut().zip(rr).zip(of) {
-                        *r |= a & b;
-                    }
+                    bits::or_and(row, rr, &self.okfree[vc * w..(vc + 1) * w]);
                 }
-                if row.iter().any(|&x| x != 0) {
+                if !bits::is_empty(row) {
                     self.req.active.push(i as u32);
                     if needs_ages {
                         for o in bits::iter(&self.req.rows[i * w..(i + 1) * w]) {
@@ -675,8 +670,7 @@ impl Switch {
             if self.m.input_to_output[i] != NONE {
                 continue;
             }
-            let row = &self.req.rows[i * w..(i + 1) * w];
-            if row.iter().zip(&self.free_outputs).any(|(a, b)| a & b != 0) {
+            if !bits::disjoint(&self.req.rows[i * w..(i + 1) * w], &self.free_outputs) {
                 self.retry_slot = Some(slot + 1);
                 break;
             }
@@ -735,7 +729,6 @@ impl Switch {
         if self.qs[q].head == NONE {
             self.qs[q].tail = NONE;
         }
-        self.qs[q].len -= 1;
         self.qs[q].ready -= 1;
         let rr = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
         bits::clear(rr, o);

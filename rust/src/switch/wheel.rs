@@ -63,7 +63,17 @@ impl Switch {
 
     /// Earliest cycle at which [`Self::step`] has work, if any.
     pub fn next_event_cycle(&self) -> Option<u64> {
-        let h = self.heap.peek().map(|Reverse((slot, ..))| *slot);
-        [h, self.wheel_next(), self.retry_slot].into_iter().flatten().min().map(|slot| self.cycle_of(slot))
+        let mut t = self.retry_slot.unwrap_or(u64::MAX);
+        if let Some(Reverse((slot, ..))) = self.heap.peek() {
+            t = t.min(*slot);
+        }
+        if let Some(slot) = self.wheel_next() {
+            t = t.min(slot);
+        }
+        if t == u64::MAX {
+            None
+        } else {
+            Some(self.cycle_of(t))
+        }
     }
 }

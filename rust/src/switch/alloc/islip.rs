@@ -22,6 +22,14 @@ pub struct Islip {
     grant_ptr: Vec<u32>,
     accept_ptr: Vec<u32>,
     s: GrantScratch,
+    /// First iteration, per output: the requesting input nearest its grant
+    /// pointer so far and that distance (NONE = no request yet).
+    grant_to: Vec<u32>,
+    grant_dist: Vec<u32>,
+    /// First iteration, per input: the granting output nearest its accept
+    /// pointer so far and that distance (NONE = no grant yet).
+    accept_of: Vec<u32>,
+    accept_dist: Vec<u32>,
 }
 
 impl Islip {
@@ -32,6 +40,10 @@ impl Islip {
             grant_ptr: vec![0; n],
             accept_ptr: vec![0; n],
             s: GrantScratch::new(n),
+            grant_to: vec![NONE; n],
+            grant_dist: vec![0; n],
+            accept_of: vec![NONE; n],
+            accept_dist: vec![0; n],
         }
     }
 }
@@ -43,8 +55,10 @@ impl Allocator for Islip {
 
     fn allocate(&mut self, req: &Requests, m: &mut Matching) {
         let (n, w) = (self.n, req.w);
-        for iter in 0..self.iterations {
-            // Step 1 (request): columns of the unmatched request matrix.
+        self.first_iteration(req, m);
+        for iter in 1..self.iterations {
+            // Later iterations: step 1 (request), columns of the unmatched
+            // request matrix.
             columns(req, m, &mut self.s.cols, &mut self.s.touched);
             if self.s.touched.is_empty() {
                 break;
@@ -66,18 +80,168 @@ impl Allocator for Islip {
                 let i = self.s.granted_inputs[k] as usize;
                 let g = &mut self.s.grants[i * w..(i + 1) * w];
                 let o = bits::next_cyclic(g, self.accept_ptr[i] as usize, n).expect("granted");
-                for x in g.iter_mut() {
-                    *x = 0;
-                }
+                bits::zero(g);
                 m.add(i, o);
-                if iter == 0 {
-                    self.accept_ptr[i] = if o + 1 == n { 0 } else { o as u32 + 1 };
-                    self.grant_ptr[o] = if i + 1 == n { 0 } else { i as u32 + 1 };
-                }
+                debug_assert!(iter > 0, "pointers move in the first iteration only");
             }
             self.s.granted_inputs.clear();
             clear_columns(&mut self.s.cols, w, &mut self.s.touched);
         }
         debug_assert!(m.matched.iter().all(|&i| m.input_to_output[i as usize] != NONE));
+    }
+}
+
+/// Cyclic distance from pointer `p` forward to `x`, over `n` ports.
+#[inline]
+fn dist(x: usize, p: u32, n: usize) -> u32 {
+    let p = p as usize;
+    (if x >= p { x - p } else { x + n - p }) as u32
+}
+
+impl Islip {
+    /// The first iteration, when every port is unmatched, straight from the
+    /// request rows (a round has few requests: no column matrix is built).
+    /// Decisions and their order are those of the column form used for later
+    /// iterations: outputs are visited in the order their first request
+    /// appears (inputs ascending, outputs ascending within a row), each grants
+    /// the requester nearest after its pointer, and inputs accept, in the
+    /// order they were first granted, the grant nearest after theirs.
+    fn first_iteration(&mut self, req: &Requests, m: &mut Matching) {
+        let n = self.n;
+        let w = req.w;
+        // Step 1 (request) and step 2 (grant): per output the nearest requester.
+        for &i in &req.active {
+            let i = i as usize;
+            for (wi, &word) in req.rows[i * w..(i + 1) * w].iter().enumerate() {
+                let mut b = word;
+                while b != 0 {
+                    let o = wi << 6 | b.trailing_zeros() as usize;
+                    b &= b - 1;
+                    let d = dist(i, self.grant_ptr[o], n);
+                    if self.grant_to[o] == NONE {
+                        self.s.touched.push(o as u32);
+                        self.grant_to[o] = i as u32;
+                        self.grant_dist[o] = d;
+                    } else if d < self.grant_dist[o] {
+                        self.grant_to[o] = i as u32;
+                        self.grant_dist[o] = d;
+                    }
+                }
+            }
+        }
+        for k in 0..self.s.touched.len() {
+            let o = self.s.touched[k] as usize;
+            let i = self.grant_to[o] as usize;
+            self.grant_to[o] = NONE;
+            let d = dist(o, self.accept_ptr[i], n);
+            if self.accept_of[i] == NONE {
+                self.s.granted_inputs.push(i as u32);
+                self.accept_of[i] = o as u32;
+                self.accept_dist[i] = d;
+            } else if d < self.accept_dist[i] {
+                self.accept_of[i] = o as u32;
+                self.accept_dist[i] = d;
+            }
+        }
+        self.s.touched.clear();
+        // Step 3 (accept), and the pointer update (first iteration only).
+        for k in 0..self.s.granted_inputs.len() {
+            let i = self.s.granted_inputs[k] as usize;
+            let o = self.accept_of[i] as usize;
+            self.accept_of[i] = NONE;
+            m.add(i, o);
+            self.accept_ptr[i] = if o + 1 == n { 0 } else { o as u32 + 1 };
+            self.grant_ptr[o] = if i + 1 == n { 0 } else { i as u32 + 1 };
+        }
+        self.s.granted_inputs.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::SimRng;
+
+    /// iSLIP in the textbook column form for every iteration (the form the
+    /// allocator used before the first iteration was taken from the rows):
+    /// the reference the fast first iteration must match decision for
+    /// decision, including the order of `matched` (the switch starts
+    /// connections, and so emits departures, in that order).
+    struct Reference {
+        n: usize,
+        iterations: u32,
+        grant_ptr: Vec<u32>,
+        accept_ptr: Vec<u32>,
+        s: GrantScratch,
+    }
+
+    impl Reference {
+        fn allocate(&mut self, req: &Requests, m: &mut Matching) {
+            let (n, w) = (self.n, req.w);
+            for iter in 0..self.iterations {
+                columns(req, m, &mut self.s.cols, &mut self.s.touched);
+                if self.s.touched.is_empty() {
+                    break;
+                }
+                for k in 0..self.s.touched.len() {
+                    let o = self.s.touched[k] as usize;
+                    let col = &self.s.cols[o * w..(o + 1) * w];
+                    if let Some(i) = bits::next_cyclic(col, self.grant_ptr[o] as usize, n) {
+                        let g = &mut self.s.grants[i * w..(i + 1) * w];
+                        if bits::is_empty(g) {
+                            self.s.granted_inputs.push(i as u32);
+                        }
+                        bits::set(g, o);
+                    }
+                }
+                for k in 0..self.s.granted_inputs.len() {
+                    let i = self.s.granted_inputs[k] as usize;
+                    let g = &mut self.s.grants[i * w..(i + 1) * w];
+                    let o = bits::next_cyclic(g, self.accept_ptr[i] as usize, n).unwrap();
+                    bits::zero(g);
+                    m.add(i, o);
+                    if iter == 0 {
+                        self.accept_ptr[i] = if o + 1 == n { 0 } else { o as u32 + 1 };
+                        self.grant_ptr[o] = if i + 1 == n { 0 } else { i as u32 + 1 };
+                    }
+                }
+                self.s.granted_inputs.clear();
+                clear_columns(&mut self.s.cols, w, &mut self.s.touched);
+            }
+        }
+    }
+
+    #[test]
+    fn matches_the_column_form_decision_for_decision() {
+        let mut rng = SimRng::new(11);
+        for &(n, density) in &[(5usize, 0.5f64), (72, 0.04), (72, 0.3), (130, 0.05)] {
+            for iterations in 1..=3 {
+                let mut fast = Islip::new(n, iterations);
+                let mut slow = Reference { n, iterations, grant_ptr: vec![0; n], accept_ptr: vec![0; n], s: GrantScratch::new(n) };
+                let mut req = Requests::new(n, false);
+                let (mut mf, mut ms) = (Matching::new(n), Matching::new(n));
+                for _round in 0..300 {
+                    req.clear();
+                    for i in 0..n {
+                        for o in 0..n {
+                            if rng.bernoulli(density) {
+                                bits::set(req.row_mut(i), o);
+                            }
+                        }
+                        if !bits::is_empty(req.row(i)) {
+                            req.active.push(i as u32);
+                        }
+                    }
+                    mf.clear();
+                    ms.clear();
+                    fast.allocate(&req, &mut mf);
+                    slow.allocate(&req, &mut ms);
+                    assert_eq!(mf.matched, ms.matched, "n {n} iterations {iterations}");
+                    assert_eq!(mf.input_to_output, ms.input_to_output);
+                    assert_eq!(fast.grant_ptr, slow.grant_ptr);
+                    assert_eq!(fast.accept_ptr, slow.accept_ptr);
+                }
+            }
+        }
     }
 }

@@ -59,9 +59,7 @@ impl Requests {
     pub fn clear(&mut self) {
         for k in 0..self.active.len() {
             let i = self.active[k] as usize;
-            for x in &mut self.rows[i * self.w..(i + 1) * self.w] {
-                *x = 0;
-            }
+            bits::zero(&mut self.rows[i * self.w..(i + 1) * self.w]);
         }
         self.active.clear();
     }
@@ -192,9 +190,7 @@ pub(crate) fn columns(req: &Requests, m: &Matching, cols: &mut [u64], touched: &
 #[inline]
 pub(crate) fn clear_columns(cols: &mut [u64], w: usize, touched: &mut Vec<u32>) {
     for &o in touched.iter() {
-        for x in &mut cols[o as usize * w..(o as usize + 1) * w] {
-            *x = 0;
-        }
+        bits::zero(&mut cols[o as usize * w..(o as usize + 1) * w]);
     }
     touched.clear();
 }

@@ -61,7 +61,7 @@ impl Allocator for Pim {
                 let g = &mut self.s.grants[i * w..(i + 1) * w];
                 let c = bits::count(g);
                 let o = bits::nth(g, self.rng.below(c as u64) as u32);
-                g.fill(0);
+                bits::zero(g);
                 m.add(i, o);
             }
             self.s.granted_inputs.clear();

@@ -51,7 +51,7 @@ impl Allocator for SeparableOutputFirst {
             let g = &mut self.s.grants[i * w..(i + 1) * w];
             let o = bits::next_cyclic(g, self.in_ptr[i] as usize, n).expect("granted");
             self.in_ptr[i] = ((o + 1) % n) as u32;
-            g.fill(0);
+            bits::zero(g);
             m.add(i, o);
         }
         self.s.granted_inputs.clear();
