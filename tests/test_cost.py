@@ -22,7 +22,7 @@ from flitsim.models import (
     slice_kernels,
     step_kernels,
 )
-from flitsim.models.kernels import OPS
+from flitsim.models.kernels import OPS, ring_merge_kernels
 from flitsim.workloads import dit_workload
 
 ONE_TILE = GemmParams(tiles=((128, 128),), tile_efficiency=(1.0,), k_overhead=64)
@@ -447,15 +447,15 @@ def test_host_time_counts_ops_that_launch_no_kernel():
 
 def test_compiled_and_cuda_graph_pay_no_per_op_python_cost():
     k = step_kernels("flux.1-dev", 4096, layers=19, text_tokens=256)
-    ring = _ew_rows(["ring_merge"] * 2, 1)              # 16 host ops + 1 batch_isend_irecv each
+    a2a = _ew_rows(["reshape"] * 2, 1)                 # 6 host ops + 1 all_to_all_single each
     comp, graph = CostModel("h100", execution="compiled"), CostModel("h100", execution="cuda_graph")
     launched = len(comp.kernel_times_s(k)[1])          # after fusion
     assert comp.host_time_s(k) == pytest.approx(launched * 4e-6)    # no views, no module calls
     # the two rows fuse into one launch; their torch.distributed calls stay host calls
-    assert comp.host_time_s(ring) == pytest.approx(1 * 4e-6 + 2 * 20e-6)
-    assert graph.host_time_s(k) == 0.0 and graph.host_time_s(ring) == 0.0
+    assert comp.host_time_s(a2a) == pytest.approx(1 * 4e-6 + 2 * 20e-6)
+    assert graph.host_time_s(k) == 0.0 and graph.host_time_s(a2a) == 0.0
     eager = CostModel("h100")
-    assert eager.host_time_s(ring) == pytest.approx(2 * (10e-6 + 16 * 3.3e-6 + 20e-6))
+    assert eager.host_time_s(a2a) == pytest.approx(2 * (10e-6 + 6 * 3.3e-6 + 20e-6))
 
 
 def test_ring_steps_that_pass_kv_on_carry_the_p2p_host_work():
@@ -465,3 +465,18 @@ def test_ring_steps_that_pass_kv_on_carry_the_p2p_host_work():
     assert host_counts(ring_merge_kernels(att, False, False).op) == (16, 1)   # a middle step
     assert host_counts(ring_merge_kernels(att, False, True).op) == (0, 0)     # the last step sends nothing
     assert host_counts(ring_merge_kernels(att, True, True).op) == (0, 0)      # a ring of one
+
+
+def test_compiled_ring_step_runs_eagerly_at_its_graph_break():
+    # torch.compile breaks its graph at ring-flash-attention's batch_isend_irecv, so a ring step that passes
+    # K / V on pays eager host rates (10 us per launch, 3.3 us per host op) even under `compiled`;
+    # a task without point-to-point rows keeps the compiled rates (4 us, 0)
+    comp = CostModel("h100", execution="compiled")
+    att = step_kernels("flux.1-dev", 4096, layers=19, text_tokens=256).parts("attn")
+    step = att + ring_merge_kernels(att, False, False)   # attention + the (jit-fused) out / LSE merges
+    launched = len(comp.kernel_times_s(step)[1])
+    n_att = int((att.kind == 1).sum())                  # each attention call: 6 host ops (HOST_OPS)
+    assert n_att == 1
+    assert comp.host_time_s(step) == pytest.approx(launched * 10e-6 + (16 + 6) * 3.3e-6 + 1 * 20e-6)
+    last = att + ring_merge_kernels(att, False, True)
+    assert comp.host_time_s(last) == pytest.approx(len(comp.kernel_times_s(last)[1]) * 4e-6)

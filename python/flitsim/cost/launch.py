@@ -26,7 +26,13 @@ Modes:
 - ``compiled`` (torch.compile / Inductor): consecutive elementwise kernels
   fused (:func:`flitsim.cost.elementwise.fuse_elementwise`), launched from
   generated wrapper code (assumed 4 us CPU per kernel, 2 us gap); views are
-  compiled away (no host-op cost); collectives stay host calls.
+  compiled away (no host-op cost); collectives stay host calls. A task that issues
+  point-to-point calls (a ring attention step) runs eagerly: torch.compile breaks its
+  graph at ``batch_isend_irecv`` / ``P2POp`` (pytorch/pytorch issue #121386, "torch.compile
+  + ring attention", graph breaks logged in the ring loop; PR #161213 "Enabling
+  batch_isend_irecv to compile" was still open in 2026), so such a task's host time uses
+  ``break_dispatch_s`` / ``break_host_op_s`` (the eager 10 us / 3.3 us) instead
+  (``graph_break_on_p2p``).
 
 A task's kernels queue on one stream while the CPU runs ahead, so its time is
 
@@ -57,6 +63,9 @@ class ExecutionMode(Spec):
     cpu_comm_call_s: float = Field(default=20e-6, ge=0)
     launch_gap_s: float = Field(default=2e-6, ge=0)
     fuse_elementwise: bool = False
+    graph_break_on_p2p: bool = False
+    break_dispatch_s: float = Field(default=10e-6, ge=0)
+    break_host_op_s: float = Field(default=3.3e-6, ge=0)
 
 
 EXECUTION_MODES = {
@@ -65,7 +74,7 @@ EXECUTION_MODES = {
     "cuda_graph": dict(name="cuda_graph", cpu_dispatch_s=0.0, cpu_host_op_s=0.0, cpu_comm_call_s=0.0,
                        launch_gap_s=1e-6, fuse_elementwise=False),
     "compiled": dict(name="compiled", cpu_dispatch_s=4e-6, cpu_host_op_s=0.0, cpu_comm_call_s=20e-6,
-                     launch_gap_s=2e-6, fuse_elementwise=True),
+                     launch_gap_s=2e-6, fuse_elementwise=True, graph_break_on_p2p=True),
 }
 
 
@@ -91,7 +100,11 @@ def execution_mode(mode: "ExecutionMode | str | dict | None") -> ExecutionMode:
     raise config_error("execution", mode, "'eager', 'cuda_graph', 'compiled' or a dict of ExecutionMode fields")
 
 
-def host_time_s(ex: ExecutionMode, launched: int, host_ops: int, comm_calls: int) -> float:
+def host_time_s(ex: ExecutionMode, launched: int, host_ops: int, comm_calls: int, p2p: bool = False) -> float:
     """Host time of a task, seconds: ``launched x cpu_dispatch_s + host_ops x
-    cpu_host_op_s + comm_calls x cpu_comm_call_s`` (module docstring)."""
+    cpu_host_op_s + comm_calls x cpu_comm_call_s``; with ``p2p`` (the task issues
+    point-to-point calls) and ``graph_break_on_p2p``, the eager-running
+    ``break_dispatch_s`` / ``break_host_op_s`` replace the first two (module docstring)."""
+    if p2p and ex.graph_break_on_p2p:
+        return launched * ex.break_dispatch_s + host_ops * ex.break_host_op_s + comm_calls * ex.cpu_comm_call_s
     return launched * ex.cpu_dispatch_s + host_ops * ex.cpu_host_op_s + comm_calls * ex.cpu_comm_call_s

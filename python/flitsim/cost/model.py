@@ -21,7 +21,7 @@ from flitsim.cost.launch import ExecutionMode, execution_mode, host_time_s
 from flitsim.cost.profile import Profile, read_profile
 from flitsim.errors import config_error
 from flitsim.hardware.gpus import GpuSpec, gpu_preset
-from flitsim.models.kernels import Kernels, host_counts
+from flitsim.models.kernels import Kernels, has_p2p, host_counts
 
 __all__ = ["CostModel", "row_times_s"]
 
@@ -109,13 +109,14 @@ class CostModel:
         """Host time of a task running ``kernels``, seconds (:func:`.launch.host_time_s`):
         launched kernels (after fusion; ``launched`` when the caller has counted them)
         plus the non-kernel host ops and torch.distributed calls of the rows the mode
-        runs (:data:`~flitsim.models.kernels.HOST_OPS`, counted before fusion)."""
+        runs (:data:`~flitsim.models.kernels.HOST_OPS`, counted before fusion); a task
+        with point-to-point rows at the eager rates under ``graph_break_on_p2p``."""
         ex: ExecutionMode = self.execution
         rows = kernels.launched(ex.fuse_elementwise)
         if launched is None:
             launched = len(fuse_elementwise(rows.cols)["kind"]) if ex.fuse_elementwise else len(rows)
         ops, calls = host_counts(rows.cols["op"])
-        return host_time_s(ex, launched, ops, calls)
+        return host_time_s(ex, launched, ops, calls, has_p2p(rows.cols["op"]))
 
     def time_ps(self, kernels: Any) -> tuple[int, int]:
         """:meth:`task_time_s` in integer picoseconds."""

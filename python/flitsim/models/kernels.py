@@ -46,7 +46,7 @@ from flitsim.models.cost import _Call, _causal_call, _dit_call, _select
 from flitsim.models.entries import _Entry
 from flitsim.models.zoo import as_model
 
-__all__ = ["Kernels", "KINDS", "PARTS", "OPS", "EW_READS", "HOST_OPS", "COMM_CALLS", "host_counts", "entry_kernels", "slice_kernels", "patch_kernels",
+__all__ = ["Kernels", "KINDS", "PARTS", "OPS", "EW_READS", "HOST_OPS", "COMM_CALLS", "P2P_OPS", "host_counts", "has_p2p", "entry_kernels", "slice_kernels", "patch_kernels",
            "step_kernels", "decode_kernels", "ring_merge_kernels"]
 
 KINDS = ("gemm", "attention", "elementwise")
@@ -319,6 +319,10 @@ class _Rows:
         return Kernels({c: a[i] for i, c in enumerate(_COLS)})
 
 
+P2P_OPS = ("ring_init", "ring_merge")
+"""Rows whose torch.distributed call is point-to-point (ring-flash-attention's
+``batch_isend_irecv`` of ``P2POp``\ s), at which torch.compile breaks its graph."""
+_P2P_CODES = np.array([_OP[n] for n in P2P_OPS], np.int64)
 _HOST_BY_CODE = np.array([HOST_OPS.get(n, 0) for n in OPS], np.int64)
 _COMM_BY_CODE = np.array([COMM_CALLS.get(n, 0) for n in OPS], np.int64)
 
@@ -328,6 +332,11 @@ def host_counts(op: np.ndarray) -> tuple[int, int]:
     ``op`` run on the host (:data:`HOST_OPS`, :data:`COMM_CALLS`)."""
     op = np.asarray(op, dtype=np.int64)
     return int(_HOST_BY_CODE[op].sum()), int(_COMM_BY_CODE[op].sum())
+
+
+def has_p2p(op: np.ndarray) -> bool:
+    """Whether any row with op codes ``op`` issues a point-to-point call (:data:`P2P_OPS`)."""
+    return bool(np.isin(np.asarray(op), _P2P_CODES).any())
 
 
 def ring_merge_kernels(att: Kernels, first: bool, last: bool) -> Kernels:
