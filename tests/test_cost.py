@@ -22,7 +22,7 @@ from flitsim.models import (
     slice_kernels,
     step_kernels,
 )
-from flitsim.models.kernels import OPS
+from flitsim.models.kernels import OPS, ring_merge_kernels
 from flitsim.workloads import dit_workload
 
 ONE_TILE = GemmParams(tiles=((128, 128),), tile_efficiency=(1.0,), k_overhead=64)
@@ -401,3 +401,82 @@ def test_ring_merge_kernels_follow_ring_flash_attention_update_out_and_lse():
         assert mid.bytes().sum() == numel * 5 * 2 + (numel // 72) * 6 * 2
     last = ring_merge_kernels(att, False, True)
     assert len(last) == 3 and last.bytes()[-1] == numel * 3 * 2
+
+
+# ---------------------------------------------------------------- host (CPU) time per task
+def _ew_rows(ops: list[str], numel: int) -> Kernels:
+    return Kernels.concat([Kernels.elementwise(o, numel, 2) for o in ops])
+
+
+def test_eager_task_time_is_max_of_gpu_sum_and_host_sum():
+    from flitsim.cost.launch import EXECUTION_MODES
+    e = EXECUTION_MODES["eager"]
+    g = gpu_preset("h100")
+    # host-bound: 3 one-element copies around all-to-alls (op "reshape": 6 host ops and 1 torch.distributed call
+    # each); GPU time is 3 x (a few ns + the 2 us gap), host 3 x (10 + 6 x 3.3 + 20) us = 149.4 us
+    small = _ew_rows(["reshape"] * 3, 1)
+    host = 3 * (e["cpu_dispatch_s"] + 6 * e["cpu_host_op_s"] + 1 * e["cpu_comm_call_s"])
+    assert host == pytest.approx(3 * (10e-6 + 6 * 3.3e-6 + 20e-6))
+    assert CostModel(g).task_time_s(small)[0] == pytest.approx(host, rel=1e-12)
+    # GPU-bound: one 1 GiB-element copy: bytes x (h / L2 + (1 - h) / HBM) + gap, far above its 10 + 19.8 + 20 us host
+    big = _ew_rows(["reshape"], 1 << 30)
+    nbytes = (1 << 30) * 2 * 2
+    h = min(1.0, 0.5 * g.l2_bytes / (g.l2_partitions * nbytes))
+    t = nbytes * (h / g.l2_bytes_per_s + (1 - h) / (g.hbm_bytes_per_s * g.memory_efficiency)) + e["launch_gap_s"]
+    assert CostModel(g).task_time_s(big)[0] == pytest.approx(t, rel=1e-9)
+    # both in one task: max of the sums, not a sum of per-kernel maxima
+    both = big + small
+    gpu_sum = t + 3 * (elementwise_time_s(1, 1, 1, 2, g) + e["launch_gap_s"])
+    assert CostModel(g).task_time_s(both)[0] == pytest.approx(max(gpu_sum, host + e["cpu_dispatch_s"] + 6 * 3.3e-6 + 20e-6))
+
+
+def test_host_time_counts_ops_that_launch_no_kernel():
+    # Same kernels and shapes; "neg" starts diffusers' apply_rotary_emb and carries its 7 view-like ops
+    # (cos[None, None], sin[None, None], two .to(device), reshape, unbind, flatten), "add_f32" none
+    from flitsim.models.kernels import HOST_OPS
+    assert HOST_OPS["neg"] == 7 and "add_f32" not in HOST_OPS
+    cm = CostModel("h100")
+    a, b = _ew_rows(["neg"] * 10, 1), _ew_rows(["add_f32"] * 10, 1)
+    assert cm.host_time_s(a) - cm.host_time_s(b) == pytest.approx(10 * 7 * 3.3e-6)
+    assert cm.host_time_s(b) == pytest.approx(10 * 10e-6)
+    # a diffusers Linear carries its nn.Module call (+ view + transpose for q / k / v): 3 host ops
+    k = step_kernels("flux.1-dev", 4096, layers=19, text_tokens=256)
+    n_qkv = int((np.array(OPS)[k.op] == "qkv").sum())
+    assert n_qkv == 3 and HOST_OPS["qkv"] == 3
+
+
+def test_compiled_and_cuda_graph_pay_no_per_op_python_cost():
+    k = step_kernels("flux.1-dev", 4096, layers=19, text_tokens=256)
+    a2a = _ew_rows(["reshape"] * 2, 1)                 # 6 host ops + 1 all_to_all_single each
+    comp, graph = CostModel("h100", execution="compiled"), CostModel("h100", execution="cuda_graph")
+    launched = len(comp.kernel_times_s(k)[1])          # after fusion
+    assert comp.host_time_s(k) == pytest.approx(launched * 4e-6)    # no views, no module calls
+    # the two rows fuse into one launch; their torch.distributed calls stay host calls
+    assert comp.host_time_s(a2a) == pytest.approx(1 * 4e-6 + 2 * 20e-6)
+    assert graph.host_time_s(k) == 0.0 and graph.host_time_s(a2a) == 0.0
+    eager = CostModel("h100")
+    assert eager.host_time_s(a2a) == pytest.approx(2 * (10e-6 + 6 * 3.3e-6 + 20e-6))
+
+
+def test_ring_steps_that_pass_kv_on_carry_the_p2p_host_work():
+    from flitsim.models.kernels import host_counts, ring_merge_kernels
+    att = step_kernels("flux.1-dev", 4096, layers=19, text_tokens=256).parts("attn")
+    assert host_counts(ring_merge_kernels(att, True, False).op) == (16, 1)    # step 0 of N > 1
+    assert host_counts(ring_merge_kernels(att, False, False).op) == (16, 1)   # a middle step
+    assert host_counts(ring_merge_kernels(att, False, True).op) == (0, 0)     # the last step sends nothing
+    assert host_counts(ring_merge_kernels(att, True, True).op) == (0, 0)      # a ring of one
+
+
+def test_compiled_ring_step_runs_eagerly_at_its_graph_break():
+    # torch.compile breaks its graph at ring-flash-attention's batch_isend_irecv, so a ring step that passes
+    # K / V on pays eager host rates (10 us per launch, 3.3 us per host op) even under `compiled`;
+    # a task without point-to-point rows keeps the compiled rates (4 us, 0)
+    comp = CostModel("h100", execution="compiled")
+    att = step_kernels("flux.1-dev", 4096, layers=19, text_tokens=256).parts("attn")
+    step = att + ring_merge_kernels(att, False, False)   # attention + the (jit-fused) out / LSE merges
+    launched = len(comp.kernel_times_s(step)[1])
+    n_att = int((att.kind == 1).sum())                  # each attention call: 6 host ops (HOST_OPS)
+    assert n_att == 1
+    assert comp.host_time_s(step) == pytest.approx(launched * 10e-6 + (16 + 6) * 3.3e-6 + 1 * 20e-6)
+    last = att + ring_merge_kernels(att, False, True)
+    assert comp.host_time_s(last) == pytest.approx(len(comp.kernel_times_s(last)[1]) * 4e-6)

@@ -17,11 +17,11 @@ import numpy as np
 from flitsim.cost.attention import AttentionParams, attention_time_s
 from flitsim.cost.elementwise import elementwise_time_s, fuse_elementwise
 from flitsim.cost.gemm import GemmParams, gemm_time_s
-from flitsim.cost.launch import ExecutionMode, execution_mode
+from flitsim.cost.launch import ExecutionMode, execution_mode, host_time_s
 from flitsim.cost.profile import Profile, read_profile
 from flitsim.errors import config_error
 from flitsim.hardware.gpus import GpuSpec, gpu_preset
-from flitsim.models.kernels import Kernels
+from flitsim.models.kernels import Kernels, has_p2p, host_counts
 
 __all__ = ["CostModel", "row_times_s"]
 
@@ -92,7 +92,7 @@ class CostModel:
     def task_time_s(self, kernels: Any) -> tuple[float, float]:
         """(time of a task running ``kernels`` back to back on one stream, s;
         the part of it that came from measured kernels, s). Time =
-        ``max(sum(t + launch_gap), launches x cpu_dispatch)`` (:mod:`.launch`)."""
+        ``max(sum(t + launch_gap), host)`` (:mod:`.launch`; :meth:`host_time_s`)."""
         key = kernels.key()
         hit = self._cache.get(key)
         if hit is not None:
@@ -100,10 +100,23 @@ class CostModel:
         _, t, measured = self.kernel_times_s(kernels)
         ex: ExecutionMode = self.execution
         gpu = float((t + ex.launch_gap_s).sum())
-        total = max(gpu, len(t) * ex.cpu_dispatch_s)
+        total = max(gpu, self.host_time_s(kernels, len(t)))
         meas = float((t[measured] + ex.launch_gap_s).sum()) * (total / gpu if gpu > 0 else 0.0)
         self._cache[key] = (total, meas)
         return total, meas
+
+    def host_time_s(self, kernels: Any, launched: int | None = None) -> float:
+        """Host time of a task running ``kernels``, seconds (:func:`.launch.host_time_s`):
+        launched kernels (after fusion; ``launched`` when the caller has counted them)
+        plus the non-kernel host ops and torch.distributed calls of the rows the mode
+        runs (:data:`~flitsim.models.kernels.HOST_OPS`, counted before fusion); a task
+        with point-to-point rows at the eager rates under ``graph_break_on_p2p``."""
+        ex: ExecutionMode = self.execution
+        rows = kernels.launched(ex.fuse_elementwise)
+        if launched is None:
+            launched = len(fuse_elementwise(rows.cols)["kind"]) if ex.fuse_elementwise else len(rows)
+        ops, calls = host_counts(rows.cols["op"])
+        return host_time_s(ex, launched, ops, calls, has_p2p(rows.cols["op"]))
 
     def time_ps(self, kernels: Any) -> tuple[int, int]:
         """:meth:`task_time_s` in integer picoseconds."""
@@ -134,7 +147,8 @@ class CostModel:
              "kv": np.where(kind == 1, C + S, u["kv"])}
         t = row_times_s(g, self.gpu, self.peak, self.gemm, self.attention)
         gpu = ((t + ex.launch_gap_s) * counts[:, None]).sum(axis=0)
-        cpu = counts.sum() * ex.cpu_dispatch_s
+        ops, calls = host_counts(launched.cols["op"])
+        cpu = host_time_s(ex, int(counts.sum()), ops, calls)
         return np.maximum(gpu, cpu).reshape(np.shape(tokens))
 
     def describe(self) -> dict[str, Any]:

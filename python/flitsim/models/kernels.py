@@ -46,7 +46,7 @@ from flitsim.models.cost import _Call, _causal_call, _dit_call, _select
 from flitsim.models.entries import _Entry
 from flitsim.models.zoo import as_model
 
-__all__ = ["Kernels", "KINDS", "PARTS", "OPS", "EW_READS", "entry_kernels", "slice_kernels", "patch_kernels",
+__all__ = ["Kernels", "KINDS", "PARTS", "OPS", "EW_READS", "HOST_OPS", "COMM_CALLS", "P2P_OPS", "host_counts", "has_p2p", "entry_kernels", "slice_kernels", "patch_kernels",
            "step_kernels", "decode_kernels", "ring_merge_kernels"]
 
 KINDS = ("gemm", "attention", "elementwise")
@@ -60,10 +60,47 @@ OPS = ("qkv", "attn_out", "mlp_up", "mlp_down", "adaln", "patch_embed", "text_pr
        "rope", "qk_norm", "concat", "embedding", "pos_add", "reshape",
        "router", "expert_up", "expert_down", "skip_linear", "linear_attn", "dwconv", "relu",
        "cast_up", "cast_down", "pow_f32", "mean_f32", "add_eps", "rsqrt_f32", "mul_mixed", "mul_weight",
-       "mul_f32", "add_f32", "neg", "stack", "ring_merge")
+       "mul_f32", "add_f32", "neg", "stack", "ring_merge", "ring_init", "ring_merge_lse", "ring_merge_last")
 """Kernel names (``Kernels.op`` codes); profiles match on kind and shape, not name."""
 _OP = {n: i for i, n in enumerate(OPS)}
 EW_READS = {"residual_add": 2, "pos_add": 2, "silu_mul": 2}
+HOST_OPS = {
+    # nn.Linear call (+ the q/k/v ``view(b, -1, H, D).transpose(1, 2)``)
+    "qkv": 3, "cross_q": 3, "cross_kv": 3,
+    "attn_out": 2, "cross_out": 2,               # Linear + to_out[1] Dropout module call
+    "mlp_up": 2,                                 # GELU module call + its Linear
+    "mlp_down": 3,                               # Linear + Dropout + FeedForward module calls
+    # Linear + AdaLayerNormZero call + chunk + the broadcasting [:, None] / unsqueeze(1) of
+    # shift / scale / gate (double stream: 6 views, single: 3; 8 for both)
+    "adaln": 8,
+    "patch_embed": 1, "text_proj": 1, "cond_mlp": 1, "lm_head": 1, "final_linear": 1, "expert_up": 1,
+    "expert_down": 1, "skip_linear": 1, "linear_attn": 1, "dwconv": 1, "router": 1, "embedding": 1,
+    "silu": 1, "relu": 1, "layernorm": 1, "rmsnorm": 1,  # module calls
+    "mul_weight": 1,                             # the RMSNorm module call (last op of its eager chain)
+    # apply_rotary_emb: cos[None, None], sin[None, None], two .to(device), reshape + unbind, flatten
+    "neg": 7,
+    # Attention module + processor calls, SDPA, output transpose, reshape, .to(dtype)
+    "attention": 6, "cross_attention": 6,
+    # yunchang SeqAllToAll4D around one all_to_all_single: autograd Function apply, reshape,
+    # transpose, the reshape / transpose / reshape back (one ``reshape`` row per call)
+    "reshape": 6,
+    # one ring step (zhuzilin/ring-flash-attention ring_flash_attn_forward + RingComm): 2
+    # empty_like, 4 P2POp, get_default_args().copy() and .update(), flash_attn's 3 maybe_contiguous
+    # and its op wrapper, the update_out_and_lse call, 4 req.wait()
+    "ring_init": 16, "ring_merge": 16,
+}
+"""Host-side ops that launch no kernel (views, reshapes, chunk, nn.Module calls, P2POp
+objects, work waits), per kernel row of an op, as diffusers (FluxAttnProcessor2_0,
+FluxTransformerBlock, AdaLayerNormZero, FeedForward), yunchang and ring-flash-attention run
+them eagerly; counted off that source, one count per op for every model (ops not listed: 0).
+Charged ``ExecutionMode.cpu_host_op_s`` each (eager only: compiled code and CUDA graphs run
+none of them)."""
+COMM_CALLS = {"reshape": 1, "ring_init": 1, "ring_merge": 1}
+"""torch.distributed calls that launch communication, per kernel row: one
+``all_to_all_single`` per Ulysses ``reshape`` row (4 rows and 4 calls per layer: q, k, v,
+out), one ``batch_isend_irecv`` per ring step that passes K / V on (ring-flash-attention
+``RingComm.commit``). Charged ``ExecutionMode.cpu_comm_call_s`` each in every mode but
+CUDA graphs."""
 """Full-size tensors an elementwise kernel reads (others read one); each writes one."""
 # tensor-parallel role: 0 replicated, 1 column-parallel (N / tp), 2 row-parallel (K / tp),
 # 3 heads (attention), 4 split elementwise (numel / tp)
@@ -282,6 +319,26 @@ class _Rows:
         return Kernels({c: a[i] for i, c in enumerate(_COLS)})
 
 
+P2P_OPS = ("ring_init", "ring_merge")
+"""Rows whose torch.distributed call is point-to-point (ring-flash-attention's
+``batch_isend_irecv`` of ``P2POp``\ s), at which torch.compile breaks its graph."""
+_P2P_CODES = np.array([_OP[n] for n in P2P_OPS], np.int64)
+_HOST_BY_CODE = np.array([HOST_OPS.get(n, 0) for n in OPS], np.int64)
+_COMM_BY_CODE = np.array([COMM_CALLS.get(n, 0) for n in OPS], np.int64)
+
+
+def host_counts(op: np.ndarray) -> tuple[int, int]:
+    """(non-kernel host ops, torch.distributed calls) the rows with op codes
+    ``op`` run on the host (:data:`HOST_OPS`, :data:`COMM_CALLS`)."""
+    op = np.asarray(op, dtype=np.int64)
+    return int(_HOST_BY_CODE[op].sum()), int(_COMM_BY_CODE[op].sum())
+
+
+def has_p2p(op: np.ndarray) -> bool:
+    """Whether any row with op codes ``op`` issues a point-to-point call (:data:`P2P_OPS`)."""
+    return bool(np.isin(np.asarray(op), _P2P_CODES).any())
+
+
 def ring_merge_kernels(att: Kernels, first: bool, last: bool) -> Kernels:
     """The elementwise kernels ring attention runs around one step's attention
     call to merge its block output into the running output (online softmax
@@ -306,11 +363,14 @@ def ring_merge_kernels(att: Kernels, first: bool, last: bool) -> Kernels:
     rows_lse = int((c["batch"] * c["heads"] * c["q"])[sel].sum())
     r = _Rows(2)
     a = PARTS.index("attn")
+    # ``ring_init`` / ``ring_merge`` rows carry the host work of a step that passes K / V on
+    # (:data:`HOST_OPS`, :data:`COMM_CALLS`); the last step sends nothing (``cast_up`` /
+    # ``ring_merge_last`` rows: kernels only), nor do the per-row LSE merges (``ring_merge_lse``)
     if first:
-        r.ew("cast_up", a, numel, 1, 2)
+        r.ew("cast_up" if last else "ring_init", a, numel, 1, 2)
     else:
-        r.ew("ring_merge", a, numel, 3, 2)
-        r.ew("ring_merge", a, rows_lse, 4, 2)
+        r.ew("ring_merge_last" if last else "ring_merge", a, numel, 3, 2)
+        r.ew("ring_merge_lse", a, rows_lse, 4, 2)
     if last:
         r.ew("cast_down", a, numel, 2, 1)
     return r.build()
