@@ -202,7 +202,8 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
     let (spec, sim_note) = choose_sim_packets(spec, req.params.sim_packet_bytes, &list);
     let spb = if spec.sim_packet_bytes == 0 { spec.gpu.payload_bytes as u64 } else { spec.sim_packet_bytes };
     // engine hook: balanced folds (fabric/fold.rs) when exact folding cannot apply
-    let plan = FoldPlan::balanced(&spec, list.iter().copied());
+    let chains = |planes: u32| fold_chain_bound(&low.dag, &spec, planes);
+    let plan = FoldPlan::balanced_with(&spec, list.iter().copied(), Some(&chains));
     let (run_spec, planes, reason) = (plan.spec, plan.planes, plan.reason);
     let mut dag = low.dag.clone();
     if planes > 1 {
@@ -353,6 +354,99 @@ fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, inter
             None => FLOW_VALID.into(),
         },
     })
+}
+
+/// The balanced fold's bound on a whole collective (see `fabric/fold.rs`).
+///
+/// Against the full spray a folded transfer ends at most one payload packet
+/// time `t` (the slowest lane's, injection overhead included) early or late.
+/// Such a shift moves what depends on the transfer by the same amount, never
+/// more (a later start shifts a FIFO lane's departures by at most as much),
+/// so the collective's end moves by at most `t` x the most fabric transfers
+/// on one dependency chain of the DAG. Every chain also lasts at least its
+/// delay nodes, its edge delays and each transfer's own serialisation on the
+/// fastest lane (or its protocol floor). The fold is accepted when on every
+/// chain from a source, [`BALANCED_MIN_PACKETS`] x `t` per transfer stays
+/// within that lower bound: the error is then at most 1/128 of the
+/// collective's time, as the per-transfer rule guarantees for transfers of
+/// >= 128 packets per lane. One pass in topological order, O(nodes + edges).
+///
+/// `Ok(why)` or `Err(why not)`.
+fn fold_chain_bound(dag: &super::lower::Dag, spec: &FabricSpec, planes: u32) -> std::result::Result<String, String> {
+    use crate::fabric::BALANCED_MIN_PACKETS;
+    let pay = spec.gpu.payload_bytes.max(1) as u64;
+    let (mut rate_max, mut t_pkt) = (0u64, 0u64);
+    for l in &spec.links {
+        let (_, tm) = l.derive().map_err(|e| format!("link timing: {e}"))?;
+        rate_max = rate_max.max(tm.rate_bps);
+        t_pkt = t_pkt.max(tm.serialization_ps(l.packet.flits_per_packet(pay)));
+    }
+    if spec.gpu.injection_bytes_per_s > 0 {
+        let lane = spec.gpu.injection_bytes_per_s as f64 / spec.gpu_ports.max(1) as f64;
+        t_pkt = t_pkt.max(((pay + spec.gpu.injection_packet_overhead_bytes as u64) as f64 * 1e12 / lane).ceil() as u64);
+    }
+    if rate_max == 0 {
+        return Err("no link rate".into());
+    }
+    let err = BALANCED_MIN_PACKETS as i128 * t_pkt as i128;
+    let n = dag.nodes.len();
+    let weight = |k: &NodeKind| -> i128 {
+        match *k {
+            NodeKind::Transfer { src, dst, bytes, loopback, min_ps } => {
+                if bytes == 0 || (src == dst && !loopback) {
+                    return 0;
+                }
+                let lane = bytes.div_ceil(planes as u64) as u128;
+                let ser = (lane * 8 * 1_000_000_000_000 / rate_max as u128) as i128;
+                err - ser.max(min_ps as i128)
+            }
+            NodeKind::Delay { ps } => -(ps as i128),
+        }
+    };
+    // CSR of successors, Kahn's order; best[v] = the chain maximum ending at v
+    let mut off = vec![0u32; n + 1];
+    let mut indeg = vec![0u32; n];
+    for &(_, b, _) in &dag.edges {
+        indeg[b as usize] += 1;
+    }
+    for &(a, _, _) in &dag.edges {
+        off[a as usize + 1] += 1;
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    let mut fill = off.clone();
+    let mut succ = vec![(0u32, 0u64); dag.edges.len()];
+    for &(a, b, d) in &dag.edges {
+        succ[fill[a as usize] as usize] = (b, d);
+        fill[a as usize] += 1;
+    }
+    let mut best = vec![i128::MIN; n];
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
+    let (mut seen, mut worst) = (0usize, i128::MIN);
+    while let Some(v) = stack.pop() {
+        seen += 1;
+        let v = v as usize;
+        let here = if best[v] == i128::MIN { 0 } else { best[v] } + weight(&dag.nodes[v]);
+        worst = worst.max(here);
+        for &(b, d) in &succ[off[v] as usize..off[v + 1] as usize] {
+            let b = b as usize;
+            best[b] = best[b].max(here - d as i128);
+            indeg[b] -= 1;
+            if indeg[b] == 0 {
+                stack.push(b as u32);
+            }
+        }
+    }
+    if seen < n {
+        return Err("the DAG has a cycle".into());
+    }
+    let t_ns = t_pkt as f64 / 1e3;
+    if worst <= 0 {
+        Ok(format!("every dependency chain lasts at least {BALANCED_MIN_PACKETS} packet times ({t_ns:.2} ns each) per transfer on it, so the fold moves the time by at most 1/{BALANCED_MIN_PACKETS}"))
+    } else {
+        Err(format!("a dependency chain is {:.3} us short of {BALANCED_MIN_PACKETS} packet times ({t_ns:.2} ns each) per transfer on it (the collective-wide bound)", worst as f64 / 1e6))
+    }
 }
 
 /// Switch-output link payload summed per link spec index (empty without switch links).
