@@ -281,7 +281,7 @@ pub(crate) fn reframed(l: &crate::link::LinkSpec, base: &PacketFormat, payload: 
 }
 
 fn ceil_div_f(t: f64) -> u64 {
-    (t - 1e-6).ceil().max(0.0) as u64
+    crate::engine::ceil_f64(t - 1e-6).max(0.0) as u64
 }
 
 /// Most simulated packets one fabric run may plan (about half an hour of
@@ -590,7 +590,7 @@ impl FabricSim {
 
     #[inline]
     fn c_of(&self, sw: usize, t: TimePs) -> u64 {
-        ((t as f64 / self.sws[sw].cycle_ps) - 1e-9).ceil().max(0.0) as u64
+        crate::engine::ceil_f64((t as f64 / self.sws[sw].cycle_ps) - 1e-9).max(0.0) as u64
     }
 
     fn flits_for(&self, bytes: u64) -> u32 {
