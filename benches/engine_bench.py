@@ -8,7 +8,9 @@
 Cases (packet fidelity, protocol Simple, default speed levers):
   ring-1g / nvls-1g   GB200 NVL72 all_reduce 1 GiB, ring / NVLS
   ring-64m            GB200 NVL72 all_reduce 64 MiB, ring
-  ring-4m             GB200 NVL72 all_reduce 4 MiB, ring (transfers too small to fold: all 18 planes)
+  ring-8g             GB200 NVL72 all_reduce 8 GiB, ring
+  ring-16m / ring-4m  GB200 NVL72 all_reduce 16 / 4 MiB, ring (transfers under 128 packets per lane:
+                      folded only by the collective-wide chain bound, fabric/fold.rs)
   h100-ring-8m        HGX H100 all_reduce 8 MiB, ring
   hold-1e5            engine hold model, 1e5 pending events (events/s)
   switch              the switch lab's BookSim2 configuration (benches/switch_bench.py)
@@ -33,6 +35,8 @@ CASES = {
     "ring-1g": ("gb200-nvl72", 1 << 30, "ring"),
     "nvls-1g": ("gb200-nvl72", 1 << 30, "nvls"),
     "ring-64m": ("gb200-nvl72", 64 << 20, "ring"),
+    "ring-8g": ("gb200-nvl72", 8 << 30, "ring"),
+    "ring-16m": ("gb200-nvl72", 16 << 20, "ring"),
     "ring-4m": ("gb200-nvl72", 4 << 20, "ring"),
     "h100-ring-8m": ("hgx-h100", 8 << 20, "ring"),
 }

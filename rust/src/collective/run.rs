@@ -66,7 +66,7 @@ struct DagModel {
 impl Model for DagModel {
     type Event = CEv;
     fn handle(&mut self, now: TimePs, ev: CEv, q: &mut EventQueue<CEv>) -> Result<()> {
-        self.exec.handle(now, ev, q)
+        self.exec.handle_q(now, ev, q)
     }
 }
 
