@@ -20,6 +20,9 @@ all_reduce at packet and at flow fidelity against bytes (1 MiB .. 8 GiB on NVL72
 against GPUs (8: HGX B200, 72: NVL72, 576: GB200 NVL576, two tiers; packet level at 576 is
 skipped above --max-packet-s estimated seconds).
 
+`--a2a`: the NVL72 all_to_all at packet and flow level, 16 MiB .. 1 GiB (issue 16's flow-vs-packet
+target: >= 100x faster at <= 2 % bandwidth difference).
+
 Each case runs in a fresh interpreter (peak RSS is per case). To compare two
 builds, point PYTHONPATH at each tree's python/ and run the same command."""
 
@@ -66,7 +69,8 @@ else:
     fab, size, algo, *fid = json.loads(sys.argv[2])
     f = fabric_preset(fab, fidelity=fid[0]) if fid else fab
     t0, c0 = time.perf_counter(), time.process_time()
-    r = flitsim.collective(f, "all_reduce", size, algorithm=algo, protocol="simple")
+    op = "all_to_all" if algo == "direct" else "all_reduce"
+    r = flitsim.collective(f, op, size, algorithm=algo, protocol="simple")
     out = {"value": r.time_us, "unit": "us simulated", "busbw_GBps": r.busbw_GBps, "packets": r.stats["packets"],
            "folded_planes": r.stats["folded_planes"]}
 out["wall_s"] = time.perf_counter() - t0
@@ -87,9 +91,12 @@ def main() -> None:
     ap.add_argument("--case", action="append", choices=[*CASES, "hold-1e5", "switch"])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--scaling", action="store_true", help="the scaling curves instead of the cases")
+    ap.add_argument("--a2a", action="store_true", help="flow vs packet level on the NVL72 all_to_all (issue 16)")
     args = ap.parse_args()
     if args.scaling:
         return scaling()
+    if args.a2a:
+        return a2a()
     for case in args.case or [*CASES, "hold-1e5", "switch"]:
         runs = [run_case(case) for _ in range(args.repeat)]
         med = {k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s", "peak_rss_mib", "value")}
@@ -112,6 +119,18 @@ def scaling() -> None:
             r = run_case("x", [fab, b, "ring", fid])
             print(f"| {sweep} | {fab} | {b >> 20} MiB | {fid} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['peak_rss_mib']:.0f} | "
                   f"{r['value']:.1f} | {r['packets']} | {r['folded_planes']} |", flush=True)
+
+
+def a2a() -> None:
+    """NVL72 all_to_all (Simple) at packet and flow level: busbw difference and CPU-time ratio
+    (issue 16's target: flow >= 100x faster at <= 2 % bandwidth difference)."""
+    print("| bytes | packet busbw GB/s | packet CPU s | flow busbw GB/s | flow CPU s | bw diff | CPU ratio |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for b in (16 << 20, 64 << 20, 256 << 20, 1 << 30):
+        b = b // (72 * 72 * 4) * (72 * 72 * 4)  # a whole number of elements per peer
+        p, f = (run_case("x", ["gb200-nvl72", b, "direct", fid]) for fid in ("packet", "flow"))
+        print(f"| {b} | {p['busbw_GBps']:.2f} | {p['cpu_s']:.3f} | {f['busbw_GBps']:.2f} | {f['cpu_s']:.4f} | "
+              f"{100 * (f['busbw_GBps'] / p['busbw_GBps'] - 1):+.2f} % | {p['cpu_s'] / max(f['cpu_s'], 1e-9):.0f}x |", flush=True)
 
 
 if __name__ == "__main__":
