@@ -20,6 +20,9 @@ all_reduce at packet and at flow fidelity against bytes (1 MiB .. 8 GiB on NVL72
 against GPUs (8: HGX B200, 72: NVL72, 576: GB200 NVL576, two tiers; packet level at 576 is
 skipped above --max-packet-s estimated seconds).
 
+`--fold-check`: the balanced fold against full fidelity (every plane, 256-byte packets) where only the
+collective-wide chain bound folds (transfers under 128 packets per lane).
+
 `--a2a`: the NVL72 all_to_all at packet and flow level, 16 MiB .. 1 GiB (issue 16's flow-vs-packet
 target: >= 100x faster at <= 2 % bandwidth difference).
 
@@ -92,11 +95,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--scaling", action="store_true", help="the scaling curves instead of the cases")
     ap.add_argument("--a2a", action="store_true", help="flow vs packet level on the NVL72 all_to_all (issue 16)")
+    ap.add_argument("--fold-check", action="store_true", help="balanced fold vs full fidelity where only the chain bound folds")
     args = ap.parse_args()
     if args.scaling:
         return scaling()
     if args.a2a:
         return a2a()
+    if args.fold_check:
+        return fold_check()
     for case in args.case or [*CASES, "hold-1e5", "switch"]:
         runs = [run_case(case) for _ in range(args.repeat)]
         med = {k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s", "peak_rss_mib", "value")}
@@ -119,6 +125,43 @@ def scaling() -> None:
             r = run_case("x", [fab, b, "ring", fid])
             print(f"| {sweep} | {fab} | {b >> 20} MiB | {fid} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['peak_rss_mib']:.0f} | "
                   f"{r['value']:.1f} | {r['packets']} | {r['folded_planes']} |", flush=True)
+
+
+FOLD = r"""
+import json, sys, time, warnings, flitsim
+from flitsim.hardware.fabric import fabric_preset, uniform_fabric
+fab, op, size, algo, proto = json.loads(sys.argv[1])
+def mk(**o):
+    if fab == "8x18":  # 8 GPUs x 18 NVLink 5 planes (the NVL72 structure, small)
+        return uniform_fabric(8, [1] * 18, "nvlink5", switch={"nvls": True}, **o)
+    return fabric_preset(fab, **o)
+warnings.simplefilter("ignore")
+out = {}
+for name, f in (("fold", mk()), ("full", mk(fold_planes=False, sim_packet_bytes=256))):
+    c = time.process_time()
+    r = flitsim.collective(f, op, size, algorithm=algo, protocol=proto)
+    out[name] = [r.busbw_GBps, time.process_time() - c, r.stats["folded_planes"]]
+print(json.dumps(out))
+"""
+
+
+def fold_check() -> None:
+    """Balanced fold (default levers) against full fidelity (every plane, 256-byte packets) on cases
+    whose transfers are under 128 packets per lane, so only the chain bound folds them."""
+    cases = [("gb200-nvl72", "all_reduce", s, "ring", "simple") for s in (1 << 20, 4 << 20, 16 << 20)]
+    cases += [("gb200-nvl72", "all_reduce", 4 << 20, "nvls", "simple"), ("gb200-nvl72", "all_to_all", 16775424, "direct", "simple")]
+    for size in (16 << 10, 256 << 10, 1 << 20, 4 << 20):
+        cases += [("8x18", op, size, a, "simple") for op, a in (("all_reduce", "ring"), ("all_reduce", "tree"),
+                                                                 ("all_reduce", "nvls"), ("all_to_all", "direct"))]
+        cases += [("8x18", "all_reduce", size, "ring", p) for p in ("ll", "ll128")]
+    print("| fabric | collective | size | protocol | full fidelity GB/s (CPU s) | folded GB/s (CPU s) | difference |")
+    print("|---|---|---:|---|---:|---:|---:|")
+    for c in cases:
+        p = subprocess.run([sys.executable, "-c", FOLD, json.dumps(c)], capture_output=True, text=True, check=True)
+        o = json.loads(p.stdout.strip().splitlines()[-1])
+        (fb, fc, fp), (ub, uc, _) = o["fold"], o["full"]
+        print(f"| {c[0]} | {c[1]} {c[3]} | {c[2]} | {c[4]} | {ub:.3f} ({uc:.2f}) | {fb:.3f} ({fc:.2f}, x{fp}) | "
+              f"{100 * (fb / ub - 1):+.3f} % |", flush=True)
 
 
 def a2a() -> None:

@@ -63,3 +63,13 @@ def test_balanced_fold_is_refused_where_the_chain_bound_fails():
                            host_launch_ps=0, launch_ps=1, step_latency_ps=1)
     assert r.stats["folded_planes"] == 1 and "fewer than 128" in r.stats["fold_reason"]
     assert "short of 128 packet times" in r.stats["fold_reason"]
+
+
+def test_chain_bound_fold_is_refused_after_the_run_where_many_transfers_share_a_lane():
+    # NVL72 all_to_all, 14.4 KB per pair: every GPU has 71 transfers in flight at once, which can leave up to
+    # 71 packets of imbalance on one plane; the chain bound's one packet per transfer does not cover that, so
+    # the folded run is checked afterwards and the collective is run on all 18 planes
+    r = flitsim.collective("gb200-nvl72", "all_to_all", 72 * 72 * 4 * 50, protocol="simple")
+    assert r.stats["folded_planes"] == 1
+    assert "refused after the run: up to 71 transfers" in r.stats["fold_reason"]
+    assert r.link_bytes_sent.sum() == r.link_bytes_received.sum() == 72 * (72 * 72 * 4 * 50) * 71 // 72  # (n-1)/n S leaves each of the 72 ranks
