@@ -238,3 +238,17 @@ def test_nvls_at_72_ranks_is_capped_by_the_switch_engine(op, cap):
     r = flitsim.collective("gb200-nvl72", op, size, algorithm="nvls", fidelity="flow")
     assert r.algorithm == "nvls"
     assert 0 < r.busbw_GBps <= cap(n) * engine_GBps * 1.001
+
+
+def test_nvls_at_2_ranks_carries_1_5_S_per_gpu_each_way_from_link_statistics():
+    # NCCL's single-node NVLS all_reduce (ld_reduce of each rank's slot from every GPU, multicast st of the
+    # result): each GPU sends S + S/n and receives S/n + S. At n = 2 that is 1.5 S each way, so busbw = algbw
+    # <= 450 / 1.5 = 300 GB/s on 8xH100 links even at line rate: the measured ~370 GB/s of NCCL issue 1455 at
+    # 2 ranks cannot be NVLS's data path (docs/collectives.md, honest misses).
+    size = 64 << 20
+    r = flitsim.collective("hgx-h100", "all_reduce", size, [0, 1], algorithm="nvls", protocol="simple")
+    assert r.algorithm == "nvls"
+    for g in (0, 1):
+        assert r.link_bytes_sent[g] == pytest.approx(1.5 * size, rel=0.001)
+        assert r.link_bytes_received[g] == pytest.approx(1.5 * size, rel=0.001)
+    assert r.busbw_GBps <= 18 * 25 / 1.5  # NVLink 4: 18 links x 25 GB/s per direction

@@ -66,7 +66,7 @@ struct DagModel {
 impl Model for DagModel {
     type Event = CEv;
     fn handle(&mut self, now: TimePs, ev: CEv, q: &mut EventQueue<CEv>) -> Result<()> {
-        self.exec.handle(now, ev, q)
+        self.exec.handle_q(now, ev, q)
     }
 }
 
@@ -196,14 +196,38 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
         return simulate_flow(spec, req, low, interrupt);
     }
     let low = transported(low, &reach_of(spec)?, &req.params)?;
+    match simulate_packet(spec, req, &low, true, interrupt)? {
+        Ok(r) => Ok(r),
+        Err(why) => {
+            // the chain-bound fold was refused after the run: full planes
+            let mut r = simulate_packet(spec, req, &low, false, interrupt)?.expect("no chain-bound fold to refuse");
+            r.fold_reason = format!("{}; {why}", r.fold_reason);
+            Ok(r)
+        }
+    }
+}
+
+/// [`simulate`] at packet level on a transported DAG. `chain_fold`: the
+/// balanced fold may be accepted by the collective-wide chain bound
+/// ([`fold_chain_bound`]); when the run then shows lanes shared by more
+/// concurrent transfers than the bound allows, `Ok(Err(why))` (run again
+/// with `chain_fold = false`).
+fn simulate_packet(spec: &FabricSpec, req: &CollectiveRequest, low: &Lowered, chain_fold: bool, interrupt: &mut dyn Interrupt) -> Result<std::result::Result<CollectiveResult, String>> {
     let spec = calibrated_spec(spec, req.params.link_efficiency)?;
     let xfers = || low.dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { src, dst, bytes, loopback, .. } = *n { Some((src, if loopback { u32::MAX } else { dst }, bytes)) } else { None });
     let list: Vec<(u32, u32, u64)> = xfers().collect();
     let (spec, sim_note) = choose_sim_packets(spec, req.params.sim_packet_bytes, &list);
     let spb = if spec.sim_packet_bytes == 0 { spec.gpu.payload_bytes as u64 } else { spec.sim_packet_bytes };
     // engine hook: balanced folds (fabric/fold.rs) when exact folding cannot apply
-    let plan = FoldPlan::balanced(&spec, list.iter().copied());
+    let by_chains = std::cell::Cell::new(false);
+    let chains = |planes: u32| {
+        let r = fold_chain_bound(&low.dag, &spec, planes);
+        by_chains.set(r.is_ok());
+        r
+    };
+    let plan = FoldPlan::balanced_with(&spec, list.iter().copied(), if chain_fold { Some(&chains) } else { None });
     let (run_spec, planes, reason) = (plan.spec, plan.planes, plan.reason);
+    let by_chains = by_chains.get() && planes > 1;
     let mut dag = low.dag.clone();
     if planes > 1 {
         for nd in &mut dag.nodes {
@@ -222,6 +246,24 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
         return Err(FlitsimError::Stalled { time_ps: summary.end_ps, detail: d });
     }
     let time_ps = model.exec.done.first().map_or(summary.end_ps, |x| x.1);
+    if by_chains {
+        // The chain bound counts one packet of lane imbalance per transfer;
+        // k transfers sharing a lane at once can leave up to k packets on one
+        // plane. Checked on the folded run's own transfer times.
+        let k = max_concurrent(sim, spec.gpus) as u128;
+        let d = chain_transfers(&low.dag) as u128;
+        let t = packet_time_ps(&spec).unwrap_or(u64::MAX) as u128;
+        let bound = d * k * t * crate::fabric::BALANCED_MIN_PACKETS as u128;
+        if bound > time_ps as u128 {
+            return Ok(Err(format!(
+                "balanced fold refused after the run: up to {k} transfers shared a GPU's lanes at once on a chain of {d} transfers, so {d} x {k} x {:.2} ns x {} = {:.2} us exceeds the collective's {:.2} us",
+                t as f64 / 1e3,
+                crate::fabric::BALANCED_MIN_PACKETS,
+                bound as f64 / 1e6,
+                time_ps as f64 / 1e6
+            )));
+        }
+    }
     sim.finish(time_ps.max(1));
     let mut sent = vec![0u64; spec.gpus as usize];
     let mut recv = vec![0u64; spec.gpus as usize];
@@ -252,7 +294,7 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
         exh += l.vc_stats().iter().map(|v| v.exhaustion_episodes).sum::<u64>();
     }
     let conflicts = sim.switches().map(|s| s.stats().ports.iter().map(|p| p.output_conflicts).sum::<u64>()).sum();
-    Ok(CollectiveResult {
+    Ok(Ok(CollectiveResult {
         time_ps,
         algorithm: low.algorithm,
         protocol: low.protocol,
@@ -280,7 +322,7 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
         link_class_payload_bytes: by_link_class(&crate::fabric::stats_of(sim, run_spec.gpu_ports, 0), spec.links.len()),
         fidelity: "packet".into(),
         fidelity_reason: String::new(),
-    })
+    }))
 }
 
 /// [`simulate`] at flow level: the same DAG on [`crate::flow::FlowSim`]
@@ -353,6 +395,171 @@ fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, inter
             None => FLOW_VALID.into(),
         },
     })
+}
+
+/// One payload packet's time on the slowest lane, ps: link serialisation of
+/// its flits or the injection cap's share per port (overhead included).
+fn packet_time_ps(spec: &FabricSpec) -> std::result::Result<u64, String> {
+    let pay = spec.gpu.payload_bytes.max(1) as u64;
+    let mut t_pkt = 0u64;
+    for l in &spec.links {
+        let (_, tm) = l.derive().map_err(|e| format!("link timing: {e}"))?;
+        t_pkt = t_pkt.max(tm.serialization_ps(l.packet.flits_per_packet(pay)));
+    }
+    if spec.gpu.injection_bytes_per_s > 0 {
+        let lane = spec.gpu.injection_bytes_per_s as f64 / spec.gpu_ports.max(1) as f64;
+        t_pkt = t_pkt.max(((pay + spec.gpu.injection_packet_overhead_bytes as u64) as f64 * 1e12 / lane).ceil() as u64);
+    }
+    Ok(t_pkt)
+}
+
+/// Most fabric transfers on one dependency chain of `dag`.
+fn chain_transfers(dag: &super::lower::Dag) -> u64 {
+    let n = dag.nodes.len();
+    let mut indeg = vec![0u32; n];
+    let mut off = vec![0u32; n + 1];
+    for &(a, b, _) in &dag.edges {
+        indeg[b as usize] += 1;
+        off[a as usize + 1] += 1;
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    let mut fill = off.clone();
+    let mut succ = vec![0u32; dag.edges.len()];
+    for &(a, b, _) in &dag.edges {
+        succ[fill[a as usize] as usize] = b;
+        fill[a as usize] += 1;
+    }
+    let mut depth = vec![0u64; n];
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
+    let mut most = 0;
+    while let Some(v) = stack.pop() {
+        let v = v as usize;
+        let on_fabric = matches!(dag.nodes[v], NodeKind::Transfer { src, dst, bytes, loopback, .. } if bytes > 0 && (src != dst || loopback));
+        let here = depth[v] + u64::from(on_fabric);
+        most = most.max(here);
+        for &b in &succ[off[v] as usize..off[v + 1] as usize] {
+            let b = b as usize;
+            depth[b] = depth[b].max(here);
+            indeg[b] -= 1;
+            if indeg[b] == 0 {
+                stack.push(b as u32);
+            }
+        }
+    }
+    most
+}
+
+/// Most transfers in flight at once from one GPU or into one GPU (the
+/// folded run's start and end times).
+fn max_concurrent(sim: &FabricSim, gpus: u32) -> u64 {
+    let mut ev: Vec<(u32, u64, i8)> = Vec::with_capacity(sim.xfers.len() * 4);
+    for x in sim.xfers.iter().filter(|x| x.bytes > 0 && (x.src != x.dst || x.loopback)) {
+        ev.push((x.src, x.start_ps, 1));
+        ev.push((x.src, x.end_ps, -1));
+        ev.push((gpus + x.dst, x.start_ps, 1));
+        ev.push((gpus + x.dst, x.end_ps, -1));
+    }
+    // ends before starts at one time: back-to-back transfers do not overlap
+    ev.sort_unstable_by_key(|&(g, t, d)| (g, t, d));
+    let (mut most, mut cur, mut last) = (0i64, 0i64, u32::MAX);
+    for (g, _, d) in ev {
+        if g != last {
+            cur = 0;
+            last = g;
+        }
+        cur += d as i64;
+        most = most.max(cur);
+    }
+    most.max(0) as u64
+}
+
+/// The balanced fold's bound on a whole collective (see `fabric/fold.rs`).
+///
+/// Against the full spray a folded transfer ends at most one payload packet
+/// time `t` (the slowest lane's, injection overhead included) early or late.
+/// Such a shift moves what depends on the transfer by the same amount, never
+/// more (a later start shifts a FIFO lane's departures by at most as much),
+/// so the collective's end moves by at most `t` x the most fabric transfers
+/// on one dependency chain of the DAG. Every chain also lasts at least its
+/// delay nodes, its edge delays and each transfer's own serialisation on the
+/// fastest lane (or its protocol floor). The fold is accepted when on every
+/// chain from a source, [`BALANCED_MIN_PACKETS`] x `t` per transfer stays
+/// within that lower bound: the error is then at most 1/128 of the
+/// collective's time, as the per-transfer rule guarantees for transfers of
+/// >= 128 packets per lane. One pass in topological order, O(nodes + edges).
+///
+/// `Ok(why)` or `Err(why not)`.
+fn fold_chain_bound(dag: &super::lower::Dag, spec: &FabricSpec, planes: u32) -> std::result::Result<String, String> {
+    use crate::fabric::BALANCED_MIN_PACKETS;
+    let t_pkt = packet_time_ps(spec)?;
+    let mut rate_max = 0u64;
+    for l in &spec.links {
+        rate_max = rate_max.max(l.derive().map_err(|e| format!("link timing: {e}"))?.1.rate_bps);
+    }
+    if rate_max == 0 {
+        return Err("no link rate".into());
+    }
+    let err = BALANCED_MIN_PACKETS as i128 * t_pkt as i128;
+    let n = dag.nodes.len();
+    let weight = |k: &NodeKind| -> i128 {
+        match *k {
+            NodeKind::Transfer { src, dst, bytes, loopback, min_ps } => {
+                if bytes == 0 || (src == dst && !loopback) {
+                    return 0;
+                }
+                let lane = bytes.div_ceil(planes as u64) as u128;
+                let ser = (lane * 8 * 1_000_000_000_000 / rate_max as u128) as i128;
+                err - ser.max(min_ps as i128)
+            }
+            NodeKind::Delay { ps } => -(ps as i128),
+        }
+    };
+    // CSR of successors, Kahn's order; best[v] = the chain maximum ending at v
+    let mut off = vec![0u32; n + 1];
+    let mut indeg = vec![0u32; n];
+    for &(_, b, _) in &dag.edges {
+        indeg[b as usize] += 1;
+    }
+    for &(a, _, _) in &dag.edges {
+        off[a as usize + 1] += 1;
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    let mut fill = off.clone();
+    let mut succ = vec![(0u32, 0u64); dag.edges.len()];
+    for &(a, b, d) in &dag.edges {
+        succ[fill[a as usize] as usize] = (b, d);
+        fill[a as usize] += 1;
+    }
+    let mut best = vec![i128::MIN; n];
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
+    let (mut seen, mut worst) = (0usize, i128::MIN);
+    while let Some(v) = stack.pop() {
+        seen += 1;
+        let v = v as usize;
+        let here = if best[v] == i128::MIN { 0 } else { best[v] } + weight(&dag.nodes[v]);
+        worst = worst.max(here);
+        for &(b, d) in &succ[off[v] as usize..off[v + 1] as usize] {
+            let b = b as usize;
+            best[b] = best[b].max(here - d as i128);
+            indeg[b] -= 1;
+            if indeg[b] == 0 {
+                stack.push(b as u32);
+            }
+        }
+    }
+    if seen < n {
+        return Err("the DAG has a cycle".into());
+    }
+    let t_ns = t_pkt as f64 / 1e3;
+    if worst <= 0 {
+        Ok(format!("every dependency chain lasts at least {BALANCED_MIN_PACKETS} packet times ({t_ns:.2} ns each) per transfer on it, so the fold moves the time by at most 1/{BALANCED_MIN_PACKETS}"))
+    } else {
+        Err(format!("a dependency chain is {:.3} us short of {BALANCED_MIN_PACKETS} packet times ({t_ns:.2} ns each) per transfer on it (the collective-wide bound)", worst as f64 / 1e6))
+    }
 }
 
 /// Switch-output link payload summed per link spec index (empty without switch links).

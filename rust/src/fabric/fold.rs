@@ -15,7 +15,11 @@
 //! every lane of every transfer carries at least [`BALANCED_MIN_PACKETS`]
 //! payload packets (bound 1 / 128 < 1 % per transfer), and only with one
 //! link per GPU per plane (NVL72; measured in
-//! tests/test_engine_levers.py and docs/performance.md).
+//! tests/test_engine_levers.py and docs/performance.md). Collectives with
+//! smaller transfers may still fold when the same 1/128 bound holds on the
+//! collective's time ([`FoldPlan::balanced_with`]; `collective::run` checks
+//! it along the DAG's dependency chains, whose launch and step latencies
+//! dwarf one packet time per transfer).
 
 use super::spec::{FabricSpec, Spray, Wire};
 
@@ -56,6 +60,15 @@ impl FoldPlan {
     /// payload packets. Adaptive coalescing folds too: its packets are sized
     /// per lane, and folding divides bytes and lanes alike.
     pub fn balanced(spec: &FabricSpec, transfers: impl IntoIterator<Item = (u32, u32, u64)> + Clone) -> Self {
+        Self::balanced_with(spec, transfers, None)
+    }
+
+    /// [`Self::balanced`], and where a transfer is below
+    /// [`BALANCED_MIN_PACKETS`] per lane, `chains(planes)` may still accept
+    /// the fold: it checks the same 1/128 bound on the collective's time
+    /// instead of on each transfer's (the caller's dependency chains, e.g.
+    /// `collective::run`), `Ok(why)` or `Err(why not)`.
+    pub fn balanced_with(spec: &FabricSpec, transfers: impl IntoIterator<Item = (u32, u32, u64)> + Clone, chains: Option<&dyn Fn(u32) -> std::result::Result<String, String>>) -> Self {
         let exact = Self::new(spec, transfers.clone());
         if exact.planes > 1 {
             return exact;
@@ -74,7 +87,12 @@ impl FoldPlan {
         let least = lanes * spec.gpu.payload_bytes as u64 * BALANCED_MIN_PACKETS;
         for (i, (src, dst, bytes)) in transfers.into_iter().enumerate() {
             if src != dst && bytes < least {
-                return FoldPlan::unfolded(spec, format!("{}; not balanced-folded either: transfer {i} ({bytes} bytes) gives a lane fewer than {BALANCED_MIN_PACKETS} payload packets", exact.reason));
+                let short = format!("transfer {i} ({bytes} bytes) gives a lane fewer than {BALANCED_MIN_PACKETS} payload packets");
+                return match chains.map(|c| c(planes)) {
+                    Some(Ok(why)) => FoldPlan { spec: f, planes, reason: format!("balanced fold of {planes} identical planes into one: every plane carries ceil(bytes / {planes}) of each transfer ({short}, but {why})") },
+                    Some(Err(why)) => FoldPlan::unfolded(spec, format!("{}; not balanced-folded either: {short}, and {why}", exact.reason)),
+                    None => FoldPlan::unfolded(spec, format!("{}; not balanced-folded either: {short}", exact.reason)),
+                };
             }
         }
         FoldPlan {

@@ -281,7 +281,7 @@ pub(crate) fn reframed(l: &crate::link::LinkSpec, base: &PacketFormat, payload: 
 }
 
 fn ceil_div_f(t: f64) -> u64 {
-    (t - 1e-6).ceil().max(0.0) as u64
+    crate::engine::ceil_f64(t - 1e-6).max(0.0) as u64
 }
 
 /// Most simulated packets one fabric run may plan (about half an hour of
@@ -590,7 +590,7 @@ impl FabricSim {
 
     #[inline]
     fn c_of(&self, sw: usize, t: TimePs) -> u64 {
-        ((t as f64 / self.sws[sw].cycle_ps) - 1e-9).ceil().max(0.0) as u64
+        crate::engine::ceil_f64((t as f64 / self.sws[sw].cycle_ps) - 1e-9).max(0.0) as u64
     }
 
     fn flits_for(&self, bytes: u64) -> u32 {
@@ -612,7 +612,7 @@ impl FabricSim {
     /// Make sure switch `s` is stepped at its next event cycle, and no later
     /// than `at` if given (after an injection or a credit return, which the
     /// switch acts on at its next step without an event of its own).
-    fn ensure_wake(&mut self, s: usize, at: Option<u64>, q: &mut dyn Scheduler<FEv>) {
+    fn ensure_wake<Q: Scheduler<FEv> + ?Sized>(&mut self, s: usize, at: Option<u64>, q: &mut Q) {
         let sw = &self.sws[s];
         let next = match (sw.sw.next_event_cycle(), at) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -630,7 +630,7 @@ impl FabricSim {
         q.schedule(t, FEv::Wake { sw: s as u32, cycle: c, deferred: false });
     }
 
-    fn schedule_try(&mut self, p: usize, at: TimePs, q: &mut dyn Scheduler<FEv>) {
+    fn schedule_try<Q: Scheduler<FEv> + ?Sized>(&mut self, p: usize, at: TimePs, q: &mut Q) {
         let port = &mut self.ports[p];
         if port.try_at.is_some_and(|t| t <= at) {
             return;
@@ -640,7 +640,7 @@ impl FabricSim {
     }
 
     /// Handle one event.
-    pub fn handle(&mut self, now: TimePs, ev: FEv, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+    pub fn handle<Q: Scheduler<FEv> + ?Sized>(&mut self, now: TimePs, ev: FEv, q: &mut Q) -> Result<()> {
         if now >= self.sampler.next_ps {
             self.sampler.sample(now, false, self.sws.iter().map(|s| &s.sw), self.ports.iter().map(|p| &p.link));
         }
@@ -758,7 +758,7 @@ impl FabricSim {
         }
     }
 
-    fn after_step(&mut self, s: usize, q: &mut dyn Scheduler<FEv>) {
+    fn after_step<Q: Scheduler<FEv> + ?Sized>(&mut self, s: usize, q: &mut Q) {
         if self.graph.is_some() {
             return self.after_step_graph(s, q);
         }
@@ -787,7 +787,7 @@ impl FabricSim {
     /// links queue behind it, bounded by the downstream credits the core
     /// holds) and goes to an endpoint or, over a trunk, to the next element,
     /// whose input buffer returns the credits.
-    fn after_step_graph(&mut self, s: usize, q: &mut dyn Scheduler<FEv>) {
+    fn after_step_graph<Q: Scheduler<FEv> + ?Sized>(&mut self, s: usize, q: &mut Q) {
         use super::topology::Peer;
         let sp = self.topo.switch_ports;
         let mut gr = self.graph.take().expect("graph fabric");
@@ -841,7 +841,7 @@ impl FabricSim {
         self.graph = Some(gr);
     }
 
-    fn start_transfer(&mut self, now: TimePs, x: u32, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+    fn start_transfer<Q: Scheduler<FEv> + ?Sized>(&mut self, now: TimePs, x: u32, q: &mut Q) -> Result<()> {
         let (src, dst, bytes, loopback, offset) = {
             let t = &mut self.xfers[x as usize];
             t.start_ps = now;
@@ -974,7 +974,7 @@ impl FabricSim {
         it.all(|r| Some(r) == first)
     }
 
-    fn port_try(&mut self, now: TimePs, p: usize, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+    fn port_try<Q: Scheduler<FEv> + ?Sized>(&mut self, now: TimePs, p: usize, q: &mut Q) -> Result<()> {
         let port = &self.ports[p];
         if port.queue.is_empty() {
             return Ok(());
@@ -1078,7 +1078,7 @@ impl FabricSim {
         }
     }
 
-    fn consume(&mut self, now: TimePs, p: usize, pkt: u32, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+    fn consume<Q: Scheduler<FEv> + ?Sized>(&mut self, now: TimePs, p: usize, pkt: u32, q: &mut Q) -> Result<()> {
         let info = self.pkts[pkt as usize];
         self.free_pkts.push(pkt);
         self.pkts[pkt as usize].stage = STAGE_FREE;

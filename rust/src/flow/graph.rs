@@ -136,7 +136,8 @@ impl GraphModel {
         }
         let g = &spec.gpu;
         let div = gp.max(1) as f64;
-        let inj_ps = if g.injection_bytes_per_s == 0 { 0.0 } else { (sim_bytes as f64 * 1e12 * div / g.injection_bytes_per_s as f64).ceil() };
+        let inj_cost = (sim_bytes + g.injection_packet_overhead_bytes as u64 * sim_bytes.div_ceil(payload)) as f64;
+        let inj_ps = if g.injection_bytes_per_s == 0 { 0.0 } else { (inj_cost * 1e12 * div / g.injection_bytes_per_s as f64).ceil() };
         let ej_ps = if g.ejection_bytes_per_s == 0 { 0.0 } else { (sim_bytes as f64 * 1e12 * div / g.ejection_bytes_per_s as f64).ceil() };
         let mut m = GraphModel {
             bundles: Vec::new(),

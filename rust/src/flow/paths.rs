@@ -112,7 +112,9 @@ impl FlowFabric {
         let max_f = (largest / payload) * fpp;
         let div = spec.gpu_ports.max(1) as f64;
         let g = &spec.gpu;
-        let inj_ps = if g.injection_bytes_per_s == 0 { 0.0 } else { (s as f64 * 1e12 * div / g.injection_bytes_per_s as f64).ceil() };
+        // each protocol packet charged its payload + overhead, as the packet engine does
+        let inj_cost = |ovh: u32| (s + ovh as u64 * s.div_ceil(payload)) as f64;
+        let inj_ps = if g.injection_bytes_per_s == 0 { 0.0 } else { (inj_cost(g.injection_packet_overhead_bytes) * 1e12 * div / g.injection_bytes_per_s as f64).ceil() };
         let ej_ps = if g.ejection_bytes_per_s == 0 { 0.0 } else { (s as f64 * 1e12 * div / g.ejection_bytes_per_s as f64).ceil() };
         let np = topo.gpu_port_to.len();
         let mut up_port = vec![0.0; np];
@@ -129,7 +131,7 @@ impl FlowFabric {
                 inj_ps
             } else {
                 let gp = g.for_port((p / spec.gpu_ports as usize) as u32, spec.gpus, li, div);
-                if gp.injection_bytes_per_s == 0 { 0.0 } else { (s as f64 * 1e12 * div / gp.injection_bytes_per_s as f64).ceil() }
+                if gp.injection_bytes_per_s == 0 { 0.0 } else { (inj_cost(gp.injection_packet_overhead_bytes) * 1e12 * div / gp.injection_bytes_per_s as f64).ceil() }
             };
             up_port[p] = s as f64 / ser.max(inj_ps);
             // Head registered at the switch clock edge after it arrives (as the packet level does).

@@ -115,10 +115,12 @@ def _points() -> list[Case]:
                      "busbw", S_1455 + " (ring 365-370 for every n)", n=n, algorithm="ring"))
         miss = ""
         if n == 2:
-            miss = ("NVLS forced at 2 ranks: measured ~370 (the ring's rate); the model moves S (n+1)/n = 1.5 S "
-                    "per GPU through the engine; NCCL likely falls back there; auto picks ring")
+            miss = ("NVLS forced at 2 ranks: measured ~370 (the ring's rate) is out of reach of NVLS's data path, which "
+                    "moves S (n+1)/n = 1.5 S per GPU each way (NCCL all_reduce.h: ld_reduce + multicast st), so "
+                    "busbw <= 450 / 1.5 = 300 GB/s even at line rate; the point is another algorithm; auto picks ring")
         elif n == 3:
-            miss = "NVLS forced at 3 ranks: as at 2 ranks, the measured 370 suggests NCCL does not use the NVLS data path"
+            miss = ("NVLS forced at 3 ranks: measured 370 (the ring's rate) would need 370 GB/s per GPU through the "
+                    "switch, 20 % above the 307-315 GB/s the n = 4..8 points give; read as the ring, not fitted")
         P.append(_pt(f"h100_ar_nvls_2g_n{n}_issue1455", f"{n}xH100", "all_reduce NVLS", "2 GiB", 2 * G,
                      nvls.get(n, 370), "busbw", S_1455, n=n, algorithm="nvls",
                      tag="calibration" if n >= 4 else "transfer", fitted=NVLS_EFF if n >= 4 else "",

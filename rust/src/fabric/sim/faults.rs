@@ -138,7 +138,7 @@ impl FabricSim {
     }
 
     /// Apply every fault due by `now`.
-    pub(super) fn apply_faults(&mut self, now: TimePs, q: &mut dyn Scheduler<FEv>) {
+    pub(super) fn apply_faults<Q: Scheduler<FEv> + ?Sized>(&mut self, now: TimePs, q: &mut Q) {
         while self.faults.next < self.faults.list.len() && self.faults.list[self.faults.next].0 <= now {
             let (at, f) = self.faults.list[self.faults.next];
             self.faults.next += 1;
@@ -218,7 +218,7 @@ impl FabricSim {
     /// Packet `id` is destroyed by a fault at `at`: count it and queue a copy
     /// at its source when the replay timer expires (applied lazily, so the
     /// timer may already have expired by `now`).
-    pub(super) fn lose_packet(&mut self, at: TimePs, now: TimePs, id: u32, q: &mut dyn Scheduler<FEv>) {
+    pub(super) fn lose_packet<Q: Scheduler<FEv> + ?Sized>(&mut self, at: TimePs, now: TimePs, id: u32, q: &mut Q) {
         let pk = self.pkts[id as usize];
         self.pkts[id as usize].lost = true;
         let b = pk.bytes as u64;
@@ -231,7 +231,7 @@ impl FabricSim {
     }
 
     /// Move the packets left in share `sid` to live ports, by the spray rule.
-    fn respray(&mut self, now: TimePs, sid: u32, q: &mut dyn Scheduler<FEv>) {
+    fn respray<Q: Scheduler<FEv> + ?Sized>(&mut self, now: TimePs, sid: u32, q: &mut Q) {
         let sh = self.shares[sid as usize].clone();
         if sh.full_left == 0 && sh.last_bytes == 0 {
             return; // an adaptive share already moved from another port
@@ -279,7 +279,7 @@ impl FabricSim {
     }
 
     /// A lost packet's replay timer expired: queue it on a live port.
-    pub(super) fn requeue(&mut self, now: TimePs, sid: u32, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+    pub(super) fn requeue<Q: Scheduler<FEv> + ?Sized>(&mut self, now: TimePs, sid: u32, q: &mut Q) -> Result<()> {
         let x = self.shares[sid as usize].xfer as usize;
         let (src, dst) = (self.xfers[x].src, self.xfers[x].dst);
         let mut elig = std::mem::take(&mut self.scratch);
@@ -300,7 +300,7 @@ impl FabricSim {
     /// reached a switch input over a wire (it is not injected; its credits
     /// return to the sender); otherwise it left a switch output (the switch's
     /// credits return).
-    pub(super) fn drop_lost(&mut self, now: TimePs, pkt: u32, at_switch: bool, q: &mut dyn Scheduler<FEv>) -> Result<()> {
+    pub(super) fn drop_lost<Q: Scheduler<FEv> + ?Sized>(&mut self, now: TimePs, pkt: u32, at_switch: bool, q: &mut Q) -> Result<()> {
         let info = self.pkts[pkt as usize];
         self.pkts[pkt as usize].stage = STAGE_FREE;
         self.free_pkts.push(pkt);
