@@ -4,7 +4,6 @@
 
 use crate::error::{ensure, FlitsimError, Result};
 use serde::{Deserialize, Serialize};
-use super::transport::Reach;
 
 /// Collective operations (NCCL names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -400,14 +399,15 @@ impl CollectiveParams {
     }
 
     /// The transport settings of a collective lowered with `algorithm` over
-    /// `reach`: point-to-point operations (`direct`) stage in NCCL's p2p chunk
-    /// (see `p2p_chunk_bytes`), everything else in `host_chunk_bytes`.
-    pub fn transport_params_for(&self, algorithm: Algorithm, reach: &Reach) -> TransportParams {
+    /// a group whose every pair is NVLink (`all_nvlink`, from the transport's
+    /// `Reach::all_nvlink`) or not: point-to-point operations (`direct`) stage in
+    /// NCCL's p2p chunk (see `p2p_chunk_bytes`), everything else in `host_chunk_bytes`.
+    pub fn transport_params_for(&self, algorithm: Algorithm, all_nvlink: bool) -> TransportParams {
         let mut t = self.transport_params();
         if algorithm == Algorithm::Direct && self.host_chunk_bytes != 0 {
             t.chunk_bytes = if self.p2p_chunk_bytes != 0 {
                 self.p2p_chunk_bytes
-            } else if reach.all_nvlink() {
+            } else if all_nvlink {
                 P2P_NVL_CHUNK_BYTES
             } else {
                 P2P_PCI_CHUNK_BYTES
@@ -470,22 +470,20 @@ impl CollectiveParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collective::transport::PathClass;
 
     #[test]
     fn p2p_operations_stage_in_nccls_p2p_chunk() {
         // NCCL src/init.cc: p2pChunkSize 512 KiB all-NVLink, 128 KiB over PCIe / the network
-        let pcie = Reach::from_tables(2, 3, vec![0, 0], vec![2, 2], vec![u32::MAX; 2], vec![PathClass::Pcie; 4], vec![None; 4], false).unwrap();
-        let nv = Reach::nvlink_domain(8);
+        let (pcie, nv) = (false, true);
         let p = CollectiveParams::default();
-        assert_eq!(p.transport_params_for(Algorithm::Direct, &pcie).chunk_bytes, 128 * 1024);
-        assert_eq!(p.transport_params_for(Algorithm::Direct, &nv).chunk_bytes, 512 * 1024);
+        assert_eq!(p.transport_params_for(Algorithm::Direct, pcie).chunk_bytes, 128 * 1024);
+        assert_eq!(p.transport_params_for(Algorithm::Direct, nv).chunk_bytes, 512 * 1024);
         // collectives keep the Simple slot, NCCL_BUFFSIZE / NCCL_STEPS
-        assert_eq!(p.transport_params_for(Algorithm::Ring, &pcie).chunk_bytes, 512 * 1024);
+        assert_eq!(p.transport_params_for(Algorithm::Ring, pcie).chunk_bytes, 512 * 1024);
         let fixed = CollectiveParams { p2p_chunk_bytes: 64 * 1024, ..Default::default() };
-        assert_eq!(fixed.transport_params_for(Algorithm::Direct, &pcie).chunk_bytes, 64 * 1024);
+        assert_eq!(fixed.transport_params_for(Algorithm::Direct, pcie).chunk_bytes, 64 * 1024);
         let unpiped = CollectiveParams { host_chunk_bytes: 0, ..Default::default() };
-        assert_eq!(unpiped.transport_params_for(Algorithm::Direct, &pcie).chunk_bytes, 0);
+        assert_eq!(unpiped.transport_params_for(Algorithm::Direct, pcie).chunk_bytes, 0);
         let bad = CollectiveParams { p2p_chunk_bytes: 100, ..Default::default() };
         assert!(bad.validate().unwrap_err().to_string().contains("p2p_chunk_bytes"));
     }

@@ -118,7 +118,7 @@ pub(crate) fn reach_of(spec: &FabricSpec) -> Result<Reach> {
 /// # Errors
 /// As [`super::transport::expand`].
 pub(crate) fn transported(mut low: Lowered, reach: &Reach, p: &CollectiveParams) -> Result<Lowered> {
-    if let Some(d) = expand(&low.dag, reach, &p.transport_params_for(low.algorithm, reach), low.protocol)? {
+    if let Some(d) = expand(&low.dag, reach, &p.transport_params_for(low.algorithm, reach.all_nvlink()), low.protocol)? {
         low.dag = d;
     }
     Ok(low)
