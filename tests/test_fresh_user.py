@@ -331,3 +331,118 @@ def test_every_fabric_argument_takes_a_toml_file(tmp_path) -> None:
     assert r.n == 2
     with pytest.raises(flitsim.ConfigError, match="fabric file"):
         flitsim.collective(str(tmp_path / "missing.toml"), "all_gather", 1 << 16)
+
+
+# Third fresh-user pass (stop 13).
+_MAP = '''title = "m"
+[map]
+devices = 2
+[[map.fabrics]]
+preset = "hgx-h100"
+overrides = { fidelity = "flow" }
+{more_fabrics}
+[[map.workloads]]
+name = "w"
+model = "llama-3-8b"
+workload = { kind = "tokens", tokens = 256 }
+{schedules}
+{more_workloads}
+'''
+
+
+def _map_file(tmp_path, schedules='schedules = ["tensor_parallel"]', more_fabrics="", more_workloads=""):
+    p = tmp_path / "m.toml"
+    p.write_text(_MAP.replace("{schedules}", schedules).replace("{more_fabrics}", more_fabrics)
+                 .replace("{more_workloads}", more_workloads))
+    return p
+
+
+@pytest.mark.parametrize("schedules", ['schedules = ["tensor_paralel"]', "schedules = []",
+                                       'schedules = ["pipefusion"]'])
+def test_map_row_schedules_must_name_builders_of_the_row(tmp_path, schedules):
+    """A typo (or a DiT builder on an LLM row, or an empty list) in a map row's `schedules` ran
+    nothing and reported the cell as 'no feasible schedule' (exit 0): a silent wrong verdict."""
+    from flitsim.scenario import run_scenario
+
+    with pytest.raises(flitsim.ConfigError, match=r"map\.workloads\.0\.schedules = .*tensor_parallel"):
+        run_scenario(_map_file(tmp_path, schedules), progress=False)
+
+
+def test_map_rows_and_columns_must_have_distinct_names(tmp_path):
+    """Two map columns of one preset (flow vs a coarser packet size) or two rows of one name were
+    keyed together: each candidate's `vs_winner` was computed against the other cell's winner
+    (0.11x). docs/map.md: a cell is (workload, fabric); equal keys are now refused."""
+    from flitsim.scenario.spec import load_scenario
+
+    col = '[[map.fabrics]]\npreset = "hgx-h100"\noverrides = { sim_packet_bytes = 65536 }'
+    with pytest.raises(flitsim.ConfigError, match=r"map\.fabrics\.1\.label = 'hgx-h100'"):
+        load_scenario(_map_file(tmp_path, more_fabrics=col))
+    row = '[[map.workloads]]\nname = "w"\nmodel = "llama-3-8b"\nworkload = { kind = "tokens", tokens = 4096 }'
+    with pytest.raises(flitsim.ConfigError, match=r"map\.workloads\.1\.name = 'w'"):
+        load_scenario(_map_file(tmp_path, more_workloads=row))
+    # labelled columns of one preset are fine
+    ok = load_scenario(_map_file(tmp_path, more_fabrics=col + '\nlabel = "H100 64K packets"'))
+    assert [f.label or f.preset for f in ok.map.fabrics] == ["hgx-h100", "H100 64K packets"]
+
+
+def test_cases_and_schedule_labels_must_not_share_report_files(tmp_path):
+    """Two cases named alike (or two runs of one builder without labels) wrote one
+    tasks/<case>__<label>.parquet and one trace: the second overwrote the first."""
+    from flitsim.scenario.spec import load_scenario
+
+    case = ('[[cases]]\nname = "{name}"\nmodel = "llama-3-8b"\nworkload = {{ kind = "tokens", tokens = 512 }}\n'
+            '[[cases.schedules]]\nname = "tensor_parallel"\noptions = {{ degree = 2 }}\n')
+    p = tmp_path / "s.toml"
+    p.write_text('title = "t"\n' + case.format(name="c 1") + case.format(name="C-1"))
+    with pytest.raises(flitsim.ConfigError, match=r"cases\.1\.name = 'C-1': distinct from entry 0"):
+        load_scenario(p)
+    p.write_text('title = "t"\n' + case.format(name="c") + '[[cases.schedules]]\nname = "tensor_parallel"\n'
+                 'options = { degree = 4 }\n')
+    with pytest.raises(flitsim.ConfigError, match=r"cases\.0\.schedules\.1\.label = 'tensor_parallel'"):
+        load_scenario(p)
+
+
+def test_run_prints_the_map_table_as_text_when_piped(tmp_path):
+    """`flitsim run main.toml | tee log` printed `<rich.table.Table object at 0x...>` instead of the
+    PMF map table (the map used rich's Table, which the plain-text printer cannot render)."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    out = CliRunner().invoke(cli, ["run", str(_map_file(tmp_path)), "--out", str(tmp_path / "o"), "--no-progress"])
+    assert out.exit_code == 0, out.output
+    assert "rich.table" not in out.output and "object at 0x" not in out.output
+    assert "PMF map" in out.output and "tensor parallel" in out.output
+
+
+def test_ber_list_refuses_empty_items():
+    """`flitsim ber --ber ''` printed an empty table with exit 0; `--ber 1e-3,,2e-3` dropped an item."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    for text in ["", "1e-3,,2e-3", " "]:
+        out = CliRunner().invoke(cli, ["ber", "nvlink5", "--ber", text])
+        assert out.exit_code == 2 and "--ber" in out.output, (text, out.output)
+
+
+def test_uniform_fabric_refuses_oversized_fabrics_before_building_wires():
+    """A fabric TOML with `gpus = 100000000` hung (> 60 s building 2e8 wires in Python) before the
+    engine's own bound (4096 ports per switch, 256 per GPU; rust/src/fabric/spec.rs) refused it."""
+    from flitsim.hardware.fabric import uniform_fabric
+
+    # the message is uniform_fabric's own (gpus x links), raised before any Wire exists
+    with pytest.raises(flitsim.ConfigError, match=r"switch_ports = 200000000: 0..=4096 .*gpus x max"):
+        uniform_fabric(100_000_000, [2])
+    with pytest.raises(flitsim.ConfigError, match=r"gpu_ports = 1000000: 1..=256 .*sum\(links_per_switch\)"):
+        uniform_fabric(1, [1] * 1_000_000)
+
+
+def test_kary_ncube_takes_a_link_preset_name():
+    """`kary_ncube(4, 2, link="nope")` raised AttributeError ('str' object has no attribute 'vcs')."""
+    t = flitsim.kary_ncube(4, 2, link="nvlink5")
+    assert t.links[0].vcs >= 4
+    with pytest.raises(flitsim.ConfigError, match="link"):
+        flitsim.kary_ncube(4, 2, link="nope")
+    with pytest.raises(flitsim.ConfigError, match="link = 5"):
+        flitsim.kary_ncube(4, 2, link=5)  # type: ignore[arg-type]

@@ -12,10 +12,14 @@ from flitsim.faults import goodput_vs_ber
 
 
 def _bers(text: str) -> list[float]:
+    allowed = "comma-separated numbers such as 0,1e-3,2e-3 (at least one, no empty items)"
+    items = text.split(",")
+    if any(not x.strip() for x in items):  # '' or '1e-3,,2e-3': an empty table or a silently dropped item
+        raise ConfigError(f"--ber = {text!r}: {allowed}")
     try:
-        return [float(x) for x in text.split(",") if x.strip()]
+        return [float(x) for x in items]
     except ValueError:
-        raise ConfigError(f"--ber = {text!r}: expected comma-separated numbers such as 0,1e-3,2e-3") from None
+        raise ConfigError(f"--ber = {text!r}: {allowed}") from None
 
 
 @click.command("ber")

@@ -79,7 +79,8 @@ def print_map(m, c) -> None:  # type: ignore[no-untyped-def]
     pipelining, verdict, matches, fidelity), one verdict sentence per cell,
     then the published-measurement checks as lines."""
     from rich.markup import escape
-    from rich.table import Table
+
+    from flitsim.cli._table import Table  # the Printer's table (rich's would print as its repr when piped)
 
     t = Table(title="PMF map (T/M/S = task / metric / structure match)")
     for col in ("workload", "fabric", "winner", "winner s", "margin", "pipelining", "verdict", "T/M/S", "fidelity"):
