@@ -446,3 +446,33 @@ def test_kary_ncube_takes_a_link_preset_name():
         flitsim.kary_ncube(4, 2, link="nope")
     with pytest.raises(flitsim.ConfigError, match="link = 5"):
         flitsim.kary_ncube(4, 2, link=5)  # type: ignore[arg-type]
+
+
+def test_profile_rows_bound_shapes_and_refuse_booleans(tmp_path):
+    """`flitsim profile validate` passed a GEMM row with m = 99999999999999999999999 and `profile
+    show` then died with OverflowError (int64 columns); a Parquet boolean m / time_us was read as 1.
+    docs/compute.md: shapes are positive integers, times > 0 us."""
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+    from flitsim.cost import read_profile
+
+    head = "kernel,gpu,dtype,m,n,k,time_us\n"
+    huge = tmp_path / "huge.csv"
+    huge.write_text(head + "gemm,h100,bf16,99999999999999999999999,3456,1152,186.1\n")
+    for cmd in ("validate", "show"):
+        out = CliRunner().invoke(cli, ["profile", cmd, str(huge)])
+        assert out.exit_code == 2 and "profile row 0: m" in out.output, out.output
+    ok = pd.DataFrame({"kernel": ["gemm"], "gpu": ["h100"], "dtype": ["bf16"], "m": [8192], "n": [3456],
+                       "k": [1152], "time_us": [186.1]})
+    assert len(read_profile(_parquet(ok, tmp_path / "ok.parquet")).table) == 1
+    for col, val in (("m", True), ("time_us", True)):
+        bad = ok.assign(**{col: [val]})
+        with pytest.raises(flitsim.ConfigError, match=f"profile row 0: {col} = True"):
+            read_profile(_parquet(bad, tmp_path / f"{col}.parquet"))
+
+
+def _parquet(df, path):
+    df.to_parquet(path)
+    return str(path)
