@@ -476,3 +476,52 @@ def test_profile_rows_bound_shapes_and_refuse_booleans(tmp_path):
 def _parquet(df, path):
     df.to_parquet(path)
     return str(path)
+
+
+_RING_LOG = Path(__file__).parent / "data" / "nccl" / "h200_all_reduce_perf_ring.log"
+
+
+def test_calibrate_never_overwrites_a_log_or_a_users_file(tmp_path):
+    """`flitsim calibrate nccl-tests x.log -o x.log` replaced the measured log with the parameter
+    file, and `-o notes.toml` replaced any existing file; both are refused before the fit now, and an
+    earlier parameter file may still be replaced."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text(_RING_LOG.read_text())
+    before = log.read_text()
+    r = CliRunner().invoke(cli, ["calibrate", "nccl-tests", str(log), "-F", "hgx-h100", "-o", str(log)])
+    assert r.exit_code == 2 and "input logs" in r.output and log.read_text() == before
+    mine = tmp_path / "mine.toml"
+    mine.write_text("# my notes\n")
+    r = CliRunner().invoke(cli, ["calibrate", "nccl-tests", str(log), "-F", "hgx-h100", "-o", str(mine)])
+    assert r.exit_code == 2 and "not a flitsim parameter file" in r.output and mine.read_text() == "# my notes\n"
+    params = tmp_path / "params.toml"
+    for _ in range(2):  # new, then a rewrite of its own output
+        r = CliRunner().invoke(cli, ["calibrate", "nccl-tests", str(log), "-F", "hgx-h100", "-o", str(params),
+                                     "--fit", "host_launch_ps"])
+        assert r.exit_code == 0, r.output
+    assert params.read_text().startswith("# flitsim collective parameters fitted by")
+
+
+def test_calibrate_says_which_rows_it_left_out_and_why(tmp_path):
+    """A size-0 row and a row above --max-bytes were dropped without a note, and a time of 1e30 us
+    (past the simulator's 2^63 - 1 ps bound) was kept in the residual table as a fitted row."""
+    from flitsim.calibrate import fit
+
+    text = _RING_LOG.read_text()
+    row = next(ln for ln in text.splitlines() if ln.strip().startswith("1048576"))
+    lines = text.splitlines()
+    zero = row.replace("     1048576        262144", "           0             0")
+    slow = row.replace("37.24   28.16", "1e30   28.16", 1)
+    i = lines.index(row)
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text("\n".join(lines[:i] + [zero, slow] + lines[i:]) + "\n")
+    cal = fit([str(log)], "hgx-h100", fit_params=["host_launch_ps"], max_bytes=1 << 20)
+    notes = "\n".join(cal.notes)
+    assert f":{i + 1}: size 0 B" in notes, notes
+    assert f":{i + 2}: time 1e+30 us" in notes, notes
+    assert "size 268435456 B" in notes, notes  # above --max-bytes 1M
+    assert [r["size"] for r in cal.residuals if r["used"]] == [1 << 20]
