@@ -525,3 +525,26 @@ def test_calibrate_says_which_rows_it_left_out_and_why(tmp_path):
     assert f":{i + 2}: time 1e+30 us" in notes, notes
     assert "size 268435456 B" in notes, notes  # above --max-bytes 1M
     assert [r["size"] for r in cal.residuals if r["used"]] == [1 << 20]
+
+
+def test_distrifusion_on_an_llm_is_a_config_error():
+    """`build("distrifusion", "llama-3-8b", 1024)` raised UnboundLocalError (a local import of
+    config_error later in the function shadowed the module's)."""
+    with pytest.raises(flitsim.ConfigError, match="workload = 'int': a DitWorkload"):
+        S.build("distrifusion", "llama-3-8b", 1024, degree=2)
+
+
+def test_plan_reads_an_int_like_the_cli_and_checks_shared_arguments_once():
+    """Python `plan("pixart-alpha", 1024, ...)` (the docstring's "a DitWorkload / prefill length") passed
+    the int through as an LLM prefill length: every configuration came back 'infeasible' (no error).
+    A bad `gpu` or `workspace_bytes` did the same; a 1000 px image lost dit_workload's reason."""
+    from flitsim.planner import plan
+
+    r = plan("pixart-alpha", 1024, fabric="hgx-h100", gpus=2, steps=1)
+    assert (r.table["status"] == "ok").any()
+    with pytest.raises(flitsim.ConfigError, match="gpu = 'nope'"):
+        plan("pixart-alpha", 1024, fabric="hgx-h100", gpus=2, steps=1, gpu="nope")
+    with pytest.raises(flitsim.ConfigError, match="workspace_bytes = -1"):
+        plan("pixart-alpha", 1024, fabric="hgx-h100", gpus=2, steps=1, workspace_bytes=-1)
+    with pytest.raises(flitsim.ConfigError, match="height_px = 1000: a positive multiple of"):
+        plan("pixart-alpha", 1000, fabric="hgx-h100", gpus=2, steps=1)
