@@ -548,3 +548,19 @@ def test_plan_reads_an_int_like_the_cli_and_checks_shared_arguments_once():
         plan("pixart-alpha", 1024, fabric="hgx-h100", gpus=2, steps=1, workspace_bytes=-1)
     with pytest.raises(flitsim.ConfigError, match="height_px = 1000: a positive multiple of"):
         plan("pixart-alpha", 1000, fabric="hgx-h100", gpus=2, steps=1)
+
+
+def test_map_svg_is_the_same_bytes_on_every_run(tmp_path):
+    """figures/map.svg carried the write time and random clip-path ids, so two runs (or -j 1 vs
+    -j 2) of one scenario never gave the same report files (docs/map.md: identical at any N)."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    p = _map_file(tmp_path)
+    outs = []
+    for j in ("1", "2"):
+        r = CliRunner().invoke(cli, ["run", str(p), "--out", str(tmp_path / j), "-j", j, "--no-progress"])
+        assert r.exit_code == 0, r.output
+        outs.append((tmp_path / j / "figures" / "map.svg").read_bytes())
+    assert outs[0] == outs[1] and b"<dc:date>" not in outs[0]

@@ -558,7 +558,10 @@ def write_map(res: MapResult, out: Any, *, figures: bool = True, title: str = "P
         (o / "figures").mkdir(exist_ok=True)
         fig = map_heatmap(t, res.rows, res.columns, title=title)
         fig.savefig(o / "figures" / "map.png")
-        fig.savefig(o / "figures" / "map.svg")
+        import matplotlib
+
+        with matplotlib.rc_context({"svg.hashsalt": "flitsim-map"}):  # same bytes on every run: fixed ids, no date
+            fig.savefig(o / "figures" / "map.svg", metadata={"Date": None})
         import matplotlib.pyplot as plt
 
         plt.close(fig)
