@@ -564,3 +564,20 @@ def test_map_svg_is_the_same_bytes_on_every_run(tmp_path):
         assert r.exit_code == 0, r.output
         outs.append((tmp_path / j / "figures" / "map.svg").read_bytes())
     assert outs[0] == outs[1] and b"<dc:date>" not in outs[0]
+
+
+def test_a_parameter_file_fitted_on_another_fabric_is_refused(tmp_path):
+    """`flitsim nccl-tests -F hgx-h100 --params nvl72_params.toml` (and collective(params=...),
+    FabricNetwork(collective_params=...)) applied host launch costs fitted on GB200 NVL72 to HGX H100
+    without a word, though the file records its fabric and `validate --calibration` refuses it."""
+    from flitsim.hardware import fabric_preset
+
+    p = tmp_path / "p.toml"
+    p.write_text('# flitsim collective parameters fitted by `flitsim calibrate nccl-tests`\n'
+                 'fabric = "gb200-nvl72"\n\n[collective]\nhost_launch_ps = 1000\n')
+    with pytest.raises(flitsim.ConfigError, match="fitted on fabric 'gb200-nvl72', but used on fabric 'hgx-h100'"):
+        flitsim.collective("hgx-h100", "all_reduce", 1 << 20, params=p)
+    with pytest.raises(flitsim.ConfigError, match="fitted on fabric 'gb200-nvl72'"):
+        flitsim.FabricNetwork(fabric_preset("hgx-h100"), collective_params=str(p)).to_core(8)
+    ok = flitsim.collective("gb200-nvl72", "all_reduce", 1 << 20, group=list(range(8)), params=p, fidelity="flow")
+    assert ok.time_us > 0
