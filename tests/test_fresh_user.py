@@ -581,3 +581,16 @@ def test_a_parameter_file_fitted_on_another_fabric_is_refused(tmp_path):
         flitsim.FabricNetwork(fabric_preset("hgx-h100"), collective_params=str(p)).to_core(8)
     ok = flitsim.collective("gb200-nvl72", "all_reduce", 1 << 20, group=list(range(8)), params=p, fidelity="flow")
     assert ok.time_us > 0
+
+
+def test_trace_rows_need_a_time(tmp_path):
+    """A trace CSV row with an empty / NaN timestamp became a NaN arrival and was served (exit 0)."""
+    from flitsim.workloads import load_trace
+
+    p = tmp_path / "t.csv"
+    p.write_text("timestamp,input_tokens,output_tokens\n0,100,10\n,100,10\n")
+    with pytest.raises(flitsim.ConfigError, match=r"timestamp \(row 1, column 'timestamp'\) = 'nan'"):
+        load_trace(p)
+    p.write_text("timestamp,input_tokens,output_tokens\n2024-01-01 00:00:00,100,10\nnot a date,100,10\n")
+    with pytest.raises(flitsim.ConfigError, match="timestamp"):
+        load_trace(p)
