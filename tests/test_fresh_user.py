@@ -594,3 +594,26 @@ def test_trace_rows_need_a_time(tmp_path):
     p.write_text("timestamp,input_tokens,output_tokens\n2024-01-01 00:00:00,100,10\nnot a date,100,10\n")
     with pytest.raises(flitsim.ConfigError, match="timestamp"):
         load_trace(p)
+
+
+def test_run_force_never_replaces_the_scenarios_folder_or_the_current_one(tmp_path, monkeypatch):
+    """`flitsim run proj/s.toml --out proj --force` deleted the scenario file (and everything beside
+    it) with the folder; `--out . --force` died with OSError [Errno 16] and a traceback."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    scen = _map_file(proj)
+    (proj / "notes.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["run", str(scen), "--out", str(proj), "--force", "--no-progress"])
+    assert r.exit_code == 2 and "does not hold the scenario file" in r.output, r.output
+    monkeypatch.chdir(proj)
+    for out in (".", "./", ".."):
+        r = CliRunner().invoke(cli, ["run", "m.toml", "--out", out, "--force", "--no-progress"])
+        assert r.exit_code == 2 and "not the current folder" in r.output, (out, r.output)
+    assert sorted(x.name for x in proj.iterdir()) == ["m.toml", "notes.txt"]
+    r = CliRunner().invoke(cli, ["run", "m.toml", "--out", "report", "--no-progress"])
+    assert r.exit_code == 0 and (proj / "report" / "map.json").exists(), r.output
