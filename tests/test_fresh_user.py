@@ -617,3 +617,22 @@ def test_run_force_never_replaces_the_scenarios_folder_or_the_current_one(tmp_pa
     assert sorted(x.name for x in proj.iterdir()) == ["m.toml", "notes.txt"]
     r = CliRunner().invoke(cli, ["run", "m.toml", "--out", "report", "--no-progress"])
     assert r.exit_code == 0 and (proj / "report" / "map.json").exists(), r.output
+
+
+def _double(x: int) -> dict:
+    return {"v": 2 * x}
+
+
+def test_sweep_rewrite_keeps_this_grids_order_then_other_grids_rows(tmp_path):
+    """The per-point rewrite rebuilt a set of every id for every row (cubic: 2,000 points took
+    89 CPU-s, now 5.7; measured in the report); the file must still hold this grid's rows in grid
+    order followed by the rows of an earlier grid (docs/reliability.md)."""
+    import pandas as pd
+
+    from flitsim.sweeps import sweep
+
+    out = tmp_path / "s.parquet"
+    sweep(_double, {"x": [10, 11]}, workers=1, out=out, progress=False)
+    sweep(_double, {"x": [3, 1, 2]}, workers=1, out=out, progress=False)
+    df = pd.read_parquet(out)
+    assert df["x"].tolist() == [3, 1, 2, 10, 11] and df["v"].tolist() == [6, 2, 4, 20, 22]
