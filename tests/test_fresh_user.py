@@ -636,3 +636,34 @@ def test_sweep_rewrite_keeps_this_grids_order_then_other_grids_rows(tmp_path):
     sweep(_double, {"x": [3, 1, 2]}, workers=1, out=out, progress=False)
     df = pd.read_parquet(out)
     assert df["x"].tolist() == [3, 1, 2, 10, 11] and df["v"].tolist() == [6, 2, 4, 20, 22]
+
+
+_STUDY = '''[serve]
+model = "llama-3-8b"
+n = 4
+policies = ["chunked"]
+[[fabric]]
+name = "hgx-h100"
+rates = "1"
+layouts = [{ tp = 2 }]
+[[workload]]
+name = "llmperf"
+llmperf = { seed = 0 }
+'''
+
+
+@pytest.mark.parametrize("old,new,field", [
+    ('["chunked"]', '["fifo"]', "serve.policies"), ('["chunked"]', "[]", "serve.policies"),
+    ('"hgx-h100"', '"hgx-h999"', r"\[\[fabric\]\] 0 fabric"), ("[{ tp = 2 }]", "[]", "layouts"),
+    ('"llama-3-8b"', '"llama-9"', "model"),
+    ('llmperf = { seed = 0 }', 'llmperf = { seed = 0 }\n[[workload]]\nname = "llmperf"\nllmperf = { seed = 1 }',
+     r"\[\[workload\]\]\.name")])
+def test_serving_study_checks_shared_settings_before_the_first_point(tmp_path, old, new, field):
+    """A typo in a study's policy, fabric or model gave one 'error' row per point with exit 0, and an
+    empty `policies` / `layouts` ran nothing at all (exit 0, empty table)."""
+    from flitsim.serving.study import read_study, run_study
+
+    p = tmp_path / "study.toml"
+    p.write_text(_STUDY.replace(old, new))
+    with pytest.raises(flitsim.ConfigError, match=field):
+        run_study(read_study(str(p)))
