@@ -667,3 +667,13 @@ def test_serving_study_checks_shared_settings_before_the_first_point(tmp_path, o
     p.write_text(_STUDY.replace(old, new))
     with pytest.raises(flitsim.ConfigError, match=field):
         run_study(read_study(str(p)))
+
+
+def test_frames_on_an_image_dit_is_refused():
+    """`workload = { kind = "dit", model = "dit-xl/2", frames = 9 }` ran 9 x the image tokens as if
+    DiT-XL/2 were a video model (docs: frames are for a video DiT, 1 = an image)."""
+    with pytest.raises(flitsim.ConfigError, match="DitWorkload.frames = 9: 1 for"):
+        dit_workload("dit-xl/2", 512, steps=1, frames=9)
+    video = dit_workload("hunyuan-video", (544, 960), steps=1, frames=33)
+    one = dit_workload("hunyuan-video", (544, 960), steps=1)
+    assert video.image_tokens == 9 * one.image_tokens  # (33 - 1) / 4 + 1 latent frames
