@@ -548,6 +548,8 @@ def test_plan_reads_an_int_like_the_cli_and_checks_shared_arguments_once():
         plan("pixart-alpha", 1024, fabric="hgx-h100", gpus=2, steps=1, workspace_bytes=-1)
     with pytest.raises(flitsim.ConfigError, match="height_px = 1000: a positive multiple of"):
         plan("pixart-alpha", 1000, fabric="hgx-h100", gpus=2, steps=1)
+    with pytest.raises(flitsim.ConfigError, match="steps = 5: only for a DiT"):  # was ignored for an LLM
+        plan("llama-3-8b", 1024, fabric="hgx-h100", gpus=2, steps=5)
 
 
 def test_map_svg_is_the_same_bytes_on_every_run(tmp_path):

@@ -49,6 +49,8 @@ def parse_workload(model: Any, workload: Any, *, steps: int | None = None, frame
     from flitsim.workloads import DitWorkload, dit_workload
 
     cfg = as_model(model)
+    if steps is not None and cfg.kind != "dit":  # denoising steps mean nothing to a causal prefill
+        raise config_error("steps", steps, f"only for a DiT ({cfg.name} is a causal LLM: its workload is a prefill length)")
     if isinstance(workload, DitWorkload):
         return workload
     # an int is read like its text: a resolution for a DiT (1024 -> 1024 px), a prefill length for an LLM
