@@ -679,3 +679,18 @@ def test_frames_on_an_image_dit_is_refused():
     video = dit_workload("hunyuan-video", (544, 960), steps=1, frames=33)
     one = dit_workload("hunyuan-video", (544, 960), steps=1)
     assert video.image_tokens == 9 * one.image_tokens  # (33 - 1) / 4 + 1 latent frames
+
+
+def test_ber_help_states_the_upper_limit_it_enforces():
+    """`flitsim ber --help` said each BER may be anything in [0, 1); 0.3 is refused (the link would
+    only replay: rust/src/link/replay.rs MAX_PACKET_ERROR_PROB = 0.99), so the help now says so."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    h = CliRunner().invoke(cli, ["ber", "--help"]).output
+    assert "99 %" in h and "refused" in h
+    r = CliRunner().invoke(cli, ["ber", "nvlink5", "--ber", "0.3", "--bytes", "64K"])
+    assert r.exit_code == 2 and "FEC can live with" in r.output
+    ok = CliRunner().invoke(cli, ["ber", "nvlink5", "--ber", "5e-3", "--bytes", "64K"])  # below the ~7e-3 stated
+    assert ok.exit_code == 0, ok.output

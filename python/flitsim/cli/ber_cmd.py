@@ -25,7 +25,7 @@ def _bers(text: str) -> list[float]:
 @click.command("ber")
 @click.argument("preset", default="nvlink5")
 @click.option("--ber", "ber_list", default="0,1e-4,5e-4,1e-3,1.5e-3,2e-3,2.5e-3", show_default=True,
-              help="Raw (pre-FEC) bit error rates, comma-separated, each in [0, 1).")
+              help="Raw (pre-FEC) bit error rates, comma-separated, each in [0, 1) and low enough that under 99 % of maximum-size packets are corrupted (nvlink5: up to ~7e-3; higher ones are refused).")
 @click.option("--bytes", "total_bytes", type=ByteSize(), default="8MiB", show_default=True,
               help="Payload moved per point (more = less sampling noise).")
 @click.option("--payload", "payload_bytes", type=int, default=256, show_default=True, help="Payload per packet, bytes.")
