@@ -71,7 +71,7 @@ def load_params(params: "str | os.PathLike[str] | dict[str, Any] | None", fabric
         fitted = t.get("fabric")
         if fabric is not None and isinstance(fitted, str) and fitted != fabric:
             raise ConfigError(f"params = {str(params)!r}: fitted on fabric {fitted!r}, but used on fabric {fabric!r}; "
-                              f"calibrate on that fabric (flitsim calibrate nccl-tests LOG -F {fabric})")
+                              "calibrate on logs of that fabric (flitsim calibrate nccl-tests LOG -F <its preset or TOML file>)")
     known = set(default_params())
     bad = sorted(set(d) - known)
     if bad:
