@@ -696,14 +696,17 @@ def test_ber_help_states_the_upper_limit_it_enforces():
     assert ok.exit_code == 0, ok.output
 
 
-@pytest.mark.xfail(strict=True, reason="open (rust/src/switch, switch owner): with buffer_per_vc_flits == "
-                   "max_packet_flits the switch lab stops with StalledError though every blocked head has the "
-                   "downstream credits it needs ('no flit moved for 0 cycles'): no event is pending for it")
-def test_switch_lab_with_one_packet_of_buffer_runs_at_saturation():
+@pytest.mark.xfail(strict=True, reason="open (rust/src/switch, switch owner): with one VC and less than two "
+                   "packets of buffer per VC the switch lab stops with StalledError though every blocked head has "
+                   "the downstream credits it needs ('no flit moved for 0 cycles'): no event is pending for it")
+def test_switch_lab_with_less_than_two_packets_of_buffer_runs_at_saturation():
     """`flitsim switch --ports 8 --vcs 1 --buffer 8 --packet 8` (one packet of input buffer per VC, a
-    legal virtual cut-through configuration) raises StalledError at load 1.0; with 9 flits it runs."""
+    legal virtual cut-through configuration) raises StalledError at load 1.0, as do buffers 9..15;
+    16 flits, or 2 VCs of 8, run."""
     from flitsim.switchlab import SwitchSpec, saturation
 
-    assert saturation(SwitchSpec(ports=8, vcs=1, buffer_per_vc_flits=9, max_packet_flits=8)).throughput > 0
-    r = saturation(SwitchSpec(ports=8, vcs=1, buffer_per_vc_flits=8, max_packet_flits=8))
-    assert 0 < r.throughput <= 1
+    assert saturation(SwitchSpec(ports=8, vcs=1, buffer_per_vc_flits=16, max_packet_flits=8)).throughput > 0
+    assert saturation(SwitchSpec(ports=8, vcs=2, buffer_per_vc_flits=8, max_packet_flits=8)).throughput > 0
+    for buf in (8, 12):
+        r = saturation(SwitchSpec(ports=8, vcs=1, buffer_per_vc_flits=buf, max_packet_flits=8))
+        assert 0 < r.throughput <= 1
