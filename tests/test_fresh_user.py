@@ -696,7 +696,7 @@ def test_ber_help_states_the_upper_limit_it_enforces():
     assert ok.exit_code == 0, ok.output
 
 
-@pytest.mark.xfail(strict=True, reason="open (rust/src/switch, switch owner): with one VC and less than two "
+@pytest.mark.xfail(strict=True, raises=flitsim.StalledError, reason="open (rust/src/switch, switch owner): with one VC and less than two "
                    "packets of buffer per VC the switch lab stops with StalledError though every blocked head has "
                    "the downstream credits it needs ('no flit moved for 0 cycles'): no event is pending for it")
 def test_switch_lab_with_less_than_two_packets_of_buffer_runs_at_saturation():
