@@ -710,3 +710,16 @@ def test_switch_lab_with_less_than_two_packets_of_buffer_runs_at_saturation():
     for buf in (8, 12):
         r = saturation(SwitchSpec(ports=8, vcs=1, buffer_per_vc_flits=buf, max_packet_flits=8))
         assert 0 < r.throughput <= 1
+
+
+def test_bursty_source_with_a_huge_mean_burst_still_goes_idle():
+    """`flitsim switch --process bursty --burst 1e18 --load 0.1` offered 1.04 flits/port/cycle: the
+    idle gap's geometric draw divided by ln(q) = 0 (q = mean / (1 + mean) rounds to 1.0) and the
+    -inf cast to 0 cycles, so sources never went idle. The gaps are sized so the mean rate is `load`
+    (switch_lab.rs Process::Bursty): the offered load can no longer exceed it by 10x."""
+    from flitsim.switchlab import SwitchSpec, TrafficSpec, run
+
+    spec = SwitchSpec(ports=8, vcs=1, buffer_per_vc_flits=16, max_packet_flits=8)
+    r = run(spec, TrafficSpec(load=0.1, process="bursty", mean_burst_packets=1e18), warmup_cycles=0,
+            measure_cycles=2000)
+    assert r.offered_load < 0.5
