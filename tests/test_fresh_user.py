@@ -331,3 +331,395 @@ def test_every_fabric_argument_takes_a_toml_file(tmp_path) -> None:
     assert r.n == 2
     with pytest.raises(flitsim.ConfigError, match="fabric file"):
         flitsim.collective(str(tmp_path / "missing.toml"), "all_gather", 1 << 16)
+
+
+# Third fresh-user pass (stop 13).
+_MAP = '''title = "m"
+[map]
+devices = 2
+[[map.fabrics]]
+preset = "hgx-h100"
+overrides = { fidelity = "flow" }
+{more_fabrics}
+[[map.workloads]]
+name = "w"
+model = "llama-3-8b"
+workload = { kind = "tokens", tokens = 256 }
+{schedules}
+{more_workloads}
+'''
+
+
+def _map_file(tmp_path, schedules='schedules = ["tensor_parallel"]', more_fabrics="", more_workloads=""):
+    p = tmp_path / "m.toml"
+    p.write_text(_MAP.replace("{schedules}", schedules).replace("{more_fabrics}", more_fabrics)
+                 .replace("{more_workloads}", more_workloads))
+    return p
+
+
+@pytest.mark.parametrize("schedules", ['schedules = ["tensor_paralel"]', "schedules = []",
+                                       'schedules = ["pipefusion"]'])
+def test_map_row_schedules_must_name_builders_of_the_row(tmp_path, schedules):
+    """A typo (or a DiT builder on an LLM row, or an empty list) in a map row's `schedules` ran
+    nothing and reported the cell as 'no feasible schedule' (exit 0): a silent wrong verdict."""
+    from flitsim.scenario import run_scenario
+
+    with pytest.raises(flitsim.ConfigError, match=r"map\.workloads\.0\.schedules = .*tensor_parallel"):
+        run_scenario(_map_file(tmp_path, schedules), progress=False)
+
+
+def test_map_rows_and_columns_must_have_distinct_names(tmp_path):
+    """Two map columns of one preset (flow vs a coarser packet size) or two rows of one name were
+    keyed together: each candidate's `vs_winner` was computed against the other cell's winner
+    (0.11x). docs/map.md: a cell is (workload, fabric); equal keys are now refused."""
+    from flitsim.scenario.spec import load_scenario
+
+    col = '[[map.fabrics]]\npreset = "hgx-h100"\noverrides = { sim_packet_bytes = 65536 }'
+    with pytest.raises(flitsim.ConfigError, match=r"map\.fabrics\.1\.label = 'hgx-h100'"):
+        load_scenario(_map_file(tmp_path, more_fabrics=col))
+    row = '[[map.workloads]]\nname = "w"\nmodel = "llama-3-8b"\nworkload = { kind = "tokens", tokens = 4096 }'
+    with pytest.raises(flitsim.ConfigError, match=r"map\.workloads\.1\.name = 'w'"):
+        load_scenario(_map_file(tmp_path, more_workloads=row))
+    # labelled columns of one preset are fine
+    ok = load_scenario(_map_file(tmp_path, more_fabrics=col + '\nlabel = "H100 64K packets"'))
+    assert [f.label or f.preset for f in ok.map.fabrics] == ["hgx-h100", "H100 64K packets"]
+
+
+def test_cases_and_schedule_labels_must_not_share_report_files(tmp_path):
+    """Two cases named alike (or two runs of one builder without labels) wrote one
+    tasks/<case>__<label>.parquet and one trace: the second overwrote the first."""
+    from flitsim.scenario.spec import load_scenario
+
+    case = ('[[cases]]\nname = "{name}"\nmodel = "llama-3-8b"\nworkload = {{ kind = "tokens", tokens = 512 }}\n'
+            '[[cases.schedules]]\nname = "tensor_parallel"\noptions = {{ degree = 2 }}\n')
+    p = tmp_path / "s.toml"
+    p.write_text('title = "t"\n' + case.format(name="c 1") + case.format(name="C-1"))
+    with pytest.raises(flitsim.ConfigError, match=r"cases\.1\.name = 'C-1': distinct from entry 0"):
+        load_scenario(p)
+    p.write_text('title = "t"\n' + case.format(name="c") + '[[cases.schedules]]\nname = "tensor_parallel"\n'
+                 'options = { degree = 4 }\n')
+    with pytest.raises(flitsim.ConfigError, match=r"cases\.0\.schedules\.1\.label = 'tensor_parallel'"):
+        load_scenario(p)
+
+
+def test_run_prints_the_map_table_as_text_when_piped(tmp_path):
+    """`flitsim run main.toml | tee log` printed `<rich.table.Table object at 0x...>` instead of the
+    PMF map table (the map used rich's Table, which the plain-text printer cannot render)."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    out = CliRunner().invoke(cli, ["run", str(_map_file(tmp_path)), "--out", str(tmp_path / "o"), "--no-progress"])
+    assert out.exit_code == 0, out.output
+    assert "rich.table" not in out.output and "object at 0x" not in out.output
+    assert "PMF map" in out.output and "tensor parallel" in out.output
+
+
+def test_ber_list_refuses_empty_items():
+    """`flitsim ber --ber ''` printed an empty table with exit 0; `--ber 1e-3,,2e-3` dropped an item."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    for text in ["", "1e-3,,2e-3", " "]:
+        out = CliRunner().invoke(cli, ["ber", "nvlink5", "--ber", text])
+        assert out.exit_code == 2 and "--ber" in out.output, (text, out.output)
+
+
+def test_uniform_fabric_refuses_oversized_fabrics_before_building_wires():
+    """A fabric TOML with `gpus = 100000000` hung (> 60 s building 2e8 wires in Python) before the
+    engine's own bound (4096 ports per switch, 256 per GPU; rust/src/fabric/spec.rs) refused it."""
+    from flitsim.hardware.fabric import uniform_fabric
+
+    # the message is uniform_fabric's own (gpus x links), raised before any Wire exists
+    with pytest.raises(flitsim.ConfigError, match=r"switch_ports = 200000000: 0..=4096 .*gpus x max"):
+        uniform_fabric(100_000_000, [2])
+    with pytest.raises(flitsim.ConfigError, match=r"gpu_ports = 1000000: 1..=256 .*sum\(links_per_switch\)"):
+        uniform_fabric(1, [1] * 1_000_000)
+
+
+def test_kary_ncube_takes_a_link_preset_name():
+    """`kary_ncube(4, 2, link="nope")` raised AttributeError ('str' object has no attribute 'vcs')."""
+    t = flitsim.kary_ncube(4, 2, link="nvlink5")
+    assert t.links[0].vcs >= 4
+    with pytest.raises(flitsim.ConfigError, match="link"):
+        flitsim.kary_ncube(4, 2, link="nope")
+    with pytest.raises(flitsim.ConfigError, match="link = 5"):
+        flitsim.kary_ncube(4, 2, link=5)  # type: ignore[arg-type]
+
+
+def test_profile_rows_bound_shapes_and_refuse_booleans(tmp_path):
+    """`flitsim profile validate` passed a GEMM row with m = 99999999999999999999999 and `profile
+    show` then died with OverflowError (int64 columns); a Parquet boolean m / time_us was read as 1.
+    docs/compute.md: shapes are positive integers, times > 0 us."""
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+    from flitsim.cost import read_profile
+
+    head = "kernel,gpu,dtype,m,n,k,time_us\n"
+    huge = tmp_path / "huge.csv"
+    huge.write_text(head + "gemm,h100,bf16,99999999999999999999999,3456,1152,186.1\n")
+    for cmd in ("validate", "show"):
+        out = CliRunner().invoke(cli, ["profile", cmd, str(huge)])
+        assert out.exit_code == 2 and "profile row 0: m" in out.output, out.output
+    ok = pd.DataFrame({"kernel": ["gemm"], "gpu": ["h100"], "dtype": ["bf16"], "m": [8192], "n": [3456],
+                       "k": [1152], "time_us": [186.1]})
+    assert len(read_profile(_parquet(ok, tmp_path / "ok.parquet")).table) == 1
+    for col, val in (("m", True), ("time_us", True)):
+        bad = ok.assign(**{col: [val]})
+        with pytest.raises(flitsim.ConfigError, match=f"profile row 0: {col} = True"):
+            read_profile(_parquet(bad, tmp_path / f"{col}.parquet"))
+
+
+def _parquet(df, path):
+    df.to_parquet(path)
+    return str(path)
+
+
+_RING_LOG = Path(__file__).parent / "data" / "nccl" / "h200_all_reduce_perf_ring.log"
+
+
+def test_calibrate_never_overwrites_a_log_or_a_users_file(tmp_path):
+    """`flitsim calibrate nccl-tests x.log -o x.log` replaced the measured log with the parameter
+    file, and `-o notes.toml` replaced any existing file; both are refused before the fit now, and an
+    earlier parameter file may still be replaced."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text(_RING_LOG.read_text())
+    before = log.read_text()
+    r = CliRunner().invoke(cli, ["calibrate", "nccl-tests", str(log), "-F", "hgx-h100", "-o", str(log)])
+    assert r.exit_code == 2 and "input logs" in r.output and log.read_text() == before
+    mine = tmp_path / "mine.toml"
+    mine.write_text("# my notes\n")
+    r = CliRunner().invoke(cli, ["calibrate", "nccl-tests", str(log), "-F", "hgx-h100", "-o", str(mine)])
+    assert r.exit_code == 2 and "not a flitsim parameter file" in r.output and mine.read_text() == "# my notes\n"
+    params = tmp_path / "params.toml"
+    for _ in range(2):  # new, then a rewrite of its own output
+        r = CliRunner().invoke(cli, ["calibrate", "nccl-tests", str(log), "-F", "hgx-h100", "-o", str(params),
+                                     "--fit", "host_launch_ps"])
+        assert r.exit_code == 0, r.output
+    assert params.read_text().startswith("# flitsim collective parameters fitted by")
+
+
+def test_calibrate_says_which_rows_it_left_out_and_why(tmp_path):
+    """A size-0 row and a row above --max-bytes were dropped without a note, and a time of 1e30 us
+    (past the simulator's 2^63 - 1 ps bound) was kept in the residual table as a fitted row."""
+    from flitsim.calibrate import fit
+
+    text = _RING_LOG.read_text()
+    row = next(ln for ln in text.splitlines() if ln.strip().startswith("1048576"))
+    lines = text.splitlines()
+    zero = row.replace("     1048576        262144", "           0             0")
+    slow = row.replace("37.24   28.16", "1e30   28.16", 1)
+    i = lines.index(row)
+    log = tmp_path / "all_reduce_perf.log"
+    log.write_text("\n".join(lines[:i] + [zero, slow] + lines[i:]) + "\n")
+    cal = fit([str(log)], "hgx-h100", fit_params=["host_launch_ps"], max_bytes=1 << 20)
+    notes = "\n".join(cal.notes)
+    assert f":{i + 1}: size 0 B" in notes, notes
+    assert f":{i + 2}: time 1e+30 us" in notes, notes
+    assert "size 268435456 B" in notes, notes  # above --max-bytes 1M
+    assert [r["size"] for r in cal.residuals if r["used"]] == [1 << 20]
+
+
+def test_distrifusion_on_an_llm_is_a_config_error():
+    """`build("distrifusion", "llama-3-8b", 1024)` raised UnboundLocalError (a local import of
+    config_error later in the function shadowed the module's)."""
+    with pytest.raises(flitsim.ConfigError, match="workload = 'int': a DitWorkload"):
+        S.build("distrifusion", "llama-3-8b", 1024, degree=2)
+
+
+def test_plan_reads_an_int_like_the_cli_and_checks_shared_arguments_once():
+    """Python `plan("pixart-alpha", 1024, ...)` (the docstring's "a DitWorkload / prefill length") passed
+    the int through as an LLM prefill length: every configuration came back 'infeasible' (no error).
+    A bad `gpu` or `workspace_bytes` did the same; a 1000 px image lost dit_workload's reason."""
+    from flitsim.planner import plan
+
+    r = plan("pixart-alpha", 1024, fabric="hgx-h100", gpus=2, steps=1)
+    assert (r.table["status"] == "ok").any()
+    with pytest.raises(flitsim.ConfigError, match="gpu = 'nope'"):
+        plan("pixart-alpha", 1024, fabric="hgx-h100", gpus=2, steps=1, gpu="nope")
+    with pytest.raises(flitsim.ConfigError, match="workspace_bytes = -1"):
+        plan("pixart-alpha", 1024, fabric="hgx-h100", gpus=2, steps=1, workspace_bytes=-1)
+    with pytest.raises(flitsim.ConfigError, match="height_px = 1000: a positive multiple of"):
+        plan("pixart-alpha", 1000, fabric="hgx-h100", gpus=2, steps=1)
+    with pytest.raises(flitsim.ConfigError, match="steps = 5: only for a DiT"):  # was ignored for an LLM
+        plan("llama-3-8b", 1024, fabric="hgx-h100", gpus=2, steps=5)
+
+
+def test_map_svg_is_the_same_bytes_on_every_run(tmp_path):
+    """figures/map.svg carried the write time and random clip-path ids, so two runs (or -j 1 vs
+    -j 2) of one scenario never gave the same report files (docs/map.md: identical at any N)."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    p = _map_file(tmp_path)
+    outs = []
+    for j in ("1", "2"):
+        r = CliRunner().invoke(cli, ["run", str(p), "--out", str(tmp_path / j), "-j", j, "--no-progress"])
+        assert r.exit_code == 0, r.output
+        outs.append((tmp_path / j / "figures" / "map.svg").read_bytes())
+    assert outs[0] == outs[1] and b"<dc:date>" not in outs[0]
+
+
+def test_a_parameter_file_fitted_on_another_fabric_is_refused(tmp_path):
+    """`flitsim nccl-tests -F hgx-h100 --params nvl72_params.toml` (and collective(params=...),
+    FabricNetwork(collective_params=...)) applied host launch costs fitted on GB200 NVL72 to HGX H100
+    without a word, though the file records its fabric and `validate --calibration` refuses it."""
+    from flitsim.hardware import fabric_preset
+
+    p = tmp_path / "p.toml"
+    p.write_text('# flitsim collective parameters fitted by `flitsim calibrate nccl-tests`\n'
+                 'fabric = "gb200-nvl72"\n\n[collective]\nhost_launch_ps = 1000\n')
+    with pytest.raises(flitsim.ConfigError, match="fitted on fabric 'gb200-nvl72', but used on fabric 'hgx-h100'"):
+        flitsim.collective("hgx-h100", "all_reduce", 1 << 20, params=p)
+    with pytest.raises(flitsim.ConfigError, match="fitted on fabric 'gb200-nvl72'"):
+        flitsim.FabricNetwork(fabric_preset("hgx-h100"), collective_params=str(p)).to_core(8)
+    ok = flitsim.collective("gb200-nvl72", "all_reduce", 1 << 20, group=list(range(8)), params=p, fidelity="flow")
+    assert ok.time_us > 0
+
+
+def test_trace_rows_need_a_time(tmp_path):
+    """A trace CSV row with an empty / NaN timestamp became a NaN arrival and was served (exit 0)."""
+    from flitsim.workloads import load_trace
+
+    p = tmp_path / "t.csv"
+    p.write_text("timestamp,input_tokens,output_tokens\n0,100,10\n,100,10\n")
+    with pytest.raises(flitsim.ConfigError, match=r"timestamp \(row 1, column 'timestamp'\) = 'nan'"):
+        load_trace(p)
+    p.write_text("timestamp,input_tokens,output_tokens\n2024-01-01 00:00:00,100,10\nnot a date,100,10\n")
+    with pytest.raises(flitsim.ConfigError, match="timestamp"):
+        load_trace(p)
+
+
+def test_run_force_never_replaces_the_scenarios_folder_or_the_current_one(tmp_path, monkeypatch):
+    """`flitsim run proj/s.toml --out proj --force` deleted the scenario file (and everything beside
+    it) with the folder; `--out . --force` died with OSError [Errno 16] and a traceback."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    scen = _map_file(proj)
+    (proj / "notes.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["run", str(scen), "--out", str(proj), "--force", "--no-progress"])
+    assert r.exit_code == 2 and "does not hold the scenario file" in r.output, r.output
+    monkeypatch.chdir(proj)
+    for out in (".", "./", ".."):
+        r = CliRunner().invoke(cli, ["run", "m.toml", "--out", out, "--force", "--no-progress"])
+        assert r.exit_code == 2 and "not the current folder" in r.output, (out, r.output)
+    assert sorted(x.name for x in proj.iterdir()) == ["m.toml", "notes.txt"]
+    r = CliRunner().invoke(cli, ["run", "m.toml", "--out", "report", "--no-progress"])
+    assert r.exit_code == 0 and (proj / "report" / "map.json").exists(), r.output
+
+
+def _double(x: int) -> dict:
+    return {"v": 2 * x}
+
+
+def test_sweep_rewrite_keeps_this_grids_order_then_other_grids_rows(tmp_path):
+    """The per-point rewrite rebuilt a set of every id for every row (cubic: 2,000 points took
+    89 CPU-s, now 5.7; measured in the report); the file must still hold this grid's rows in grid
+    order followed by the rows of an earlier grid (docs/reliability.md)."""
+    import pandas as pd
+
+    from flitsim.sweeps import sweep
+
+    out = tmp_path / "s.parquet"
+    sweep(_double, {"x": [10, 11]}, workers=1, out=out, progress=False)
+    sweep(_double, {"x": [3, 1, 2]}, workers=1, out=out, progress=False)
+    df = pd.read_parquet(out)
+    assert df["x"].tolist() == [3, 1, 2, 10, 11] and df["v"].tolist() == [6, 2, 4, 20, 22]
+
+
+_STUDY = '''[serve]
+model = "llama-3-8b"
+n = 4
+policies = ["chunked"]
+[[fabric]]
+name = "hgx-h100"
+rates = "1"
+layouts = [{ tp = 2 }]
+[[workload]]
+name = "llmperf"
+llmperf = { seed = 0 }
+'''
+
+
+@pytest.mark.parametrize("old,new,field", [
+    ('["chunked"]', '["fifo"]', "serve.policies"), ('["chunked"]', "[]", "serve.policies"),
+    ('"hgx-h100"', '"hgx-h999"', r"\[\[fabric\]\] 0 fabric"), ("[{ tp = 2 }]", "[]", "layouts"),
+    ('"llama-3-8b"', '"llama-9"', "model"),
+    ('llmperf = { seed = 0 }', 'llmperf = { seed = 0 }\n[[workload]]\nname = "llmperf"\nllmperf = { seed = 1 }',
+     r"\[\[workload\]\]\.name")])
+def test_serving_study_checks_shared_settings_before_the_first_point(tmp_path, old, new, field):
+    """A typo in a study's policy, fabric or model gave one 'error' row per point with exit 0, and an
+    empty `policies` / `layouts` ran nothing at all (exit 0, empty table)."""
+    from flitsim.serving.study import read_study, run_study
+
+    p = tmp_path / "study.toml"
+    p.write_text(_STUDY.replace(old, new))
+    with pytest.raises(flitsim.ConfigError, match=field):
+        run_study(read_study(str(p)))
+
+
+def test_frames_on_an_image_dit_is_refused():
+    """`workload = { kind = "dit", model = "dit-xl/2", frames = 9 }` ran 9 x the image tokens as if
+    DiT-XL/2 were a video model (docs: frames are for a video DiT, 1 = an image)."""
+    with pytest.raises(flitsim.ConfigError, match="DitWorkload.frames = 9: 1 for"):
+        dit_workload("dit-xl/2", 512, steps=1, frames=9)
+    video = dit_workload("hunyuan-video", (544, 960), steps=1, frames=33)
+    one = dit_workload("hunyuan-video", (544, 960), steps=1)
+    assert video.image_tokens == 9 * one.image_tokens  # (33 - 1) / 4 + 1 latent frames
+
+
+def test_ber_help_states_the_upper_limit_it_enforces():
+    """`flitsim ber --help` said each BER may be anything in [0, 1); 0.3 is refused (the link would
+    only replay: rust/src/link/replay.rs MAX_PACKET_ERROR_PROB = 0.99), so the help now says so."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    h = CliRunner().invoke(cli, ["ber", "--help"]).output
+    assert "99 %" in h and "refused" in h
+    r = CliRunner().invoke(cli, ["ber", "nvlink5", "--ber", "0.3", "--bytes", "64K"])
+    assert r.exit_code == 2 and "FEC can live with" in r.output
+    ok = CliRunner().invoke(cli, ["ber", "nvlink5", "--ber", "5e-3", "--bytes", "64K"])  # below the ~7e-3 stated
+    assert ok.exit_code == 0, ok.output
+
+
+@pytest.mark.xfail(strict=True, raises=flitsim.StalledError, reason="open (rust/src/switch, switch owner): with one VC and less than two "
+                   "packets of buffer per VC the switch lab stops with StalledError though every blocked head has "
+                   "the downstream credits it needs ('no flit moved for 0 cycles'): no event is pending for it")
+def test_switch_lab_with_less_than_two_packets_of_buffer_runs_at_saturation():
+    """`flitsim switch --ports 8 --vcs 1 --buffer 8 --packet 8` (one packet of input buffer per VC, a
+    legal virtual cut-through configuration) raises StalledError at load 1.0, as do buffers 9..15;
+    16 flits, or 2 VCs of 8, run."""
+    from flitsim.switchlab import SwitchSpec, saturation
+
+    assert saturation(SwitchSpec(ports=8, vcs=1, buffer_per_vc_flits=16, max_packet_flits=8)).throughput > 0
+    assert saturation(SwitchSpec(ports=8, vcs=2, buffer_per_vc_flits=8, max_packet_flits=8)).throughput > 0
+    for buf in (8, 12):
+        r = saturation(SwitchSpec(ports=8, vcs=1, buffer_per_vc_flits=buf, max_packet_flits=8))
+        assert 0 < r.throughput <= 1
+
+
+def test_bursty_source_with_a_huge_mean_burst_still_goes_idle():
+    """`flitsim switch --process bursty --burst 1e18 --load 0.1` offered 1.04 flits/port/cycle: the
+    idle gap's geometric draw divided by ln(q) = 0 (q = mean / (1 + mean) rounds to 1.0) and the
+    -inf cast to 0 cycles, so sources never went idle. The gaps are sized so the mean rate is `load`
+    (switch_lab.rs Process::Bursty): the offered load can no longer exceed it by 10x."""
+    from flitsim.switchlab import SwitchSpec, TrafficSpec, run
+
+    spec = SwitchSpec(ports=8, vcs=1, buffer_per_vc_flits=16, max_packet_flits=8)
+    r = run(spec, TrafficSpec(load=0.1, process="bursty", mean_burst_packets=1e18), warmup_cycles=0,
+            measure_cycles=2000)
+    assert r.offered_load < 0.5

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from flitsim._notebook import notebook
 from flitsim.errors import ConfigError
+from flitsim.limits import MAX_TIME_PS
 from flitsim.nccl_log import NcclLog, parse
 
 if TYPE_CHECKING:
@@ -79,11 +80,40 @@ class Calibration:
         return "\n".join(lines) + "\n"
 
     def write(self, path: str | os.PathLike[str]) -> None:
-        """Write the parameter file (refuses a directory)."""
-        p = Path(path)
-        if p.is_dir():
-            raise ConfigError(f"out = {str(p)!r}: is a directory; expected a file name like params.toml")
-        p.write_text(self.to_toml(), encoding="utf-8")
+        """Write the parameter file (refuses a directory, one of its own logs, and
+        an existing file that is not a parameter file: see :func:`check_params_out`)."""
+        check_params_out(path, self.logs)
+        Path(path).write_text(self.to_toml(), encoding="utf-8")
+
+
+_PARAMS_HEADER = "# flitsim collective parameters fitted by"
+
+
+def check_params_out(path: str | os.PathLike[str], logs: Sequence[str | os.PathLike[str]] = ()) -> None:
+    """Check that a parameter file may be written at ``path`` (before a fit):
+    not a directory, not one of the input ``logs``, and either new or an
+    earlier parameter file (first line ``# flitsim collective parameters
+    fitted by ...``): any other existing file is the user's and is kept.
+
+    Raises:
+        ConfigError: naming ``out``, the path and why it is refused.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"out = {str(p)!r}: is a directory; expected a file name like params.toml")
+    if not p.exists():
+        return
+    for lg in logs:
+        if Path(lg).exists() and os.path.samefile(p, lg):
+            raise ConfigError(f"out = {str(p)!r}: is one of the input logs; the parameter file would overwrite it")
+    try:
+        with p.open(encoding="utf-8", errors="replace") as fh:
+            first = fh.readline()
+    except OSError as e:
+        raise ConfigError(f"out = {str(p)!r}: cannot be read to check it ({e})") from None
+    if not first.startswith(_PARAMS_HEADER):
+        raise ConfigError(f"out = {str(p)!r}: an existing file that is not a flitsim parameter file (its first line "
+                          f"is not {_PARAMS_HEADER!r}...); remove it or choose a new path")
 
 
 def _rows(logs: Sequence[NcclLog], placement: str, max_bytes: int,
@@ -92,6 +122,7 @@ def _rows(logs: Sequence[NcclLog], placement: str, max_bytes: int,
     for lg in logs:
         for r in lg.rows:
             if r["size"] == 0 or r["size"] > max_bytes:
+                skipped.append(f"{lg.path}:{r['line']}: size {r['size']} B (fitted: 1..{max_bytes} B, --max-bytes)")
                 continue
             wrong = [r["wrong_oop"], r["wrong_ip"]]
             if any(w for w in wrong if w):
@@ -99,10 +130,11 @@ def _rows(logs: Sequence[NcclLog], placement: str, max_bytes: int,
                 continue  # a row with wrong results measured nothing trustworthy
             t = {"oop": r["time_us_oop"], "ip": r["time_us_ip"],
                  "best": min(r["time_us_oop"], r["time_us_ip"])}[placement]
-            if t > 0 and math.isfinite(t):
+            if t > 0 and t <= MAX_TIME_PS / 1e6:  # also refuses inf / NaN
                 out.append((lg, r, t))
             else:
-                skipped.append(f"{lg.path}:{r['line']}: time {t} us ({placement}; expected > 0)")
+                skipped.append(f"{lg.path}:{r['line']}: time {t} us ({placement}; expected > 0 and at most "
+                               f"{MAX_TIME_PS / 1e6:.3g} us, the simulator's time bound)")
     return out
 
 

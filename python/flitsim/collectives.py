@@ -46,14 +46,16 @@ def default_params() -> dict[str, Any]:
     return dict(_core.collective_defaults())
 
 
-def load_params(params: "str | os.PathLike[str] | dict[str, Any] | None") -> dict[str, Any]:
+def load_params(params: "str | os.PathLike[str] | dict[str, Any] | None", fabric: str | None = None) -> dict[str, Any]:
     """Collective parameters from a ``flitsim calibrate`` file (TOML with a
     ``[collective]`` table of CollectiveParams fields), a dict of them, or None
-    (empty: the calibrated defaults).
+    (empty: the calibrated defaults). With ``fabric`` (the name of the fabric
+    they are used on), a file that records another fabric (its top-level
+    ``fabric = "..."``, written by ``flitsim calibrate``) is refused.
 
     Raises:
         ConfigError: an unreadable file, no ``[collective]`` table, an unknown
-            field (the message lists the known ones).
+            field (the message lists the known ones), a file fitted on another fabric.
     """
     if params is None:
         return {}
@@ -66,6 +68,10 @@ def load_params(params: "str | os.PathLike[str] | dict[str, Any] | None") -> dic
         if not isinstance(t.get("collective"), dict):
             raise ConfigError(f"params = {str(params)!r}: expected a [collective] table of collective parameters")
         d = dict(t["collective"])
+        fitted = t.get("fabric")
+        if fabric is not None and isinstance(fitted, str) and fitted != fabric:
+            raise ConfigError(f"params = {str(params)!r}: fitted on fabric {fitted!r}, but used on fabric {fabric!r}; "
+                              "calibrate on logs of that fabric (flitsim calibrate nccl-tests LOG -F <its preset or TOML file>)")
     known = set(default_params())
     bad = sorted(set(d) - known)
     if bad:
@@ -278,7 +284,7 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
         if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and not (v >= 0):
             raise ConfigError(f"{name} = {v!r}: expected a non-negative number")
     n = len(members)
-    p = _params(fab, algorithm, protocol, channels, chunk_bytes, root, dtype, {**load_params(params), **options})
+    p = _params(fab, algorithm, protocol, channels, chunk_bytes, root, dtype, {**load_params(params, fab.name), **options})
     r = _core.collective_run(fab.core_dict(), {"op": op.replace("sendrecv", "send_recv"), "members": members,
                                                "bytes": int(nbytes), "params": p})
     warn_fidelity(str(r["fidelity_reason"]))

@@ -148,7 +148,7 @@ class FabricNetwork:
         fab = fab.with_faults(self.faults) if self.faults else fab
         d: dict[str, Any] = {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
         # the fabric's own collective parameters (reduction rate), as collective() uses them
-        cp = {**fabric_params(self.fabric), **load_params(self.collective_params)}
+        cp = {**fabric_params(self.fabric), **load_params(self.collective_params, self.fabric.name)}
         if cp or self.transport is not None:
             if self.transport is not None:
                 from flitsim.transfers import TRANSPORTS

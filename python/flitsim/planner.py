@@ -49,10 +49,11 @@ def parse_workload(model: Any, workload: Any, *, steps: int | None = None, frame
     from flitsim.workloads import DitWorkload, dit_workload
 
     cfg = as_model(model)
+    if steps is not None and cfg.kind != "dit":  # denoising steps mean nothing to a causal prefill
+        raise config_error("steps", steps, f"only for a DiT ({cfg.name} is a causal LLM: its workload is a prefill length)")
     if isinstance(workload, DitWorkload):
         return workload
-    if isinstance(workload, int) and not isinstance(workload, bool) and cfg.kind == "dit":
-        return workload
+    # an int is read like its text: a resolution for a DiT (1024 -> 1024 px), a prefill length for an LLM
     text = str(workload).strip().lower()
     try:
         if cfg.kind == "dit":
@@ -63,6 +64,8 @@ def parse_workload(model: Any, workload: Any, *, steps: int | None = None, frame
                 kw["steps"] = steps
             return dit_workload(cfg.name, res, **kw)
         n = int(text.removeprefix("prefill:"))
+    except ConfigError:
+        raise  # dit_workload's own reason (e.g. not a multiple of 16 px); a ConfigError is a ValueError
     except ValueError:
         pass
     else:
@@ -217,8 +220,15 @@ def plan(model: Any, workload: Any, *, fabric: Any, gpus: int | None = None, fid
     dit = isinstance(w, DitWorkload)
     configs = enumerate_configs(cfg, w, N)
     extra: dict[str, Any] = {"fabric": fab, "gpu": gpu} if gpu is not None else {"fabric": fab}
+    # arguments of every configuration are checked once here: a bad one would mark them all infeasible
+    if gpu is not None and not hasattr(gpu, "peak_flop_per_s"):
+        from flitsim.hardware import gpu_preset
+
+        gpu_preset(gpu)
     if workspace_bytes is not None:
-        extra["workspace_bytes"] = workspace_bytes
+        from flitsim.memory import check_workspace
+
+        extra["workspace_bytes"] = check_workspace(workspace_bytes)
     from flitsim.parallel import check_jobs, map_ordered
 
     prepared = map_ordered(_prepare, [(p, cfg, w, dit, extra) for p in configs], check_jobs(jobs))

@@ -204,13 +204,15 @@ def sweep(target: Callable[..., Mapping[str, Any]] | str, grid: Any, executor: A
     tgt: Any = target if callable(target) else str(target)
     meta = json.dumps({"target": tname}).encode()
 
+    mine = list(dict.fromkeys(ids))  # this grid's ids in grid order (computed once: a sweep has 1e4 points)
+    mine_set = set(mine)
+    rest = [k for k in done if k not in mine_set]  # earlier rows of other grids in the same file
+
     def record(i: int, res: dict[str, Any]) -> None:
         done[ids[i]] = {"point_id": ids[i], **pts[i], **res}
         if out_path is not None:
             # This grid's rows in grid order, then earlier rows of other grids.
-            mine = list(dict.fromkeys(ids))
-            rest = [k for k in done if k not in set(mine)]
-            _write([done[k] for k in mine + rest if k in done], out_path, meta)
+            _write([done[k] for k in mine if k in done] + [done[k] for k in rest], out_path, meta)
         if bar:
             bar.update(1)
 

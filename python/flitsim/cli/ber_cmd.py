@@ -12,16 +12,20 @@ from flitsim.faults import goodput_vs_ber
 
 
 def _bers(text: str) -> list[float]:
+    allowed = "comma-separated numbers such as 0,1e-3,2e-3 (at least one, no empty items)"
+    items = text.split(",")
+    if any(not x.strip() for x in items):  # '' or '1e-3,,2e-3': an empty table or a silently dropped item
+        raise ConfigError(f"--ber = {text!r}: {allowed}")
     try:
-        return [float(x) for x in text.split(",") if x.strip()]
+        return [float(x) for x in items]
     except ValueError:
-        raise ConfigError(f"--ber = {text!r}: expected comma-separated numbers such as 0,1e-3,2e-3") from None
+        raise ConfigError(f"--ber = {text!r}: {allowed}") from None
 
 
 @click.command("ber")
 @click.argument("preset", default="nvlink5")
 @click.option("--ber", "ber_list", default="0,1e-4,5e-4,1e-3,1.5e-3,2e-3,2.5e-3", show_default=True,
-              help="Raw (pre-FEC) bit error rates, comma-separated, each in [0, 1).")
+              help="Raw (pre-FEC) bit error rates, comma-separated, each in [0, 1) and low enough that under 99 % of maximum-size packets are corrupted (nvlink5: up to ~7e-3; higher ones are refused).")
 @click.option("--bytes", "total_bytes", type=ByteSize(), default="8MiB", show_default=True,
               help="Payload moved per point (more = less sampling noise).")
 @click.option("--payload", "payload_bytes", type=int, default=256, show_default=True, help="Payload per packet, bytes.")

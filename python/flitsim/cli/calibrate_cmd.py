@@ -38,7 +38,10 @@ def calibrate_nccl(logs: tuple[str, ...], fabric: str, op: str | None, placement
     from flitsim.collectives import parse_size
 
     if out:
+        from flitsim.calibrate import check_params_out
+
         check_out_dir("out", out)  # before minutes of fitting
+        check_params_out(out, logs)  # never one of the logs, nor another file of the user's
     names = [x.strip() for x in fit_names.split(",") if x.strip()]
     cal = fit(list(logs), fabric, op=op, placement=placement, fit_params=names, max_bytes=parse_size(max_bytes),
               progress=None if as_json or fmt == "json" else (lambda m: click.echo(f"# {m}", err=True)))

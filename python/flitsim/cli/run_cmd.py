@@ -79,7 +79,8 @@ def print_map(m, c) -> None:  # type: ignore[no-untyped-def]
     pipelining, verdict, matches, fidelity), one verdict sentence per cell,
     then the published-measurement checks as lines."""
     from rich.markup import escape
-    from rich.table import Table
+
+    from flitsim.cli._table import Table  # the Printer's table (rich's would print as its repr when piped)
 
     t = Table(title="PMF map (T/M/S = task / metric / structure match)")
     for col in ("workload", "fabric", "winner", "winner s", "margin", "pipelining", "verdict", "T/M/S", "fidelity"):
@@ -113,7 +114,7 @@ def print_map(m, c) -> None:  # type: ignore[no-untyped-def]
             c.print(escape(f"- {r.claim}: " + "; ".join(bits)))
 
 
-def check_out_dir(out_dir: str, force: bool) -> Path:
+def check_out_dir(out_dir: str, force: bool, scenario: str | None = None) -> Path:
     """Check the report folder before anything is simulated and create the
     temporary folder the report is written into (beside it, so the final
     rename stays on one file system). Returns the temporary folder.
@@ -121,13 +122,22 @@ def check_out_dir(out_dir: str, force: bool) -> Path:
     Raises:
         ConfigError: an empty path, a file, a non-empty folder without
             ``force`` (its files are the user's), a parent that cannot be
-            written.
+            written; the current folder, one above it, the home folder, or a
+            folder holding ``scenario`` (``--force`` would delete them).
     """
     from flitsim.errors import config_error
 
     if not str(out_dir).strip():
         raise config_error("--out", out_dir, "a folder path (not empty)")
     out = Path(out_dir)
+    real = out.resolve()
+    cwd = Path.cwd().resolve()
+    if real == cwd or real in cwd.parents or real == Path.home().resolve():
+        raise config_error("--out", out_dir, "a folder of its own: not the current folder, one above it or the home "
+                           "folder (the report replaces the whole folder)")
+    if scenario is not None and real in Path(scenario).resolve().parents:
+        raise config_error("--out", out_dir, f"a folder that does not hold the scenario file {scenario!r} (the report "
+                           "replaces the whole folder)")
     if out.exists() and not out.is_dir():
         raise config_error("--out", out_dir, "a folder (this path is a file)")
     if out.is_dir() and any(out.iterdir()) and not force:
@@ -204,7 +214,7 @@ def run_cmd(scenario: str, out_dir: str, force: bool, no_progress: bool, as_json
     from flitsim.scenario import run_scenario, scenario_json
 
     check_jobs(jobs)
-    tmp = check_out_dir(out_dir, force)  # fail before minutes of simulation, not after
+    tmp = check_out_dir(out_dir, force, scenario)  # fail before minutes of simulation, not after
     try:
         res = run_scenario(scenario, progress=not no_progress and not as_json and fmt != "json", jobs=jobs)
     except BaseException:

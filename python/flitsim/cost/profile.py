@@ -51,13 +51,21 @@ def _row_error(row: int, fld: str, value: Any, allowed: str) -> ConfigError:
     return config_error(f"profile row {row}: {fld}", value, allowed)
 
 
+#: Largest shape value of a profile row: CSV numbers are read as floats, exact up to 2^53
+#: (and so a value fits the compute model's int64 kernel columns).
+MAX_SHAPE = 2**53
+
+
 def _pos_int(row: int, fld: str, v: Any, minimum: int = 1) -> int:
+    allowed = f"an integer in {minimum}..=2^53"
+    if isinstance(v, (bool, np.bool_)):  # a Parquet boolean column is not a shape (True is not 1 row)
+        raise _row_error(row, fld, v, allowed)
     try:
         f = float(v)
     except (TypeError, ValueError):
-        raise _row_error(row, fld, v, f"an integer >= {minimum}") from None
-    if math.isnan(f) or f != int(f) or f < minimum:
-        raise _row_error(row, fld, v, f"an integer >= {minimum}")
+        raise _row_error(row, fld, v, allowed) from None
+    if not math.isfinite(f) or f != int(f) or f < minimum or f > MAX_SHAPE:
+        raise _row_error(row, fld, v, allowed)
     return int(f)
 
 
@@ -103,6 +111,8 @@ class Profile:
             if dt not in _DTYPES:
                 raise _row_error(i, "dtype", r["dtype"], f"one of {list(_DTYPES)}")
             try:
+                if isinstance(r["time_us"], (bool, np.bool_)):
+                    raise TypeError("a boolean is not a time")
                 t = float(r["time_us"])
             except (TypeError, ValueError):
                 raise _row_error(i, "time_us", r["time_us"], "a measured time > 0 (microseconds)") from None

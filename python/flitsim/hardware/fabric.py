@@ -368,6 +368,11 @@ def uniform_fabric(gpus: int, links_per_switch: int | Sequence[int], link: LinkS
     ports = need if switch_ports is None else switch_ports
     if ports < need:
         raise ConfigError(f"switch_ports = {ports}: at least {need} (gpus x max(links_per_switch))")
+    # the engine's bounds (rust/src/fabric/spec.rs), checked before gpus x sum(lps) wires are built in Python
+    if ports > 4096:
+        raise ConfigError(f"switch_ports = {ports}: 0..=4096 ports per switch (gpus x max(links_per_switch) = {need})")
+    if sum(lps) > 256:
+        raise ConfigError(f"gpu_ports = {sum(lps)}: 1..=256 ports per GPU (sum(links_per_switch))")
     if isinstance(link, str):
         link = link_preset(link)
     wires = []

@@ -42,7 +42,7 @@ def _next_port(cur: int, dst: int, k: int, n: int, torus: bool) -> int | None:
     return None
 
 
-def kary_ncube(k: int, n: int, *, torus: bool = True, link: LinkSpec | None = None,
+def kary_ncube(k: int, n: int, *, torus: bool = True, link: LinkSpec | str | None = None,
                endpoint_ports: int = 1, name: str | None = None, **spec: object) -> FabricSpec:
     """A k-ary n-cube (``torus=True``) or k x ... x k mesh as a graph fabric.
 
@@ -51,7 +51,7 @@ def kary_ncube(k: int, n: int, *, torus: bool = True, link: LinkSpec | None = No
             wrap-around link would double the one link between the two nodes).
         n: dimensions (1..6: a torus needs ``2**n`` VC classes, at most 64 VCs).
         torus: wrap-around links with datelines (else a mesh).
-        link: the spec of every link (default NVLink 4, 8 VCs, one direction
+        link: the spec (or link preset name) of every link (default NVLink 4, 8 VCs, one direction
             25 GB/s payload); a torus needs ``link.vcs >= 2**n``.
         endpoint_ports: links from each GPU to its node (its injection and
             ejection bandwidth in links).
@@ -79,6 +79,12 @@ def kary_ncube(k: int, n: int, *, torus: bool = True, link: LinkSpec | None = No
         from flitsim.hardware.links import nvlink4
 
         link = nvlink4()
+    elif isinstance(link, str):
+        from flitsim.hardware.links import link_preset
+
+        link = link_preset(link)
+    elif not isinstance(link, LinkSpec):
+        raise config_error("link", link, "a LinkSpec or a link preset name (nvlink4, pcie4x16, ...)")
     if torus and link.vcs < 2 ** n:
         raise config_error("link.vcs", link.vcs, f"at least 2**n = {2 ** n} VCs on a {n}-dimensional torus (one per dateline class)")
     ep0 = 2 * n

@@ -228,6 +228,11 @@ def _rows(m: MapSection, sc: Scenario) -> list[_Row]:
             compares = f"makespan of a batch of {n_req} requests (s): a batch-throughput comparison"
         else:
             kind, compares = "prefill", "latency of one request's prefill (TTFT without queueing, s)"
+        if w.schedules is not None:  # a typo or a builder of another kind would leave the row silently empty
+            names = sorted({c.name for c in candidates(kind, w.model, 8, cfg_workload=True)})
+            if not w.schedules or any(x not in names for x in w.schedules):
+                raise config_error(f"map.workloads.{i}.schedules", w.schedules,
+                                   f"one or more of {names} (the builders of a {kind} row; omit the key for all)")
         rows.append(_Row(i, w.name, kind, w.model, info, wl, compares))
     return rows
 
@@ -553,7 +558,10 @@ def write_map(res: MapResult, out: Any, *, figures: bool = True, title: str = "P
         (o / "figures").mkdir(exist_ok=True)
         fig = map_heatmap(t, res.rows, res.columns, title=title)
         fig.savefig(o / "figures" / "map.png")
-        fig.savefig(o / "figures" / "map.svg")
+        import matplotlib
+
+        with matplotlib.rc_context({"svg.hashsalt": "flitsim-map"}):  # same bytes on every run: fixed ids, no date
+            fig.savefig(o / "figures" / "map.svg", metadata={"Date": None})
         import matplotlib.pyplot as plt
 
         plt.close(fig)

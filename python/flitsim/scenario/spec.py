@@ -67,6 +67,7 @@ fabric (:mod:`flitsim.scenario.map`)::
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -82,6 +83,25 @@ __all__ = ["Scenario", "FabricSection", "HardwareSection", "WorkloadSection", "S
 
 Scalar = int | float | str | bool
 Option = Scalar | list[Scalar]
+
+
+def file_slug(s: str) -> str:
+    """The file-name form of a case name or schedule label (report files are named by it)."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", s).strip("-").lower()[:60]
+
+
+def _distinct(where: str, names: list[str], key: str, hint: str = "") -> None:
+    """Refuse two entries whose ``key`` has the same file name (:func:`file_slug`).
+
+    Raises:
+        ConfigError: naming ``where.<i>.key``, the value and the clash.
+    """
+    seen: dict[str, int] = {}
+    for i, n in enumerate(names):
+        j = seen.setdefault(file_slug(n), i)
+        if j != i:
+            raise config_error(f"{where}.{i}.{key}", n, f"distinct from entry {j} ({names[j]!r}; compared as file names, "
+                               f"{file_slug(n)!r}) {hint}".rstrip())
 
 
 class FabricSection(Spec):
@@ -205,6 +225,14 @@ class MapSection(Spec):
     margin: float = Field(default=0.05, ge=0.0, le=10.0)
     tie: float = Field(default=0.02, ge=0.0, le=1.0)
 
+    @model_validator(mode="after")
+    def _distinct_names(self) -> "MapSection":
+        # cells are keyed by (row name, column label): two equal ones would mix their runs
+        _distinct("map.workloads", [w.name for w in self.workloads], "name")
+        _distinct("map.fabrics", [f.label or f.preset for f in self.fabrics], "label",
+                  "(a column's label defaults to its preset: give each column of one preset a label)")
+        return self
+
 
 class Scenario(Spec):
     """A whole scenario file: ``cases`` (schedules named per case) and / or a
@@ -225,6 +253,15 @@ class Scenario(Spec):
     def _something_to_run(self) -> "Scenario":
         if not self.cases and self.map is None:
             raise ValueError("at least one [[cases]] entry or a [map] section")
+        return self
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> "Scenario":
+        # report files are named by case and schedule label: equal ones would overwrite each other
+        _distinct("cases", [c.name for c in self.cases], "name")
+        for i, c in enumerate(self.cases):
+            _distinct(f"cases.{i}.schedules", [e.label or e.name for e in c.schedules], "label",
+                      "(a schedule's label defaults to its name: label each run of one builder)")
         return self
 
 

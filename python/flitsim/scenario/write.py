@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from flitsim.errors import config_error
+from flitsim.scenario.spec import file_slug
 from flitsim.parallel import map_ordered
 from flitsim.report.metrics import llm_request_latencies
 from flitsim.report.plots import (latency_cdf, link_heatmap, relative_bars, stage_time_bars,
@@ -27,8 +28,7 @@ if TYPE_CHECKING:  # result.py imports this module; the type is only named here
 __all__ = ["prepare_out_dir", "write_report", "html_report", "scenario_json"]
 
 
-def _slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", s).strip("-").lower()[:60]
+_slug = file_slug  # one home: scenario.spec (the loader refuses two names with one slug)
 
 
 def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:

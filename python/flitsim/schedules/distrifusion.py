@@ -52,7 +52,6 @@ def build_distrifusion(model: Any, workload: Any, *, devices: Any = None, degree
                                       comm_streams=comm_streams, execution=execution, profile=profile,
                                       interference=interference, fabric=fabric)
     if work.cfg.attention_kind != "softmax":
-        from flitsim.errors import config_error
 
         raise config_error("model", work.cfg.name, "a model with softmax attention (DistriFusion all-gathers per-token K/V; this one's "
                            "self-attention is linear)")

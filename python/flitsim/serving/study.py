@@ -98,6 +98,39 @@ def _workload(w: dict[str, Any], n: int) -> tuple[str, Any, str]:
     return name, wl, wl.tokenizer
 
 
+def _check_study(study: dict[str, Any], model: Any, policies: Any) -> None:
+    """What every point of a study shares, checked once before the first point.
+
+    Raises:
+        ConfigError: an unknown model, policy or fabric preset; an empty
+            ``policies``, ``layouts``, ``[[fabric]]`` or ``[[workload]]`` list;
+            two workloads of one name.
+    """
+    from flitsim.hardware.fabric import as_fabric
+    from flitsim.models.zoo import as_model
+    from flitsim.serving.scheduler import POLICIES
+
+    as_model(model)
+    if not isinstance(policies, list) or not policies or any(p not in POLICIES for p in policies):
+        raise config_error("serve.policies", policies, f"a non-empty list among {list(POLICIES)}")
+    for key in ("fabric", "workload"):
+        if not isinstance(study.get(key), list) or not study[key]:
+            raise config_error(f"[[{key}]]", study.get(key), "at least one entry")
+    names = [str(w.get("name", "workload")) for w in study["workload"]]
+    dup = sorted({x for x in names if names.count(x) > 1})
+    if dup:  # best_at_slo groups by name: two workloads of one name would be ranked together
+        raise config_error("[[workload]].name", dup[0], "distinct workload names")
+    entries = [("fabric", i, f, f.get("name")) for i, f in enumerate(study["fabric"])]
+    entries += [("disaggregated", i, f, f.get("fabric")) for i, f in enumerate(study.get("disaggregated", []))]
+    for where, i, f, name in entries:
+        try:
+            as_fabric(name)
+        except ConfigError as e:
+            raise config_error(f"[[{where}]] {i} fabric", name, str(e)) from None
+        if "layouts" in f and (not isinstance(f["layouts"], list) or not f["layouts"]):
+            raise config_error(f"fabric {name!r}.layouts", f["layouts"], "a non-empty list of layouts ({ tp = 8 }, ...)")
+
+
 def run_study(study: dict[str, Any], *, rates: str | None = None, n: int | None = None,
               progress: Any = None) -> Any:
     """Run every (workload, fabric, layout, policy) over its rates.
@@ -119,6 +152,7 @@ def run_study(study: dict[str, Any], *, rates: str | None = None, n: int | None 
     npts = int(n if n is not None else s.pop("n", 300))
     s.pop("n", None)
     model = s.pop("model")
+    _check_study(study, model, policies)  # a typo would otherwise become an error row per point (exit 0)
     rows: list[dict[str, Any]] = []
     works = [_workload(w, npts) for w in study["workload"]]
     entries: list[tuple[Any, ...]] = []

@@ -60,6 +60,10 @@ class DitWorkload(Spec):
         if cfg.kind != "dit":
             raise config_error("DitWorkload.model", self.model, "a DiT model")
         cfg.image_tokens(self.height_px, self.width_px or self.height_px)
+        if self.frames > 1 and cfg.temporal_factor == 1 and cfg.temporal_patch == 1:
+            # an image DiT has no temporal axis: its "frames" would silently be frames x the image tokens
+            raise config_error("DitWorkload.frames", self.frames, f"1 for {cfg.name}, an image model (a video DiT's "
+                               "VAE has a temporal factor, e.g. hunyuan-video's 4)")
         cfg.latent_frames(self.frames)
 
     @property

@@ -108,6 +108,11 @@ def load_trace(source: str | os.PathLike[str], columns: Mapping[str, str] | None
             t = (pd.to_datetime(ts) - pd.Timestamp(0)).dt.total_seconds().to_numpy()
         except (ValueError, TypeError) as e:
             raise config_error("timestamp", ts.iloc[0] if len(ts) else None, f"parsable times ({e})") from None
+    bad = np.flatnonzero(~np.isfinite(t))
+    if len(bad):  # an empty cell or NaT would become a NaN arrival time
+        i = int(bad[0])
+        raise config_error(f"timestamp (row {i}, column {cols['timestamp']!r})", str(ts.iloc[i]),
+                           "a finite time in every row")
     out = {}
     for field in ("input_tokens", "output_tokens"):
         col = df[cols[field]]

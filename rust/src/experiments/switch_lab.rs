@@ -235,8 +235,15 @@ fn geometric_ge0_mean(rng: &mut SimRng, mean: f64) -> u64 {
         return 0;
     }
     let q = mean / (1.0 + mean);
+    // Above ~2^53 q rounds to 1.0 and q.ln() to 0: u.ln() / 0 = -inf cast to 0, so a source with
+    // an astronomically long mean off period never went off (offered load 1 for load 0.1).
+    // ln(1 - 1/(1 + mean)) keeps the period huge; every other mean takes the old path (same draws).
+    let lnq = match q.ln() {
+        l if l == 0.0 => ln_one_minus(1.0 / (1.0 + mean)),
+        l => l,
+    };
     let u = 1.0 - rng.uniform();
-    (u.ln() / q.ln()) as u64 // >= 0: truncation is the floor
+    (u.ln() / lnq) as u64 // >= 0: truncation is the floor
 }
 
 impl SwitchLabSpec {
