@@ -364,7 +364,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         if let Some(e) = sw.next_event_cycle() {
             next = next.min(e);
         }
-        if !bits::is_empty(&sq.nonempty) {
+        if !bits::is_empty(&sq.nonempty) || sw.allocation_pending() {
             next = next.min(if first { c } else { c + 1 });
         }
         if next == u64::MAX || next >= end {

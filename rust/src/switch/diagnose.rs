@@ -17,7 +17,7 @@ impl Switch {
             return Ok(());
         }
         let idle = cycle.saturating_sub(self.last_progress);
-        if idle < self.spec.stall_timeout_cycles && self.next_event_cycle().is_some() {
+        if idle < self.spec.stall_timeout_cycles && (self.next_event_cycle().is_some() || self.allocation_pending()) {
             return Ok(());
         }
         Err(FlitsimError::Stalled { time_ps: (cycle as f64 * ps_per_cycle) as u64, detail: self.describe_blocked(idle) })

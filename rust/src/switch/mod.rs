@@ -311,6 +311,13 @@ impl Switch {
         self.packets_inside
     }
 
+    /// Whether the next [`Self::step`] has allocation work that no pending
+    /// event stands for (a credit returned "due now", an injection): the owner
+    /// must step the switch at the next cycle even if `next_event_cycle` is None.
+    pub fn allocation_pending(&self) -> bool {
+        self.dirty
+    }
+
     /// Free input buffer at (input, vc), flits (the upstream sender's credits).
     #[inline]
     pub fn input_free_flits(&self, input: usize, vc: usize) -> u32 {
