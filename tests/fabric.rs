@@ -1,22 +1,14 @@
 //! Fabric integration tests against closed forms.
 
 use flitsim::engine::NoInterrupt;
-use flitsim::fabric::{run_batch, FabricSpec, Spray, TransferBatch};
+use flitsim::fabric::{run_batch, FabricSpec, Spray};
 use flitsim::presets;
+mod common;
+use common::{batch, all_to_all};
 
 /// `gpus` GPUs, `planes` switches, one NVLink 5 link from every GPU to every switch.
 fn planar(gpus: u32, planes: u32) -> FabricSpec {
     presets::planar(gpus, planes, false)
-}
-
-fn batch(items: &[(u32, u32, u64)]) -> TransferBatch {
-    TransferBatch {
-        src: items.iter().map(|x| x.0).collect(),
-        dst: items.iter().map(|x| x.1).collect(),
-        bytes: items.iter().map(|x| x.2).collect(),
-        start_ps: vec![0; items.len()],
-        after: vec![-1; items.len()],
-    }
 }
 
 #[test]
@@ -45,18 +37,6 @@ fn single_packet_latency_is_sum_of_parts() {
     let registered = head_at_switch.div_ceil(320) * 320;
     let expect = registered + 17 * 320 + link_latency;
     assert_eq!(r.end_ps[0], expect);
-}
-
-fn all_to_all(gpus: u32, bytes: u64) -> TransferBatch {
-    let mut items = Vec::new();
-    for s in 0..gpus {
-        for d in 0..gpus {
-            if s != d {
-                items.push((s, d, bytes));
-            }
-        }
-    }
-    batch(&items)
 }
 
 #[test]

@@ -4,28 +4,8 @@ use flitsim::engine::NoInterrupt;
 use flitsim::fabric::{run_batch, FabricSpec, Fidelity, TransferBatch};
 use flitsim::flow::{run_batch_at, run_batch_flow};
 use flitsim::presets;
-
-fn batch(items: &[(u32, u32, u64)]) -> TransferBatch {
-    TransferBatch {
-        src: items.iter().map(|x| x.0).collect(),
-        dst: items.iter().map(|x| x.1).collect(),
-        bytes: items.iter().map(|x| x.2).collect(),
-        start_ps: vec![0; items.len()],
-        after: vec![-1; items.len()],
-    }
-}
-
-fn all_to_all(gpus: u32, bytes: u64) -> TransferBatch {
-    let mut items = Vec::new();
-    for s in 0..gpus {
-        for d in 0..gpus {
-            if s != d {
-                items.push((s, d, bytes));
-            }
-        }
-    }
-    batch(&items)
-}
+mod common;
+use common::{batch, all_to_all};
 
 fn both(spec: &FabricSpec, b: &TransferBatch) -> (u64, u64) {
     let p = run_batch(spec, b, &mut NoInterrupt).unwrap();

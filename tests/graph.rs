@@ -3,8 +3,10 @@
 //! of bytes over the trunks, and the physical bound of every transfer.
 
 use flitsim::engine::NoInterrupt;
-use flitsim::fabric::{run_batch, FabricSpec, Peer, Topology, Trunk, TransferBatch, Wire};
+use flitsim::fabric::{run_batch, FabricSpec, Peer, Topology, Trunk, Wire};
 use flitsim::presets;
+mod common;
+use common::{batch};
 
 /// `leaves` leaf switches with `per_leaf` GPUs each (one port per GPU), every
 /// leaf trunked once to each of `spines` spine switches. Leaf l = element l,
@@ -17,16 +19,6 @@ fn leaf_spine(leaves: u32, per_leaf: u32, spines: u32) -> FabricSpec {
     spec.wires = (0..leaves * per_leaf).map(|g| Wire { gpu: g, gpu_port: 0, switch: g / per_leaf, switch_port: g % per_leaf, link: 0, switch_link: None }).collect();
     spec.trunks = (0..leaves).flat_map(|l| (0..spines).map(move |s| Trunk { a: l, a_port: per_leaf + s, b: leaves + s, b_port: l, link: 0, b_link: None, dateline: None })).collect();
     spec
-}
-
-fn batch(items: &[(u32, u32, u64)]) -> TransferBatch {
-    TransferBatch {
-        src: items.iter().map(|x| x.0).collect(),
-        dst: items.iter().map(|x| x.1).collect(),
-        bytes: items.iter().map(|x| x.2).collect(),
-        start_ps: vec![0; items.len()],
-        after: vec![-1; items.len()],
-    }
 }
 
 #[test]
