@@ -10,6 +10,8 @@
 
 /// Relative slack under which a resource counts as full.
 const FULL: f64 = 1e-9;
+pub static PROF: [std::sync::atomic::AtomicU64; 8] = [const { std::sync::atomic::AtomicU64::new(0) }; 8];
+pub fn prof_dump() { let v: Vec<u64> = PROF.iter().map(|a| a.swap(0, std::sync::atomic::Ordering::Relaxed)).collect(); eprintln!("PROF calls={} nf={} used={} iters={} pathlen={}", v[0], v[1], v[2], v[3], v[4]); }
 
 /// Reusable scratch for [`max_min`] (no allocation per call once warm).
 #[derive(Debug, Default, Clone)]
@@ -105,7 +107,12 @@ impl Filler {
         }
         let mut level = 0.0f64;
         let mut left = nf;
+        crate::flow::share::PROF[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::flow::share::PROF[1].fetch_add(nf as u64, std::sync::atomic::Ordering::Relaxed);
+        crate::flow::share::PROF[2].fetch_add(self.used.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        crate::flow::share::PROF[4].fetch_add(flows.path.len() as u64, std::sync::atomic::Ordering::Relaxed);
         while left > 0 {
+        crate::flow::share::PROF[3].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             // Next level at which a resource fills or a flow reaches its cap.
             let mut step = f64::INFINITY;
             for &r in &self.used {
