@@ -15,7 +15,7 @@
 mod batch;
 mod graph;
 mod paths;
-pub mod share;
+mod share;
 mod sim;
 mod stats;
 

@@ -14,8 +14,9 @@ use crate::engine::{Scheduler, TimePs};
 use crate::error::{FlitsimError, Result};
 use crate::fabric::FabricSpec;
 
-/// Units of [`FlowSim::res_bytes`]'s fixed-point counters per byte (2^32).
-const RES_UNIT: f64 = 4_294_967_296.0;
+/// Units of [`FlowSim::res_bytes`]'s fixed-point counters per byte (2^16:
+/// an increment is off by at most 2^-17 byte; a counter holds 2^47 bytes).
+const RES_UNIT: f64 = 65_536.0;
 
 /// The state a collective running alone on an idle flow simulator changes,
 /// taken before it starts ([`FlowSim::mark`]).
@@ -23,7 +24,7 @@ const RES_UNIT: f64 = 4_294_967_296.0;
 pub struct FlowMark {
     outside_clear: bool,
     xfers: usize,
-    res: Vec<i128>,
+    res: Vec<i64>,
     solves: u64,
     gen: u64,
 }
@@ -38,7 +39,7 @@ pub struct FlowReplay {
     outside_clear: bool,
     /// The finding the run made (message, ps after its start).
     outside: Option<((String, String), u64)>,
-    res: Vec<(u32, i128)>,
+    res: Vec<(u32, i64)>,
     solves: u64,
     gen: u64,
     sent_bytes: u64,
@@ -110,10 +111,10 @@ pub struct FlowSim {
     last_ps: TimePs,
     gen: u64,
     solve_at: Option<TimePs>,
-    /// Payload bytes carried per resource, in units of 2^-32 byte: integer
+    /// Payload bytes carried per resource, in units of 2^-16 byte: integer
     /// sums are exact and independent of their order, so a replayed
     /// collective ([`FlowSim::replay`]) adds exactly what running it adds.
-    res_fixed: Vec<i128>,
+    res_fixed: Vec<i64>,
     /// Payload bytes of transfers replayed rather than run (statistics).
     pub replayed_sent_bytes: u64,
     pub diagnosis: FlowDiagnosis,
@@ -357,7 +358,8 @@ impl FlowSim {
             let (a, b) = t.path;
             let bytes = moved * t.scale;
             for &(res, c) in &self.path_buf[a as usize..b as usize] {
-                self.res_fixed[res as usize] += (bytes * c * RES_UNIT).round() as i128;
+                // round half up (bytes >= 0): a plain conversion, no libm call
+                self.res_fixed[res as usize] += (bytes * c * RES_UNIT + 0.5) as i64;
             }
         }
     }

@@ -211,26 +211,33 @@ impl FabricNetwork {
         self.exec.flow().is_some_and(|f| f.is_idle())
     }
 
-    /// Rotation period of a DAG's transfers: the lcm of the eligible-port
-    /// counts of their GPU pairs (1 on a collapsed fabric, where the
-    /// rotation does not change a path), capped (a larger period: 0 = never replay).
-    fn rotation_period(&self, dag: &Dag) -> u32 {
-        let Some(f) = self.exec.flow() else { return 0 };
+    /// Rotation period of a DAG's transfers: the lcm over their GPU pairs of
+    /// the smallest rotation step that leaves the pair's flow path unchanged
+    /// (on a collapsed fabric every rotation gives the same path: 1; on a
+    /// graph fabric the path of every rotation is compared, entries and
+    /// figures bit for bit; elsewhere the eligible-port count), capped (0 =
+    /// never replay).
+    fn rotation_period(&mut self, dag: &Dag) -> u32 {
+        let Backend::Flow(f) = &mut self.exec.backend else { return 0 };
         if f.fab.collapsed {
             return 1;
         }
+        let graph = f.fab.graph.is_some();
         let mut seen: HashMap<(u32, u32), ()> = HashMap::new();
         let mut ports = Vec::new();
         let mut l: u64 = 1;
         for n in &dag.nodes {
             if let NodeKind::Transfer { src, dst, .. } = *n {
-                if seen.insert((src, dst), ()).is_none() {
-                    f.fab.topo.eligible_ports(src, dst, &mut ports);
-                    let e = ports.len().max(1) as u64;
-                    l = l / gcd(l, e) * e;
-                    if l > 1 << 20 {
-                        return 0;
-                    }
+                if seen.insert((src, dst), ()).is_some() {
+                    continue;
+                }
+                f.fab.topo.eligible_ports(src, dst, &mut ports);
+                let e = ports.len().max(1) as u32;
+                let d = if graph && src != dst { path_period(&mut f.fab, src, dst, e) } else { e };
+                let d = d as u64;
+                l = l / gcd(l, d) * d;
+                if l > 1 << 20 {
+                    return 0;
                 }
             }
         }
@@ -258,7 +265,6 @@ impl FabricNetwork {
             self.pending.clear();
         }
         let alone = self.executor_pending == 0 && self.running == 1 && self.recording.is_none() && self.flow_idle();
-        if std::env::var("FLITSIM_DBG").is_ok() { eprintln!("check t={now} pend={} running={} rec={} idle={} replay={:?} period={}", self.executor_pending, self.running, self.recording.is_some(), self.flow_idle(), p.replay, p.period); }
         match p.replay {
             Some(i) if alone && self.exec.flow().is_some_and(|f| f.can_replay(&self.records[&p.key][i].flow)) => {
                 let r = &self.records[&p.key][i];
@@ -450,7 +456,7 @@ impl Network for FabricNetwork {
     fn start_collective(&mut self, now: TimePs, tag: u32, members: &[u32], kind: CollectiveKind, bytes: u64, sched: &mut dyn Scheduler<NetEv>, done: &mut NetworkDone) -> Result<()> {
         let op = op_of(kind);
         let (a, pr) = self.collective_choice(op, members, bytes)?;
-        let candidate = self.replay_on && self.running == 0 && self.recording.is_none() && self.flow_idle();
+        let candidate = self.replay_on && self.vnext < 1 << 31 && self.running == 0 && self.recording.is_none() && self.flow_idle();
         self.running += 1;
         let key: ReplayKey = (op as u8, members.to_vec(), bytes, a as u8, pr as u8);
         if candidate {
@@ -515,3 +521,19 @@ impl Network for FabricNetwork {
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
+
+/// Smallest d dividing `e` with the path of rotation k equal to that of k + d
+/// for every k (graph fabrics: a path depends on the rotation only through
+/// the eligible ports' order, the same for any size).
+fn path_period(fab: &mut crate::flow::FlowFabric, src: u32, dst: u32, e: u32) -> u32 {
+    let mut sig = Vec::with_capacity(e as usize);
+    for k in 0..e {
+        let mut out = Vec::new();
+        match fab.path(src, dst, 1 << 20, 0, k, &mut out) {
+            Ok((lanes, work, cap, pkt, lat)) => sig.push((out.iter().map(|&(r, c)| (r, c.to_bits())).collect::<Vec<_>>(), lanes, work.to_bits(), cap.to_bits(), pkt.to_bits(), lat)),
+            Err(_) => return e,
+        }
+    }
+    (1..=e).find(|&d| e % d == 0 && (0..e).all(|k| sig[k as usize] == sig[((k + d) % e) as usize])).unwrap_or(e)
+}
+

@@ -27,10 +27,7 @@ pub struct FabricRun {
 pub fn execute_on_fabric(graph: &TaskGraph, spec: &FabricSpec, params: CollectiveParams, calibrate: bool, interrupt: &mut dyn Interrupt) -> Result<FabricRun> {
     let run = |s: &FabricSpec, interrupt: &mut dyn Interrupt| -> Result<(TaskGraphResult, FabricNetwork)> {
         let mut net = FabricNetwork::with_params(s, params.clone(), calibrate)?;
-        let t0 = std::time::Instant::now();
         let r = execute(graph, &mut net, interrupt)?;
-        eprintln!("EXEC tasks={} events={} {:.2}s replayed={} recorded={}", graph.kind.len(), r.events, t0.elapsed().as_secs_f64(), net.replayed, net.recorded);
-        crate::flow::share::prof_dump();
         Ok((r, net))
     };
     let mut s = spec.clone();
