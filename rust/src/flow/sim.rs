@@ -224,24 +224,28 @@ impl FlowSim {
                     return Ok(());
                 }
                 self.advance(now);
-                let mut k = 0;
                 self.finished.clear();
-                while k < self.active.len() {
+                // Drained flows leave; the rest keep their order (so the sort
+                // below finds them mostly in order already).
+                let mut w = 0;
+                for k in 0..self.active.len() {
                     let x = self.active[k] as usize;
                     let r = self.rate[k];
                     if self.xfers[x].work <= r.max(1e-12) * 0.5 {
                         self.xfers[x].work = 0.0;
                         self.active_from[self.xfers[x].src as usize] -= 1;
-                        self.active.swap_remove(k);
-                        self.rate.swap_remove(k);
                         let t = &self.xfers[x];
                         self.live_path -= (t.path.1 - t.path.0) as usize;
                         let first = self.path_buf[t.path.0 as usize].0;
                         self.finished.push((first, t.start_ps, x as u32, t.pkt_ps));
                     } else {
-                        k += 1;
+                        self.active[w] = self.active[k];
+                        self.rate[w] = r;
+                        w += 1;
                     }
                 }
+                self.active.truncate(w);
+                self.rate.truncate(w);
                 // Flows that drain together from one port set: round-robin
                 // serves their last packets one per round, in start order, so
                 // at packet level the earlier ones finish whole packet times
