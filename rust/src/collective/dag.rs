@@ -66,6 +66,10 @@ pub(crate) enum Backend {
 struct Inst {
     tag: u32,
     remaining: u32,
+    /// Virtual index of node 0 minus its array index (wrapping): transfers
+    /// spray from their virtual index (= array index unless the owner skips
+    /// nodes, [`DagExec::start_virtual`]).
+    voff: u32,
 }
 
 /// DAG state for any number of concurrent collectives.
@@ -124,13 +128,27 @@ impl DagExec {
     /// Add a DAG and start its source nodes at `now`; `tag` is reported in `done`.
     pub fn start(&mut self, now: TimePs, tag: u32, dag: &Dag, q: &mut dyn Scheduler<CEv>) -> Result<()> {
         let base = self.kind.len() as u32;
+        self.start_virtual(now, tag, dag, q, base)
+    }
+
+    /// Index the next DAG's first node gets (its array index).
+    pub fn next_index(&self) -> u32 {
+        self.kind.len() as u32
+    }
+
+    /// As [`DagExec::start`], with node `j`'s transfers spraying from virtual
+    /// index `vbase + j` instead of its array index (an owner that replays
+    /// some DAGs without running them keeps the numbering the run would have
+    /// had; `start` is `vbase` = [`DagExec::next_index`]).
+    pub fn start_virtual(&mut self, now: TimePs, tag: u32, dag: &Dag, q: &mut dyn Scheduler<CEv>, vbase: u32) -> Result<()> {
+        let base = self.kind.len() as u32;
         let m = dag.nodes.len();
         if m == 0 {
             self.done.push((tag, now));
             return Ok(());
         }
         let inst = self.insts.len() as u32;
-        self.insts.push(Inst { tag, remaining: m as u32 });
+        self.insts.push(Inst { tag, remaining: m as u32, voff: vbase.wrapping_sub(base) });
         // CSR of successors, appended.
         let mut cnt = vec![0u32; m + 1];
         let mut indeg = vec![0u32; m];
@@ -321,7 +339,7 @@ impl DagExec {
                 NodeKind::Transfer { src, dst, bytes, loopback, min_ps } => match &mut self.backend {
                     Backend::Fabric(sim) => {
                         let x = if loopback { sim.add_loopback_transfer(src, bytes, i)? } else { sim.add_transfer(src, dst, bytes, i)? };
-                        sim.xfers[x as usize].spray_offset = i;
+                        sim.xfers[x as usize].spray_offset = i.wrapping_add(self.insts[self.inst_of[i as usize] as usize].voff);
                         self.set_xfer_node(x, i);
                         if let Backend::Fabric(sim) = &mut self.backend {
                             sim.handle(now, FEv::StartTransfer(x), &mut Wrap(q))?;
@@ -330,7 +348,7 @@ impl DagExec {
                     }
                     Backend::Flow(sim) => {
                         let x = if loopback { sim.add_loopback_transfer(src, bytes, i)? } else { sim.add_transfer(src, dst, bytes, i)? };
-                        sim.xfers[x as usize].spray_offset = i;
+                        sim.xfers[x as usize].spray_offset = i.wrapping_add(self.insts[self.inst_of[i as usize] as usize].voff);
                         self.set_xfer_node(x, i);
                         if let Backend::Flow(sim) = &mut self.backend {
                             sim.handle(now, crate::flow::FlowEv::Start(x), &mut WrapFlow(q))?;

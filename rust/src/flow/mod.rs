@@ -24,7 +24,7 @@ pub use batch::{run_batch_at, run_batch_flow};
 pub use graph::{Bundle, GraphModel};
 pub use paths::{FlowFabric, Resource};
 pub use share::{Filler, Flows};
-pub use sim::{FlowDiagnosis, FlowEv, FlowSim, FlowXfer};
+pub use sim::{FlowDiagnosis, FlowEv, FlowMark, FlowReplay, FlowSim, FlowXfer};
 pub use stats::flow_stats;
 
 /// Why a finished flow run is outside the flow level's validation, if it is:

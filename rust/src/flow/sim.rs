@@ -14,6 +14,42 @@ use crate::engine::{Scheduler, TimePs};
 use crate::error::{FlitsimError, Result};
 use crate::fabric::FabricSpec;
 
+/// Units of [`FlowSim::res_bytes`]'s fixed-point counters per byte (2^16:
+/// an increment is off by at most 2^-17 byte; a counter holds 2^47 bytes).
+const RES_UNIT: f64 = 65_536.0;
+
+/// The state a collective running alone on an idle flow simulator changes,
+/// taken before it starts ([`FlowSim::mark`]).
+#[derive(Debug, Clone)]
+pub struct FlowMark {
+    outside_clear: bool,
+    xfers: usize,
+    res: Vec<i64>,
+    solves: u64,
+    gen: u64,
+}
+
+/// What a collective run alone from an idle state added ([`FlowSim::since`]):
+/// replayed by [`FlowSim::replay`] for the same collective started again on
+/// an idle simulator.
+#[derive(Debug, Clone)]
+pub struct FlowReplay {
+    /// Recorded from a state with no outside-validation finding (then valid
+    /// from either state; else only from a state with one).
+    outside_clear: bool,
+    /// The finding the run made (message, ps after its start).
+    outside: Option<((String, String), u64)>,
+    res: Vec<(u32, i64)>,
+    solves: u64,
+    gen: u64,
+    sent_bytes: u64,
+}
+
+/// "at t = <us> us", the time part of a finding's message.
+fn at_time(t: TimePs) -> String {
+    format!("at t = {:.3} us", t as f64 / 1e6)
+}
+
 /// Flow events.
 #[derive(Debug, Clone, Copy)]
 pub enum FlowEv {
@@ -53,6 +89,8 @@ pub struct FlowDiagnosis {
     /// The first pattern seen that the flow level does not represent
     /// (synchronized round-robin, parallel transfers on one GPU pair), described.
     pub outside: Option<String>,
+    /// When `outside` was found, ps (its message says "at t = ... us").
+    pub outside_at_ps: u64,
     /// Solves (max-min recomputations) run.
     pub solves: u64,
 }
@@ -73,8 +111,12 @@ pub struct FlowSim {
     last_ps: TimePs,
     gen: u64,
     solve_at: Option<TimePs>,
-    /// Payload bytes carried per resource.
-    pub res_bytes: Vec<f64>,
+    /// Payload bytes carried per resource, in units of 2^-16 byte: integer
+    /// sums are exact and independent of their order, so a replayed
+    /// collective ([`FlowSim::replay`]) adds exactly what running it adds.
+    res_fixed: Vec<i64>,
+    /// Payload bytes of transfers replayed rather than run (statistics).
+    pub replayed_sent_bytes: u64,
     pub diagnosis: FlowDiagnosis,
     /// Completed transfers not yet collected by the owner: (transfer, time).
     pub completed: Vec<(u32, TimePs)>,
@@ -120,7 +162,8 @@ impl FlowSim {
             last_ps: 0,
             gen: 0,
             solve_at: None,
-            res_bytes: vec![0.0; nr],
+            res_fixed: vec![0; nr],
+            replayed_sent_bytes: 0,
             diagnosis: FlowDiagnosis::default(),
             completed: Vec::new(),
             active_from: vec![0; g],
@@ -181,24 +224,28 @@ impl FlowSim {
                     return Ok(());
                 }
                 self.advance(now);
-                let mut k = 0;
                 self.finished.clear();
-                while k < self.active.len() {
+                // Drained flows leave; the rest keep their order (so the sort
+                // below finds them mostly in order already).
+                let mut w = 0;
+                for k in 0..self.active.len() {
                     let x = self.active[k] as usize;
                     let r = self.rate[k];
                     if self.xfers[x].work <= r.max(1e-12) * 0.5 {
                         self.xfers[x].work = 0.0;
                         self.active_from[self.xfers[x].src as usize] -= 1;
-                        self.active.swap_remove(k);
-                        self.rate.swap_remove(k);
                         let t = &self.xfers[x];
                         self.live_path -= (t.path.1 - t.path.0) as usize;
                         let first = self.path_buf[t.path.0 as usize].0;
                         self.finished.push((first, t.start_ps, x as u32, t.pkt_ps));
                     } else {
-                        k += 1;
+                        self.active[w] = self.active[k];
+                        self.rate[w] = r;
+                        w += 1;
                     }
                 }
+                self.active.truncate(w);
+                self.rate.truncate(w);
                 // Flows that drain together from one port set: round-robin
                 // serves their last packets one per round, in start order, so
                 // at packet level the earlier ones finish whole packet times
@@ -315,7 +362,8 @@ impl FlowSim {
             let (a, b) = t.path;
             let bytes = moved * t.scale;
             for &(res, c) in &self.path_buf[a as usize..b as usize] {
-                self.res_bytes[res as usize] += bytes * c;
+                // round half up (bytes >= 0): a plain conversion, no libm call
+                self.res_fixed[res as usize] += (bytes * c * RES_UNIT + 0.5) as i64;
             }
         }
     }
@@ -388,9 +436,10 @@ impl FlowSim {
             if self.pairs[i] == self.pairs[i - 1] {
                 let (s, d) = self.pairs[i];
                 let n = self.pairs.iter().filter(|p| **p == (s, d)).count();
+                self.diagnosis.outside_at_ps = now;
                 self.diagnosis.outside = Some(format!(
-                    "pipeline-bound: {n} concurrent transfers GPU {s} -> {d} at t = {:.3} us (e.g. ring channels); at packet level they finish a few packets apart and the next steps overlap, which fluid sharing does not represent",
-                    now as f64 / 1e6
+                    "pipeline-bound: {n} concurrent transfers GPU {s} -> {d} {} (e.g. ring channels); at packet level they finish a few packets apart and the next steps overlap, which fluid sharing does not represent",
+                    at_time(now)
                 ));
                 return;
             }
@@ -428,13 +477,77 @@ impl FlowSim {
                     continue;
                 }
                 let n = group.len();
+                self.diagnosis.outside_at_ps = now;
                 self.diagnosis.outside = Some(format!(
-                    "arbitration-bound: {n} sources start flows to GPU {dst} at the same place ({place}) of their round-robin order at t = {:.3} us (synchronized order, a rolling incast at packet level); stagger destinations (source s sends to s+1, s+2, ...) or run packet level",
-                    now as f64 / 1e6
+                    "arbitration-bound: {n} sources start flows to GPU {dst} at the same place ({place}) of their round-robin order {} (synchronized order, a rolling incast at packet level); stagger destinations (source s sends to s+1, s+2, ...) or run packet level",
+                    at_time(now)
                 ));
                 return;
             }
         }
+    }
+
+    /// Payload bytes resource `r` carried so far.
+    pub fn res_bytes(&self, r: usize) -> f64 {
+        self.res_fixed[r] as f64 / RES_UNIT
+    }
+
+    /// Resources of the model (length of the per-resource counters).
+    pub fn resources(&self) -> usize {
+        self.res_fixed.len()
+    }
+
+    /// No flow running, no solve pending, no completion uncollected: what
+    /// happens next depends only on what is started next.
+    pub fn is_idle(&self) -> bool {
+        self.active.is_empty() && self.solve_at.is_none() && self.completed.is_empty()
+    }
+
+    /// The counters a run from here changes (see [`FlowReplay`]).
+    pub fn mark(&self) -> FlowMark {
+        FlowMark { outside_clear: self.diagnosis.outside.is_none(), xfers: self.xfers.len(), res: self.res_fixed.clone(), solves: self.diagnosis.solves, gen: self.gen }
+    }
+
+    /// What changed since `m` (the transfers added since are summed into
+    /// sent bytes; their per-transfer records stay with this run only).
+    /// None if a finding's message does not carry its time as expected.
+    pub fn since(&self, m: &FlowMark, t0: TimePs) -> Option<FlowReplay> {
+        let outside = match (&self.diagnosis.outside, m.outside_clear) {
+            (Some(w), true) => {
+                let ts = at_time(self.diagnosis.outside_at_ps);
+                let k = w.find(&ts)?;
+                Some(((w[..k].to_string(), w[k + ts.len()..].to_string()), self.diagnosis.outside_at_ps - t0))
+            }
+            _ => None,
+        };
+        let res = self.res_fixed.iter().zip(&m.res).enumerate().filter(|(_, (a, b))| a != b).map(|(r, (a, b))| (r as u32, a - b)).collect();
+        let sent_bytes = self.xfers[m.xfers..].iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum();
+        Some(FlowReplay { outside_clear: m.outside_clear, outside, res, solves: self.diagnosis.solves - m.solves, gen: self.gen - m.gen, sent_bytes })
+    }
+
+    /// Whether `r` may be replayed from the current state (see [`FlowReplay`]).
+    pub fn can_replay(&self, r: &FlowReplay) -> bool {
+        r.outside_clear || self.diagnosis.outside.is_some()
+    }
+
+    /// Add what a recorded run added (the simulator must be idle, as it was
+    /// when the record was taken).
+    pub fn replay(&mut self, r: &FlowReplay, now: TimePs) {
+        if self.diagnosis.outside.is_none() {
+            if let Some((w, dt)) = &r.outside {
+                // the finding at its time in this run (the messages of check_*)
+                let at = now + dt;
+                let (pre, post) = w;
+                self.diagnosis.outside = Some(format!("{pre}{}{post}", at_time(at)));
+                self.diagnosis.outside_at_ps = at;
+            }
+        }
+        for &(res, d) in &r.res {
+            self.res_fixed[res as usize] += d;
+        }
+        self.diagnosis.solves += r.solves;
+        self.gen += r.gen;
+        self.replayed_sent_bytes += r.sent_bytes;
     }
 
     /// Transfers not finished: a description, or None.

@@ -19,7 +19,8 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> FabricStats {
     let mut up = vec![0.0f64; np];
     let mut down = vec![0.0f64; ns];
     let mut ports = Vec::new();
-    for (r, &b) in sim.res_bytes.iter().enumerate() {
+    for r in 0..sim.resources() {
+        let b = sim.res_bytes(r);
         let kind = fab.ports_of(r, &mut ports);
         if ports.is_empty() {
             continue;
@@ -103,7 +104,7 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> FabricStats {
         });
     }
     let packets = out_ports.iter().map(|p| p.link.packets).sum();
-    let sent_bytes = sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum();
+    let sent_bytes = sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum::<u64>() + sim.replayed_sent_bytes;
     FabricStats {
         ports: out_ports,
         switches,

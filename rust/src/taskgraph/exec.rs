@@ -53,6 +53,8 @@ struct Exec<'g, N: Network> {
     done_buf: NetworkDone,
     released: Vec<(u32, usize)>,
     steal: Option<Steal>,
+    /// Executor events (End, ComputeEnd, Release) queued and not yet handled.
+    pending: u64,
 }
 
 /// Communication steals compute (active only when the graph has a nonzero
@@ -135,6 +137,7 @@ impl<'g, N: Network> Exec<'g, N> {
                     st.since[i] = now;
                     st.running[d].push(t);
                     q.schedule(st.end_of(now, d, i), Ev::ComputeEnd(t, st.generation[i]));
+                    self.pending += 1;
                 }
             },
             TaskKind::Transfer => {
@@ -161,6 +164,7 @@ impl<'g, N: Network> Exec<'g, N> {
     fn on_ready(&mut self, now: TimePs, t: u32, q: &mut EventQueue<Ev<N::Event>>) -> Result<bool> {
         let rel = self.g.release_ps.get(t as usize).copied().unwrap_or(0);
         if rel > now {
+            self.pending += 1;
             q.schedule(rel, Ev::Release(t));
             return Ok(false);
         }
@@ -200,11 +204,13 @@ impl<'g, N: Network> Exec<'g, N> {
                 st.generation[r] = st.generation[r].wrapping_add(1);
                 q.schedule(st.end_of(now, d, r), Ev::ComputeEnd(r as u32, st.generation[r]));
             }
+            self.pending += st.running[d].len() as u64;
         }
     }
 
     fn flush_done(&mut self, q: &mut EventQueue<Ev<N::Event>>) {
         for (tag, t) in self.done_buf.drain(..) {
+            self.pending += 1;
             q.schedule(t, Ev::End(tag));
         }
     }
@@ -263,6 +269,9 @@ impl<N: Network> Model for Exec<'_, N> {
     type Event = Ev<N::Event>;
 
     fn handle(&mut self, now: TimePs, ev: Self::Event, q: &mut EventQueue<Self::Event>) -> Result<()> {
+        if !matches!(ev, Ev::Net(_)) {
+            self.pending -= 1;
+        }
         match ev {
             Ev::End(t) => self.finish_task(now, t, q),
             Ev::ComputeEnd(t, gen) => match &self.steal {
@@ -271,6 +280,7 @@ impl<N: Network> Model for Exec<'_, N> {
             },
             Ev::Release(t) => self.try_start(now, t, q).map(|_| ()),
             Ev::Net(e) => {
+                self.net.set_executor_pending(self.pending);
                 let mut sched = Mapped { queue: q, wrap: Ev::Net };
                 self.net.handle(now, e, &mut sched, &mut self.done_buf)?;
                 self.flush_done(q);
@@ -321,6 +331,7 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
         done_tasks: 0,
         done_buf: Vec::new(),
         released: Vec::new(),
+        pending: 0,
         steal: graph.steal_ppm.iter().any(|&v| v > 0).then(|| Steal {
             device_ppm: vec![0; nd],
             running: vec![Vec::new(); nd],
@@ -344,7 +355,7 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
         ));
     }
     ex.net.finish(summary.end_ps);
-    ex.res.events = summary.events;
+    ex.res.events = summary.events + ex.net.replayed_events();
     Ok(ex.res)
 }
 

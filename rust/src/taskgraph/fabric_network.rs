@@ -6,12 +6,31 @@
 //! candidates are simulated alone on the same fabric (they cannot be tried on
 //! the shared one), once per (operation, group, size), memoized
 //! ([`FabricNetwork::collective_choice`]).
+//!
+//! Replayed collectives (flow level only; exact, not an approximation): a
+//! collective that starts on an idle network while nothing else is queued
+//! (no task end, release or other network work pending) runs alone until it
+//! ends, and its evolution depends only on (operation, group, size,
+//! algorithm, protocol) and its transfers' spray rotation (their node index
+//! modulo the eligible-port counts of their GPU pairs, 1 on a collapsed
+//! fabric): the flow level is shift-invariant in time (integer picoseconds,
+//! rates from differences only). The first such run is recorded (duration,
+//! the per-resource byte counters it added in exact fixed point, solves,
+//! events); a later one with the same key and rotation is replayed from the
+//! record: same end time, same counters, bit for bit, without simulating
+//! (tests/flow.rs `replayed_collectives_are_bit_identical`). Whether it runs
+//! alone is known only once every event queued at its start time before it
+//! has been handled, so its start is one queued check event standing where
+//! its first node-ready events would stand: a check that fails starts the
+//! DAG there, exactly as if it had been queued. `FLITSIM_COLLECTIVE_REPLAY=0`
+//! turns replay off (to compare).
 
 use super::graph::CollectiveKind;
 use super::network::{Network, NetworkDone};
 use crate::collective::{calibrated_spec, expand, fabric_info, lower_best, lower_in, plan, reach_of, run_collective, AUTO_PRUNE_FACTOR, transported, Algorithm, Backend, CEv, CollectiveParams, CollectiveRequest, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
 use std::collections::HashMap;
 use crate::engine::{Scheduler, TimePs};
+use crate::flow::FlowReplay;
 use crate::error::Result;
 use crate::fabric::{FabricSim, FabricSpec};
 
@@ -25,6 +44,81 @@ fn op_of(k: CollectiveKind) -> Op {
         CollectiveKind::Broadcast => Op::Broadcast,
         CollectiveKind::Reduce => Op::Reduce,
     }
+}
+
+/// Events of the fabric network: the DAG executor's, and the start check of
+/// a collective that may be replayed (index into the pending checks).
+#[derive(Debug, Clone, Copy)]
+pub enum NetEv {
+    C(CEv),
+    Check(u32),
+}
+
+/// Forwards DAG events into the network's scheduler, counting them.
+struct Fwd<'a> {
+    q: &'a mut dyn Scheduler<NetEv>,
+    n: &'a mut u64,
+}
+
+impl Scheduler<CEv> for Fwd<'_> {
+    #[inline]
+    fn schedule(&mut self, t: TimePs, e: CEv) {
+        *self.n += 1;
+        self.q.schedule(t, NetEv::C(e))
+    }
+}
+
+/// Collects scheduled events instead of queueing them.
+struct Capture(Vec<(TimePs, CEv)>);
+
+impl Scheduler<CEv> for Capture {
+    fn schedule(&mut self, t: TimePs, e: CEv) {
+        self.0.push((t, e));
+    }
+}
+
+/// (op, group, bytes, algorithm, protocol) of a replayable collective.
+type ReplayKey = (u8, Vec<u32>, u64, u8, u8);
+
+/// One recorded collective run alone: valid for a start whose virtual node
+/// index is `residue` modulo `period`.
+struct Record {
+    period: u32,
+    residue: u32,
+    nodes: u32,
+    duration_ps: u64,
+    flow: FlowReplay,
+    /// Engine events the run handled beyond the start check.
+    events: u64,
+}
+
+/// A collective whose start waits for its check event.
+struct Pending {
+    tag: u32,
+    key: ReplayKey,
+    op: Op,
+    algorithm: Algorithm,
+    protocol: Protocol,
+    vbase: u32,
+    /// Some(record) for a tentative replay (DAG not built), else the DAG's
+    /// captured first events and its rotation period.
+    replay: Option<usize>,
+    readys: Vec<(TimePs, CEv)>,
+    period: u32,
+    nodes: u32,
+}
+
+/// The collective being recorded.
+struct Recording {
+    tag: u32,
+    t0: TimePs,
+    key: ReplayKey,
+    period: u32,
+    residue: u32,
+    nodes: u32,
+    mark: crate::flow::FlowMark,
+    scheduled0: u64,
+    readys: u64,
 }
 
 pub struct FabricNetwork {
@@ -41,6 +135,23 @@ pub struct FabricNetwork {
     choice_spec: Option<FabricSpec>,
     /// (op, group, bytes) -> the simulated `auto` choice.
     choices: HashMap<(u8, Vec<u32>, u64), (Algorithm, Protocol)>,
+    /// Replay of collectives run alone (module doc); off at packet level.
+    replay_on: bool,
+    /// Virtual index of the next DAG node (the array index a run without
+    /// replays would give it).
+    vnext: u32,
+    /// Network operations started and not yet reported done.
+    running: u64,
+    executor_pending: u64,
+    /// DAG events scheduled so far.
+    scheduled: u64,
+    replayed_events: u64,
+    records: HashMap<ReplayKey, Vec<Record>>,
+    pending: Vec<Option<Pending>>,
+    recording: Option<Recording>,
+    /// Collectives replayed / recorded (statistics).
+    pub replayed: u64,
+    pub recorded: u64,
 }
 
 impl FabricNetwork {
@@ -66,7 +177,145 @@ impl FabricNetwork {
             flow.fidelity = crate::fabric::Fidelity::Flow;
             flow
         });
-        Ok(FabricNetwork { exec: DagExec::new(backend), info: fabric_info(spec)?, params, devices: spec.gpus, gpu_ports: spec.gpu_ports, reach: reach_of(spec)?, choice_spec, choices: HashMap::new() })
+        let replay_on = matches!(backend, Backend::Flow(_)) && s.spray != crate::fabric::Spray::Hash && std::env::var("FLITSIM_COLLECTIVE_REPLAY").map_or(true, |v| v != "0");
+        Ok(FabricNetwork {
+            exec: DagExec::new(backend),
+            info: fabric_info(spec)?,
+            params,
+            devices: spec.gpus,
+            gpu_ports: spec.gpu_ports,
+            reach: reach_of(spec)?,
+            choice_spec,
+            choices: HashMap::new(),
+            replay_on,
+            vnext: 0,
+            running: 0,
+            executor_pending: 0,
+            scheduled: 0,
+            replayed_events: 0,
+            records: HashMap::new(),
+            pending: Vec::new(),
+            recording: None,
+            replayed: 0,
+            recorded: 0,
+        })
+    }
+
+    /// Turn replay of collectives run alone on or off (on by default at flow
+    /// level; results are identical either way, only the cost differs).
+    pub fn set_replay(&mut self, on: bool) {
+        self.replay_on = on && matches!(self.exec.backend, Backend::Flow(_));
+    }
+
+    fn flow_idle(&self) -> bool {
+        self.exec.flow().is_some_and(|f| f.is_idle())
+    }
+
+    /// Rotation period of a DAG's transfers: the lcm over their GPU pairs of
+    /// the smallest rotation step that leaves the pair's flow path unchanged
+    /// (on a collapsed fabric every rotation gives the same path: 1; on a
+    /// graph fabric the path of every rotation is compared, entries and
+    /// figures bit for bit; elsewhere the eligible-port count), capped (0 =
+    /// never replay).
+    fn rotation_period(&mut self, dag: &Dag) -> u32 {
+        let Backend::Flow(f) = &mut self.exec.backend else { return 0 };
+        if f.fab.collapsed {
+            return 1;
+        }
+        let graph = f.fab.graph.is_some();
+        let mut seen: HashMap<(u32, u32), ()> = HashMap::new();
+        let mut ports = Vec::new();
+        let mut l: u64 = 1;
+        for n in &dag.nodes {
+            if let NodeKind::Transfer { src, dst, .. } = *n {
+                if seen.insert((src, dst), ()).is_some() {
+                    continue;
+                }
+                f.fab.topo.eligible_ports(src, dst, &mut ports);
+                let e = ports.len().max(1) as u32;
+                let d = if graph && src != dst { path_period(&mut f.fab, src, dst, e) } else { e };
+                let d = d as u64;
+                l = l / gcd(l, d) * d;
+                if l > 1 << 20 {
+                    return 0;
+                }
+            }
+        }
+        l as u32
+    }
+
+    fn lower(&self, op: Op, members: &[u32], bytes: u64, a: Algorithm, pr: Protocol) -> Result<crate::collective::Lowered> {
+        transported(lower_in(op, members, bytes, a, pr, &self.params, &self.info, &self.reach)?, &self.reach, &self.params)
+    }
+
+    /// Start the captured first events of a DAG now, in order, as if they had
+    /// been queued where the check stood.
+    fn run_readys(&mut self, now: TimePs, readys: Vec<(TimePs, CEv)>, sched: &mut dyn Scheduler<NetEv>) -> Result<()> {
+        self.replayed_events += (readys.len() as u64).saturating_sub(1);
+        for (_, ev) in readys {
+            let mut f = Fwd { q: &mut *sched, n: &mut self.scheduled };
+            self.exec.handle(now, ev, &mut f)?;
+        }
+        Ok(())
+    }
+
+    fn check(&mut self, now: TimePs, id: u32, sched: &mut dyn Scheduler<NetEv>) -> Result<()> {
+        let p = self.pending[id as usize].take().expect("one check per pending collective");
+        if self.pending.iter().all(|x| x.is_none()) {
+            self.pending.clear();
+        }
+        let alone = self.executor_pending == 0 && self.running == 1 && self.recording.is_none() && self.flow_idle();
+        match p.replay {
+            Some(i) if alone && self.exec.flow().is_some_and(|f| f.can_replay(&self.records[&p.key][i].flow)) => {
+                let r = &self.records[&p.key][i];
+                let (dur, ev) = (r.duration_ps, r.events);
+                if let crate::collective::Backend::Flow(sim) = &mut self.exec.backend {
+                    sim.replay(&self.records[&p.key][i].flow, now);
+                }
+                self.replayed_events += ev;
+                self.replayed += 1;
+                self.exec.done.push((p.tag, now + dur));
+                Ok(())
+            }
+            Some(_) => {
+                let low = self.lower(p.op, &p.key.1, p.key.2, p.algorithm, p.protocol)?;
+                let mut cap = Capture(Vec::new());
+                self.exec.start_virtual(now, p.tag, &low.dag, &mut cap, p.vbase)?;
+                self.run_readys(now, cap.0, sched)
+            }
+            None => {
+                if alone && p.period > 0 {
+                    let mark = self.exec.flow().expect("flow backend").mark();
+                    self.recording = Some(Recording {
+                        tag: p.tag,
+                        t0: now,
+                        key: p.key,
+                        period: p.period,
+                        residue: p.vbase % p.period,
+                        nodes: p.nodes,
+                        mark,
+                        scheduled0: self.scheduled,
+                        readys: (p.readys.len() as u64).saturating_sub(1),
+                    });
+                }
+                self.run_readys(now, p.readys, sched)
+            }
+        }
+    }
+
+    /// Close the recording if its collective just finished alone.
+    fn close_recording(&mut self, t: TimePs) {
+        let Some(rec) = self.recording.take() else { return };
+        let Some(sim) = self.exec.flow() else { return };
+        if self.running != 1 || !sim.is_idle() {
+            return;
+        }
+        let Some(flow) = sim.since(&rec.mark, rec.t0) else { return };
+        let list = self.records.entry(rec.key).or_default();
+        if list.len() < 64 {
+            list.push(Record { period: rec.period, residue: rec.residue, nodes: rec.nodes, duration_ps: t - rec.t0, flow, events: rec.readys + (self.scheduled - rec.scheduled0) });
+            self.recorded += 1;
+        }
     }
 
     /// The (algorithm, protocol) a collective task of `op` over `members` of
@@ -168,43 +417,98 @@ impl FabricNetwork {
     }
 
     fn drain(&mut self, done: &mut NetworkDone) {
+        if let Some(tag) = self.recording.as_ref().map(|r| r.tag) {
+            if let Some(&(_, t)) = self.exec.done.iter().find(|d| d.0 == tag) {
+                self.close_recording(t);
+            }
+        }
+        self.running -= (self.exec.done.len() + self.exec.plain_done.len()) as u64;
         done.append(&mut self.exec.done);
         done.append(&mut self.exec.plain_done);
     }
 }
 
 impl Network for FabricNetwork {
-    type Event = CEv;
+    type Event = NetEv;
 
     fn devices(&self) -> u32 {
         self.devices
     }
 
-    fn start_transfer(&mut self, now: TimePs, tag: u32, src: u32, dst: u32, bytes: u64, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
+    fn start_transfer(&mut self, now: TimePs, tag: u32, src: u32, dst: u32, bytes: u64, sched: &mut dyn Scheduler<NetEv>, done: &mut NetworkDone) -> Result<()> {
         // A plain transfer whose transport is more than one P2P hop runs as
         // its transport's sub-DAG (Simple protocol overheads: a bulk copy).
         let one = Dag { nodes: vec![NodeKind::Transfer { src, dst, bytes, loopback: false, min_ps: 0 }], edges: Vec::new() };
+        self.running += 1;
+        let mut f = Fwd { q: sched, n: &mut self.scheduled };
         match expand(&one, &self.reach, &self.params.transport_params(), Protocol::Simple)? {
-            Some(d) => self.exec.start(now, tag, &d, sched)?,
-            None => self.exec.start_plain(now, tag, src, dst, bytes, sched)?,
+            Some(d) => {
+                let vbase = self.vnext;
+                self.vnext = self.vnext.wrapping_add(d.nodes.len() as u32);
+                self.exec.start_virtual(now, tag, &d, &mut f, vbase)?
+            }
+            None => self.exec.start_plain(now, tag, src, dst, bytes, &mut f)?,
         }
         self.drain(done);
         Ok(())
     }
 
-    fn start_collective(&mut self, now: TimePs, tag: u32, members: &[u32], kind: CollectiveKind, bytes: u64, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
+    fn start_collective(&mut self, now: TimePs, tag: u32, members: &[u32], kind: CollectiveKind, bytes: u64, sched: &mut dyn Scheduler<NetEv>, done: &mut NetworkDone) -> Result<()> {
         let op = op_of(kind);
         let (a, pr) = self.collective_choice(op, members, bytes)?;
-        let low = transported(lower_in(op, members, bytes, a, pr, &self.params, &self.info, &self.reach)?, &self.reach, &self.params)?;
-        self.exec.start(now, tag, &low.dag, sched)?;
+        let candidate = self.replay_on && self.vnext < 1 << 31 && self.running == 0 && self.recording.is_none() && self.flow_idle();
+        self.running += 1;
+        let key: ReplayKey = (op as u8, members.to_vec(), bytes, a as u8, pr as u8);
+        if candidate {
+            let flow = self.exec.flow().expect("replay is on at flow level only");
+            let hit = self.records.get(&key).and_then(|v| v.iter().position(|r| self.vnext % r.period == r.residue && flow.can_replay(&r.flow)));
+            if let Some(i) = hit {
+                // tentative replay: the DAG is built only if the check fails
+                let vbase = self.vnext;
+                self.vnext = self.vnext.wrapping_add(self.records[&key][i].nodes);
+                let id = self.pending.len() as u32;
+                self.pending.push(Some(Pending { tag, key, op, algorithm: a, protocol: pr, vbase, replay: Some(i), readys: Vec::new(), period: 0, nodes: 0 }));
+                sched.schedule(now, NetEv::Check(id));
+                return Ok(());
+            }
+        }
+        let low = self.lower(op, members, bytes, a, pr)?;
+        let vbase = self.vnext;
+        let m = low.dag.nodes.len() as u32;
+        self.vnext = self.vnext.wrapping_add(m);
+        if candidate && m > 0 {
+            let period = self.rotation_period(&low.dag);
+            let mut cap = Capture(Vec::new());
+            self.exec.start_virtual(now, tag, &low.dag, &mut cap, vbase)?;
+            let id = self.pending.len() as u32;
+            self.pending.push(Some(Pending { tag, key, op, algorithm: a, protocol: pr, vbase, replay: None, readys: cap.0, period, nodes: m }));
+            sched.schedule(now, NetEv::Check(id));
+            return Ok(());
+        }
+        let mut f = Fwd { q: sched, n: &mut self.scheduled };
+        self.exec.start_virtual(now, tag, &low.dag, &mut f, vbase)?;
         self.drain(done);
         Ok(())
     }
 
-    fn handle(&mut self, now: TimePs, ev: CEv, sched: &mut dyn Scheduler<CEv>, done: &mut NetworkDone) -> Result<()> {
-        self.exec.handle(now, ev, sched)?;
+    fn handle(&mut self, now: TimePs, ev: NetEv, sched: &mut dyn Scheduler<NetEv>, done: &mut NetworkDone) -> Result<()> {
+        match ev {
+            NetEv::C(e) => {
+                let mut f = Fwd { q: sched, n: &mut self.scheduled };
+                self.exec.handle(now, e, &mut f)?;
+            }
+            NetEv::Check(id) => self.check(now, id, sched)?,
+        }
         self.drain(done);
         Ok(())
+    }
+
+    fn set_executor_pending(&mut self, pending: u64) {
+        self.executor_pending = pending;
+    }
+
+    fn replayed_events(&self) -> u64 {
+        self.replayed_events
     }
 
     fn finish(&mut self, end_ps: TimePs) {
@@ -213,3 +517,23 @@ impl Network for FabricNetwork {
         }
     }
 }
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Smallest d dividing `e` with the path of rotation k equal to that of k + d
+/// for every k (graph fabrics: a path depends on the rotation only through
+/// the eligible ports' order, the same for any size).
+fn path_period(fab: &mut crate::flow::FlowFabric, src: u32, dst: u32, e: u32) -> u32 {
+    let mut sig = Vec::with_capacity(e as usize);
+    for k in 0..e {
+        let mut out = Vec::new();
+        match fab.path(src, dst, 1 << 20, 0, k, &mut out) {
+            Ok((lanes, work, cap, pkt, lat)) => sig.push((out.iter().map(|&(r, c)| (r, c.to_bits())).collect::<Vec<_>>(), lanes, work.to_bits(), cap.to_bits(), pkt.to_bits(), lat)),
+            Err(_) => return e,
+        }
+    }
+    (1..=e).find(|&d| e % d == 0 && (0..e).all(|k| sig[k as usize] == sig[((k + d) % e) as usize])).unwrap_or(e)
+}
+

@@ -39,6 +39,17 @@ pub trait Network {
 
     /// Called once after the run ends (close statistics).
     fn finish(&mut self, _end_ps: TimePs) {}
+
+    /// The executor's own events (task ends, releases) still queued, told
+    /// before every network event: 0 means nothing outside the network can
+    /// happen until the network reports a completion.
+    fn set_executor_pending(&mut self, _pending: u64) {}
+
+    /// Events the network accounts for without their having been queued
+    /// (work it replayed instead of running), added to the run's count.
+    fn replayed_events(&self) -> u64 {
+        0
+    }
 }
 
 /// Alpha-beta network: every device has one injection port of
