@@ -28,7 +28,7 @@
 use super::graph::CollectiveKind;
 use super::network::{Network, NetworkDone};
 use crate::collective::{calibrated_spec, expand, fabric_info, lower_best, lower_in, plan, reach_of, run_collective, AUTO_PRUNE_FACTOR, transported, Algorithm, Backend, CEv, CollectiveParams, CollectiveRequest, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use crate::engine::{Scheduler, TimePs};
 use crate::flow::FlowReplay;
 use crate::error::Result;
@@ -223,12 +223,12 @@ impl FabricNetwork {
             return 1;
         }
         let graph = f.fab.graph.is_some();
-        let mut seen: HashMap<(u32, u32), ()> = HashMap::new();
+        let mut seen: HashSet<(u32, u32)> = HashSet::new();
         let mut ports = Vec::new();
         let mut l: u64 = 1;
         for n in &dag.nodes {
             if let NodeKind::Transfer { src, dst, .. } = *n {
-                if seen.insert((src, dst), ()).is_some() {
+                if !seen.insert((src, dst)) {
                     continue;
                 }
                 f.fab.topo.eligible_ports(src, dst, &mut ports);
