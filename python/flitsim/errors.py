@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from flitsim._core import ConfigError, StalledError
 
-__all__ = ["ConfigError", "StalledError", "config_error", "from_validation_error", "check_int", "U64_MAX"]
+__all__ = ["ConfigError", "StalledError", "config_error", "from_validation_error", "check_int", "number_list", "U64_MAX"]
 
 U64_MAX = 2**64 - 1
 """Largest value of the engine's unsigned 64-bit fields (bytes, ps)."""
@@ -29,6 +29,23 @@ U64_MAX = 2**64 - 1
 def config_error(field: str, value: Any, allowed: str) -> ConfigError:
     """Build a :class:`ConfigError` in the house format ``field = value: allowed``."""
     return ConfigError(f"{field} = {value!r}: {allowed}")
+
+
+def number_list(field: str, text: str, allowed: str) -> list[float]:
+    """The numbers of a comma-separated list (``0,1e-3,2e-3``): the one parser of
+    such CLI lists, so an empty item (``''``, ``1e-3,,2e-3``) is refused rather
+    than dropped.
+
+    Raises:
+        ConfigError: ``field = text: allowed`` for an empty item or one that is not a number.
+    """
+    items = str(text).split(",")
+    try:
+        if any(not x.strip() for x in items):
+            raise ValueError
+        return [float(x) for x in items]
+    except ValueError:
+        raise config_error(field, text, allowed) from None
 
 
 def check_int(field: str, value: Any, minimum: int = 0, maximum: int | None = None, what: str = "an integer") -> int:

@@ -30,7 +30,7 @@ from pydantic import Field
 from flitsim._notebook import notebook
 from flitsim import _core
 from flitsim._spec import Spec
-from flitsim.errors import ConfigError, check_int
+from flitsim.errors import ConfigError, check_int, number_list
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -471,9 +471,9 @@ def parse_loads(text: str) -> list[float]:
         ConfigError: malformed text or a non-positive step.
     """
     bad = ConfigError(f"load = {text!r}: expected start:stop:step (e.g. 0.1:1.0:0.1), a comma list or a number")
+    if ":" not in text:
+        return number_list("load", text, "start:stop:step (e.g. 0.1:1.0:0.1), a comma list or a number")
     try:
-        if ":" not in text:
-            return [float(x) for x in text.split(",") if x.strip()]
         a, b, c = (float(x) for x in text.split(":"))
     except ValueError:
         raise bad from None

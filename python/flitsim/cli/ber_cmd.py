@@ -7,19 +7,12 @@ import click
 from flitsim.cli._table import Printer, Table
 
 from flitsim.cli._common import ByteSize, echo_json, friendly_errors, format_option
-from flitsim.errors import ConfigError
+from flitsim.errors import number_list
 from flitsim.faults import goodput_vs_ber
 
 
 def _bers(text: str) -> list[float]:
-    allowed = "comma-separated numbers such as 0,1e-3,2e-3 (at least one, no empty items)"
-    items = text.split(",")
-    if any(not x.strip() for x in items):  # '' or '1e-3,,2e-3': an empty table or a silently dropped item
-        raise ConfigError(f"--ber = {text!r}: {allowed}")
-    try:
-        return [float(x) for x in items]
-    except ValueError:
-        raise ConfigError(f"--ber = {text!r}: {allowed}") from None
+    return number_list("--ber", text, "comma-separated numbers such as 0,1e-3,2e-3 (at least one, no empty items)")
 
 
 @click.command("ber")

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flitsim.errors import ConfigError, check_int, config_error
+from flitsim.errors import ConfigError, check_int, config_error, number_list
 from flitsim.serving.arrivals import RequestTable, request_table
 from flitsim.serving.engine import GapHistogram, InstanceRun, run_instance
 from flitsim.serving.iteration_cost import ModelIterationCost
@@ -418,7 +418,7 @@ def parse_rates(text: str) -> list[float]:
             else:
                 rates = []
         else:
-            rates = [float(p) for p in text.split(",")]
+            rates = number_list("rate", text, "'lo:hi' (doubling), 'lo:hi:n' (n log-spaced) or 'r1,r2,...', each > 0")
     except (ValueError, ZeroDivisionError):
         rates = []
     if not rates or any(not (r > 0 and math.isfinite(r)) for r in rates):
