@@ -131,7 +131,10 @@ def test_run_with_jobs_stops_on_ctrl_c_and_sigterm(tmp_path, how):
     try:
         line = p.stderr.readline()  # the first progress line: the pool is starting
         assert line, "no progress line"
-        time.sleep(1.0)
+        # wait for the workers (tiny.toml's runs take about a second: a fixed sleep could miss them)
+        deadline = time.monotonic() + 10.0
+        while len(_group_pids(p.pid)) < 2 and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert p.poll() is None, "the run finished before it could be interrupted"
         assert len(_group_pids(p.pid)) >= 2, "no workers running"
         t0 = time.monotonic()
@@ -722,3 +725,18 @@ def test_bursty_source_with_a_huge_mean_burst_still_goes_idle():
     r = run(spec, TrafficSpec(load=0.1, process="bursty", mean_burst_packets=1e18), warmup_cycles=0,
             measure_cycles=2000)
     assert r.offered_load < 0.5
+
+
+def test_comma_lists_refuse_empty_items_everywhere():
+    """`--ber 1e-3,,2e-3` dropped an item; the switch lab's `--load` and serve's `--rate` comma lists
+    did the same (`0.1,,0.5` ran two loads). One parser (`flitsim.errors.number_list`) serves all three."""
+    from flitsim.errors import number_list
+    from flitsim.serving.serve import parse_rates
+    from flitsim.switchlab import parse_loads
+
+    assert number_list("x", "0, 1e-3,2e-3", "numbers") == [0.0, 1e-3, 2e-3]
+    assert parse_loads("0.1,0.5") == [0.1, 0.5] and parse_rates("1,2,5") == [1.0, 2.0, 5.0]
+    for parse, field in ((parse_loads, "load"), (parse_rates, "rate")):
+        for text in ("0.1,,0.5", "", "0.5,"):
+            with pytest.raises(flitsim.ConfigError, match=f"^{field} = "):
+                parse(text)
