@@ -186,3 +186,17 @@ def test_bad_inputs():
     b.add_edge(d, a)
     with pytest.raises(ConfigError, match=r"cycle 0 -> 1 -> 2 -> 0"):
         execute(b.build())
+
+
+def test_pipefusion_warmup_steps_each_cost_a_full_single_device_step():
+    # A PipeFusion warmup step passes the whole image through the stages in order
+    # (xDiT legacy pipeline, pipefusion/pipelines/pip/distri_pixartalpha.py: warmup_timesteps
+    # run pip_forward on the full latent, stage after stage), so a run of warmup steps only,
+    # on a free network, takes exactly the single-device time: the stages' layers are the
+    # model's layers. docs/fabrics.md uses this to show that the 8 x L20 chart cannot have
+    # run 5 warmup steps at 2048 px (5/20 of the measured 1-GPU 26.43 s already exceeds 6.345 s).
+    one = S.simulate(S.build("tensor_parallel", None, DIT, degree=1)).makespan_ps
+    all_warm = S.simulate(S.build("pipefusion", None, DIT, stages=4, patches=4, warmup_steps=DIT.steps))
+    np.testing.assert_allclose(all_warm.makespan_ps, one, rtol=1e-9)
+    pipelined = S.simulate(S.build("pipefusion", None, DIT, stages=4, patches=4, warmup_steps=DIT.steps - 1))
+    assert pipelined.makespan_ps != all_warm.makespan_ps  # the last step is pipelined, not a full step
