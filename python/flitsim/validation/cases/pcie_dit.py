@@ -60,7 +60,7 @@ def _schedule(ctx: Any, schedule: str, px: int) -> Any:
 _TOO_FAST = ("simulated too fast, and not by NCCL's transport: the public PCIe/SHM mechanisms of NCCL are modelled "
              "(no P2P across the CPU, SHM staging, 24 GB/s PCIe, PCI hwLat, no LL128 off NVLink), and the published "
              "8x L20 alltoall_perf average busbw (NCCL issue 1817, 6.13 GB/s) is simulated at 5.85 (-4.5 %); nor by a "
-             "link rate: the same runs moved 18.9 MB per GPU per Ring step in <= 0.87 ms (21.8 GB/s) but needed "
+             "link rate: the same runs moved 18.9 MB per GPU per Ring step at >= 10.7 GB/s but needed "
              "6.7 ms for an 18.9 MB TP all_reduce (4.9 GB/s); what is left is ~2-6 ms per 8-rank collective call "
              "(Ulysses 2.2 ms per all_to_all at 1024 and 2048 px alike) and 0.2-0.6 ms per Ring step, not "
              "identified and not fitted; docs/fabrics.md")
