@@ -59,8 +59,16 @@ XDIT_TEXT_TOKENS = {"flux.1-dev": 256}
 # A GPU whose rows are one shape cannot separate the GEMM top from the attention top (both rows scale
 # the same kernels): there the attention top is pinned to the published utilization of the kernel
 # PyTorch's SDPA runs (FlashAttention-2 forward: 35 % of H100's BF16 peak, Shah et al., "FlashAttention-3",
-# arXiv 2407.08608, abstract) and only the GEMM top is fitted.
-PINNED_ATTENTION = {"h100": 0.35}
+# arXiv 2407.08608, abstract; head dim 128, long non-causal sequences), solved for the attention model's top
+# in closed form (flitsim.cost.attention.attention_top_for_utilization), and only the GEMM top is fitted.
+PINNED_UTILIZATION = {"h100": 0.35}
+
+
+def pinned_attention(name: str) -> float | None:
+    from flitsim.cost.attention import attention_top_for_utilization
+
+    u = PINNED_UTILIZATION.get(name)
+    return None if u is None else round(attention_top_for_utilization(gpu_preset(name), u), 3)
 
 _TASKS: dict[tuple[str, int], list] = {}
 
@@ -92,7 +100,7 @@ def _loss(rows, g, a) -> float:
 
 def fit(name: str) -> tuple[float, float]:
     rows = [r for r in ROWS if r[3] == name and (r[0], r[3]) not in FIT_EXCLUDED]
-    pin = PINNED_ATTENTION.get(name)
+    pin = pinned_attention(name)
     a_grid = (lambda lo, hi, st: np.array([pin]) if pin is not None else np.arange(lo, hi, st))
     best = (np.inf, 0.0, 0.0)
     for g in np.arange(0.30, 1.0001, 0.02):

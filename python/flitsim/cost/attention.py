@@ -6,18 +6,42 @@ FlashAttention-2 (Dao 2023) runs one CTA per ``block_q`` query rows of one
 three ways: head sizes are compiled for a fixed set (32, 64, 96, 128, 160,
 192, 224, 256 in flash-attention's csrc; a head of 72 runs the 96 kernel, 75 %
 useful), query and key blocks are padded, and CTAs run in waves over the SMs.
-The time is the larger of
+Per score (one query x one key of a padded block) the kernel does two kinds
+of work, and FlashAttention-2 runs them one after the other in the same warps
+(S = QK^T, then its online softmax, then PV on the result; each step needs the
+one before it, and overlapping them is what FlashAttention-3's ping-pong and
+intra-warpgroup pipelining add; Shah et al. 2024, arXiv 2407.08608, section 3):
 
-    waves x (padded FLOPs per CTA) / (peak / sm x attention_efficiency(gpu))
+    tensor  = 4 x hd_padded / (attention_efficiency x min(peak / SM / clock, mma_sync ceiling))   clocks
+    softmax = max(1 / sfu_rate, fp32_ops / fp32_rate)                                            clocks
+    fp32_ops = 3.5 + hd_padded / block_kv   (row max, scale-and-subtract FFMA, row sum,
+                                              half an F2F pack to bf16, the O rescale)
 
-and the bytes of Q, K, V and O once over ``memory_efficiency x`` bandwidth
-(decode: K/V streamed, split over the SMs as flash-decoding does). Causal rows
-(query i at absolute position ctx + i) do ``ctx + (i + 1)`` keys each, the
-diagonal blocks half wasted. Each CTA also pays ``kv_overhead`` keys' worth
-of work outside its main loop (loading its Q tile, the final O rescale, writing
-O and the log-sum-exp: about one main-loop iteration, as GEMM's ``k_overhead``),
-so short key ranges — ring attention's blocks — run at a lower share of the top.
-``GpuSpec.attention_efficiency`` is fitted.
+and ``AttentionParams.softmax_overlap`` (0: serial, FlashAttention-2;
+1: fully hidden) blends them: per score ``max(tensor, softmax) + (1 - overlap) x
+min(tensor, softmax)``. The exponential runs on the special-function units
+(``GpuSpec.sfu_ops_per_clk_per_sm``: 16 per SM-clock on compute capability 8.x /
+9.0, CUDA C++ Programming Guide, arithmetic-instruction throughput table), the
+rest on the FP32 pipes (64 / 128 per SM-clock). FlashAttention-2 issues the
+sm80 ``mma.sync`` on every GPU; on Hopper that instruction reaches about 2/3
+of the tensor cores' peak (wgmma is needed for more: FlashAttention-3 paper),
+taken as a per-SM-clock ceiling (``GpuSpec.mma_sync_flop_per_clk_per_sm``), so a
+Hopper part with a low tensor rate per SM (H20: 958 FLOP per SM-clock against
+H100's 3784) runs under it and spends a smaller share of its time in softmax.
+Every term is per SM and per clock, times SMs x clock. The kernel's time is
+
+    waves x (padded scores per CTA) x per-score clocks / clock
+
+floored by the bytes of Q, K, V and O once over ``memory_efficiency x``
+bandwidth (decode: K/V streamed, split over the SMs as flash-decoding does).
+Causal rows (query i at absolute position ctx + i) do ``ctx + (i + 1)`` keys
+each, the diagonal blocks half wasted. Each CTA also pays ``kv_overhead``
+keys' worth of work outside its main loop (loading its Q tile, the final O
+rescale, writing O and the log-sum-exp: about one main-loop iteration, as
+GEMM's ``k_overhead``), so short key ranges — ring attention's blocks — run at
+a lower share of the top. ``GpuSpec.attention_efficiency`` is fitted (or, on
+H100, solved from FlashAttention-2's published 35 % of peak:
+:func:`attention_top_for_utilization`).
 """
 
 from __future__ import annotations
@@ -28,19 +52,26 @@ from pydantic import Field
 from flitsim._spec import Spec
 from flitsim.hardware.gpus import GpuSpec
 
-__all__ = ["AttentionParams", "attention_time_s", "padded_head_dim"]
+__all__ = ["AttentionParams", "attention_time_s", "padded_head_dim", "score_clocks", "attention_top_for_utilization"]
 
 
 class AttentionParams(Spec):
     """FlashAttention-2 forward blocking (flash-attention csrc: 128-row query
     blocks and the compiled head sizes); ``block_kv`` 128 (assumed: the
     SM80/SM90 forward kernels use 64-128); ``kv_overhead`` 128 keys per CTA
-    (assumed: one main-loop iteration for the Q load and the O / LSE epilogue)."""
+    (assumed: one main-loop iteration for the Q load and the O / LSE epilogue);
+    ``softmax_overlap`` 0 (FlashAttention-2 runs the softmax between its two
+    MMAs in the same warps: FlashAttention-3 paper, section 3); ``fp32_ops_per_score``
+    3.5 plus the O rescale (flash-attention csrc ``softmax.h``: ``reduce_max``,
+    ``scale_apply_exp2``'s FFMA, ``reduce_sum``, the bf16 pack of P, 2 per
+    instruction; ``rescale_o`` adds ``hd / block_kv``)."""
 
     block_q: int = Field(default=128, ge=1)
     block_kv: int = Field(default=128, ge=1)
     kv_overhead: float = Field(default=128.0, ge=0)
     head_dims: tuple[int, ...] = (32, 64, 96, 128, 160, 192, 224, 256)
+    softmax_overlap: float = Field(default=0.0, ge=0, le=1)
+    fp32_ops_per_score: float = Field(default=3.5, ge=0)
 
 
 def padded_head_dim(head_dim: np.ndarray, params: AttentionParams | None = None) -> np.ndarray:
@@ -72,7 +103,58 @@ def attention_time_s(batch: np.ndarray, heads: np.ndarray, kv_heads: np.ndarray,
     ctas = B * H * qb
     sm = float(gpu.sm_count)
     waves = np.ceil(ctas / sm)
-    per_cta = 4.0 * hdp * pairs_pad * B * H / np.maximum(ctas, 1.0)
-    compute = waves * per_cta / (peak_flop_per_s / sm * gpu.attention_efficiency)
+    per_cta = pairs_pad * B * H / np.maximum(ctas, 1.0)
+    compute = waves * per_cta * score_clocks(hdp, gpu, peak_flop_per_s, p) / (gpu.boost_clock_mhz * 1e6)
     mem = (2 * B * H * Q + 2 * B * KH * KV) * hd * b / (gpu.hbm_bytes_per_s * gpu.memory_efficiency)
     return np.where((Q > 0) & (KV > 0), np.maximum(compute, mem), 0.0)
+
+
+def _tensor_flop_per_clk(gpu: GpuSpec, peak_flop_per_s: float) -> float:
+    """FLOP per SM-clock the attention kernel's MMAs can issue at most: the
+    tensor peak per SM-clock, capped by the ``mma.sync`` ceiling (scaled with
+    the dtype's peak: an FP8 ``mma.sync`` does twice the FLOPs)."""
+    clk = gpu.boost_clock_mhz * 1e6
+    per = peak_flop_per_s / (gpu.sm_count * clk)
+    if gpu.mma_sync_flop_per_clk_per_sm is None:
+        return per
+    return min(per, gpu.mma_sync_flop_per_clk_per_sm * peak_flop_per_s / gpu.peak_bf16_flop_per_s)
+
+
+def score_clocks(hd_padded: np.ndarray | float, gpu: GpuSpec, peak_flop_per_s: float,
+                 params: AttentionParams | None = None) -> np.ndarray:
+    """SM-clocks per padded score (one query x one key) of the forward kernel:
+    the tensor term at ``attention_efficiency`` of the MMA rate, the softmax
+    term on the SFU and FP32 pipes, blended by ``softmax_overlap`` (module
+    docstring)."""
+    p = params or AttentionParams()
+    hdp = np.asarray(hd_padded, dtype=np.float64)
+    tensor = 4.0 * hdp / (gpu.attention_efficiency * _tensor_flop_per_clk(gpu, peak_flop_per_s))
+    fp32 = (p.fp32_ops_per_score + hdp / p.block_kv) / gpu.fp32_ops_per_clk_per_sm
+    soft = np.maximum(1.0 / gpu.sfu_ops_per_clk_per_sm, fp32)
+    return np.maximum(tensor, soft) + (1.0 - p.softmax_overlap) * np.minimum(tensor, soft)
+
+
+def attention_top_for_utilization(gpu: GpuSpec, utilization: float, head_dim: int = 128,
+                                  params: AttentionParams | None = None) -> float:
+    """The ``attention_efficiency`` at which a long non-causal forward of
+    ``head_dim`` (steady state: no padding, waves or CTA overhead) reaches
+    ``utilization`` of the GPU's BF16 peak, in closed form from
+    :func:`score_clocks` (serial blend only).
+
+    Raises:
+        ConfigError: the softmax term alone already exceeds the time that
+            utilization allows, or ``softmax_overlap`` is not 0.
+    """
+    from flitsim.errors import config_error
+
+    p = params or AttentionParams()
+    if p.softmax_overlap != 0:
+        raise config_error("softmax_overlap", p.softmax_overlap, "0 (the closed form is for the serial blend)")
+    peak = gpu.peak_bf16_flop_per_s
+    clk = gpu.boost_clock_mhz * 1e6
+    hdp = float(padded_head_dim(np.array([head_dim]), p)[0])
+    total = 4.0 * hdp / (utilization * peak / (gpu.sm_count * clk))
+    soft = max(1.0 / gpu.sfu_ops_per_clk_per_sm, (p.fp32_ops_per_score + hdp / p.block_kv) / gpu.fp32_ops_per_clk_per_sm)
+    if total <= soft:
+        raise config_error("utilization", utilization, f"below the softmax-bound limit of {gpu.name} at head_dim {head_dim}")
+    return 4.0 * hdp / ((total - soft) * _tensor_flop_per_clk(gpu, peak))

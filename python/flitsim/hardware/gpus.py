@@ -35,6 +35,27 @@ _MiB = 1 << 20
 _L2_BYTES_PER_CLK = 5120
 
 
+# Non-matmul pipes the attention kernel's softmax runs on, per SM and clock (CUDA C++ Programming Guide,
+# "Arithmetic Instructions" throughput table): special-function unit (exp2, log2, rsqrt, sin, cos) 16 results
+# per clock on compute capability 8.0, 8.6, 8.9 and 9.0; FP32 add / multiply / FMA 64 on 8.0 (A100), 128 on
+# 8.6, 8.9 (Ada) and 9.0 (Hopper). Blackwell (10.0): **assumed** as Hopper. FlashAttention-3 paper (Shah et al.,
+# arXiv 2407.08608, section 3) gives the same SFU figure for H100 SXM5: 3.9 TFLOP/s of special functions against
+# 989 of matmul, i.e. 132 SMs x 16 x 1.83 GHz (the clock its 989 TFLOP/s assume; this model uses the boost clock).
+_SFU_PER_CLK = 16.0
+_FP32_PER_CLK = {"ampere": 64.0, "hopper": 128.0, "ada": 128.0, "blackwell": 128.0}
+# FlashAttention-2 issues sm80 mma.sync; on Hopper that instruction reaches about 2/3 of the tensor cores' peak
+# (wgmma is needed for the rest: FlashAttention-3 paper, section 2). Taken as a ceiling per SM-clock, 2/3 of H100
+# SXM's 989 TFLOP/s / (132 SMs x 1980 MHz) = 2523 FLOP per SM-clock: an instruction-issue / operand-path limit
+# of the SM, so a Hopper part whose tensor rate per SM-clock is lower (H20) runs under it (**assumed**: no
+# published mma.sync figure for H20 or Blackwell; Blackwell's legacy-MMA path assumed the same).
+_MMA_SYNC_HOPPER = 2.0 / 3.0 * 989e12 / (132 * 1980e6)
+
+
+def _pipes(arch: str) -> dict[str, Any]:
+    return dict(sfu_ops_per_clk_per_sm=_SFU_PER_CLK, fp32_ops_per_clk_per_sm=_FP32_PER_CLK[arch],
+                mma_sync_flop_per_clk_per_sm=_MMA_SYNC_HOPPER if arch in ("hopper", "blackwell") else None)
+
+
 def _l2(clock_mhz: float) -> float:
     return _L2_BYTES_PER_CLK * clock_mhz * 1e6
 
@@ -66,8 +87,19 @@ class GpuSpec(Spec):
             ``peak`` a large, wave-aligned BF16 GEMM sustains (clock under the
             power limit, pipeline stalls). Not public: fitted on single-GPU
             latencies (docs/compute.md) or assumed from the same architecture.
-        attention_efficiency: the same for the FlashAttention forward kernel at
-            a head size it has a kernel for (64, 128, ...); fitted or assumed.
+        attention_efficiency: the share of its MMA rate (the tensor peak per
+            SM-clock, capped by ``mma_sync_flop_per_clk_per_sm``) the
+            FlashAttention-2 forward kernel's matmul phase sustains; its softmax
+            phase is timed separately on the SFU / FP32 pipes
+            (:mod:`flitsim.cost.attention`). Fitted, pinned (H100) or assumed.
+        sfu_ops_per_clk_per_sm: special-function results (``exp2``) per SM-clock
+            (16: CUDA guide throughput table, compute capability 8.x / 9.0).
+        fp32_ops_per_clk_per_sm: FP32 add / multiply / FMA results per SM-clock
+            (64 on A100, 128 on Ada and Hopper: the same table).
+        mma_sync_flop_per_clk_per_sm: the most FLOP per SM-clock the sm80
+            ``mma.sync`` path reaches (FlashAttention-2's MMAs); None where it
+            is the native path and reaches the peak (Ampere, Ada). Hopper: 2/3
+            of H100's peak per SM-clock (FlashAttention-3 paper).
         memory_efficiency: fraction of ``hbm_bytes_per_s`` a streaming kernel
             reaches (assumed 0.85: STREAM-like copies reach 80-90 % on HBM parts).
         efficiency_source: where the three efficiencies come from.
@@ -89,6 +121,9 @@ class GpuSpec(Spec):
     gemm_efficiency: float = Field(default=0.7, gt=0, le=1)
     attention_efficiency: float = Field(default=0.5, gt=0, le=1)
     memory_efficiency: float = Field(default=0.85, gt=0, le=1)
+    sfu_ops_per_clk_per_sm: float = Field(default=_SFU_PER_CLK, gt=0)
+    fp32_ops_per_clk_per_sm: float = Field(default=128.0, gt=0)
+    mma_sync_flop_per_clk_per_sm: float | None = Field(default=None, gt=0)
     efficiency_source: str = "assumed"
     sources: tuple[str, ...] = ()
     assumed: tuple[str, ...] = ()
@@ -127,12 +162,13 @@ class Efficiency(Spec):
 # architecture's fitted value (marked in efficiency_source).
 _FIT = "fitted: benches/calibrate_compute.py on xDiT single-GPU latencies ({})"
 _EFF: dict[str, tuple[float, float, str]] = {
-    "a100": (0.54, 0.575, _FIT.format("PixArt-alpha 1024-8192 px on A100")),
-    "l20": (0.89, 0.91, _FIT.format("PixArt-alpha 1024-4096 px on L20")),
-    "l40": (0.81, 0.755, _FIT.format("PixArt-alpha and Flux.1-dev 1024-4096 px on L40")),
-    "h100": (0.615, 0.35, _FIT.format("Flux.1-dev 1024 px eager and compiled on H100; attention pinned to "
-                                       "FlashAttention-2's published 35 % of H100 peak (FlashAttention-3 paper, "
-                                       "arXiv 2407.08608), the two rows being one shape")),
+    "a100": (0.54, 0.72, _FIT.format("PixArt-alpha 1024-8192 px on A100")),
+    "l20": (0.89, 0.985, _FIT.format("PixArt-alpha 1024-4096 px on L20")),
+    "l40": (0.81, 0.80, _FIT.format("PixArt-alpha and Flux.1-dev 1024-4096 px on L40")),
+    "h100": (0.615, 0.626, _FIT.format("Flux.1-dev 1024 px eager and compiled on H100; attention top solved "
+                                        "so that FlashAttention-2 reaches its published 35 % of H100 peak at head "
+                                        "dim 128 (FlashAttention-3 paper, arXiv 2407.08608), the two rows being "
+                                        "one shape")),
 }
 
 
@@ -152,7 +188,8 @@ def a100() -> GpuSpec:
     Sources: NVIDIA A100 datasheet; NVIDIA A100 Tensor Core GPU architecture
     whitepaper (108 SMs, 40 MB L2).
     """
-    return GpuSpec(name="A100", arch="ampere", sm_count=108, boost_clock_mhz=1410, l2_bytes_per_s=_l2(1410),
+    return GpuSpec(name="A100", arch="ampere",
+                   **_pipes("ampere"), sm_count=108, boost_clock_mhz=1410, l2_bytes_per_s=_l2(1410),
                    peak_bf16_flop_per_s=312e12,
                    hbm_capacity_bytes=80e9, hbm_bytes_per_s=2.039e12, l2_bytes=40 * _MiB, **_eff("a100"),
                    sources=("NVIDIA A100 datasheet", "NVIDIA A100 architecture whitepaper"))
@@ -164,7 +201,8 @@ def a100_pcie() -> GpuSpec:
 
     Sources: NVIDIA A100 datasheet (PCIe column); A100 whitepaper.
     """
-    return GpuSpec(name="A100 PCIe", arch="ampere", sm_count=108, boost_clock_mhz=1410, l2_bytes_per_s=_l2(1410),
+    return GpuSpec(name="A100 PCIe", arch="ampere",
+                   **_pipes("ampere"), sm_count=108, boost_clock_mhz=1410, l2_bytes_per_s=_l2(1410),
                    peak_bf16_flop_per_s=312e12, hbm_capacity_bytes=80e9, hbm_bytes_per_s=1.935e12,
                    l2_bytes=40 * _MiB, **_eff("a100_pcie", "a100"),
                    sources=("NVIDIA A100 datasheet (PCIe 80GB)", "NVIDIA A100 architecture whitepaper"))
@@ -177,7 +215,8 @@ def a800() -> GpuSpec:
 
     Source: NVIDIA A800 datasheet.
     """
-    return GpuSpec(name="A800", arch="ampere", sm_count=108, boost_clock_mhz=1410, l2_bytes_per_s=_l2(1410),
+    return GpuSpec(name="A800", arch="ampere",
+                   **_pipes("ampere"), sm_count=108, boost_clock_mhz=1410, l2_bytes_per_s=_l2(1410),
                    peak_bf16_flop_per_s=312e12,
                    hbm_capacity_bytes=80e9, hbm_bytes_per_s=2.039e12, l2_bytes=40 * _MiB,
                    **_eff("a800", "a100"), sources=("NVIDIA A800 datasheet",),
@@ -191,7 +230,8 @@ def h100() -> GpuSpec:
     Sources: NVIDIA H100 datasheet (sparse figures halved); NVIDIA H100 Tensor
     Core GPU architecture whitepaper (132 SMs on SXM5, 50 MB L2).
     """
-    return GpuSpec(name="H100", arch="hopper", sm_count=132, boost_clock_mhz=1980, l2_bytes_per_s=_l2(1980),
+    return GpuSpec(name="H100", arch="hopper",
+                   **_pipes("hopper"), sm_count=132, boost_clock_mhz=1980, l2_bytes_per_s=_l2(1980),
                    peak_bf16_flop_per_s=989e12,
                    peak_fp8_flop_per_s=1979e12, hbm_capacity_bytes=80e9, hbm_bytes_per_s=3.35e12,
                    l2_bytes=50 * _MiB, **_eff("h100"),
@@ -205,7 +245,8 @@ def h100_pcie() -> GpuSpec:
 
     Sources: NVIDIA H100 datasheet (PCIe column, sparse halved); H100 whitepaper (114 SMs).
     """
-    return GpuSpec(name="H100 PCIe", arch="hopper", sm_count=114, boost_clock_mhz=1755, l2_bytes_per_s=_l2(1755),
+    return GpuSpec(name="H100 PCIe", arch="hopper",
+                   **_pipes("hopper"), sm_count=114, boost_clock_mhz=1755, l2_bytes_per_s=_l2(1755),
                    peak_bf16_flop_per_s=756e12, peak_fp8_flop_per_s=1513e12, hbm_capacity_bytes=80e9,
                    hbm_bytes_per_s=2.0e12, l2_bytes=50 * _MiB, **_eff("h100_pcie", "h100"),
                    sources=("NVIDIA H100 datasheet (PCIe)", "NVIDIA H100 architecture whitepaper"),
@@ -219,11 +260,13 @@ def h20() -> GpuSpec:
 
     Source: NVIDIA H20 product brief as reported (BF16 148 TFLOPS, FP8 296, 96 GB, 4.0 TB/s).
     """
-    return GpuSpec(name="H20", arch="hopper", sm_count=78, boost_clock_mhz=1980, l2_bytes_per_s=_l2(1980),
+    return GpuSpec(name="H20", arch="hopper",
+                   **_pipes("hopper"), sm_count=78, boost_clock_mhz=1980, l2_bytes_per_s=_l2(1980),
                    peak_bf16_flop_per_s=148e12,
                    peak_fp8_flop_per_s=296e12, hbm_capacity_bytes=96e9, hbm_bytes_per_s=4.0e12,
                    l2_bytes=60 * _MiB, **_eff("h20", "h100"), sources=("NVIDIA H20 product brief (as reported)",),
-                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes", "l2_bytes_per_s"))
+                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes", "l2_bytes_per_s",
+                            "mma_sync_flop_per_clk_per_sm"))
 
 
 def h200() -> GpuSpec:
@@ -232,7 +275,8 @@ def h200() -> GpuSpec:
 
     Source: NVIDIA H200 datasheet; H100 whitepaper for the (same) GH100 configuration.
     """
-    return GpuSpec(name="H200", arch="hopper", sm_count=132, boost_clock_mhz=1980, l2_bytes_per_s=_l2(1980),
+    return GpuSpec(name="H200", arch="hopper",
+                   **_pipes("hopper"), sm_count=132, boost_clock_mhz=1980, l2_bytes_per_s=_l2(1980),
                    peak_bf16_flop_per_s=989e12,
                    peak_fp8_flop_per_s=1979e12, hbm_capacity_bytes=141e9, hbm_bytes_per_s=4.8e12,
                    l2_bytes=50 * _MiB, **_eff("h200", "h100"),
@@ -247,11 +291,13 @@ def b200() -> GpuSpec:
 
     Source: NVIDIA DGX B200 datasheet (per GPU = system / 8).
     """
-    return GpuSpec(name="B200", arch="blackwell", sm_count=148, boost_clock_mhz=1965, l2_bytes_per_s=_l2(1965),
+    return GpuSpec(name="B200", arch="blackwell",
+                   **_pipes("blackwell"), sm_count=148, boost_clock_mhz=1965, l2_bytes_per_s=_l2(1965),
                    peak_bf16_flop_per_s=2250e12, peak_fp8_flop_per_s=4500e12, hbm_capacity_bytes=180e9,
                    hbm_bytes_per_s=8e12, l2_bytes=126 * _MiB, **_eff("b200", "h100"),
                    sources=("NVIDIA DGX B200 datasheet",),
-                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes", "l2_bytes_per_s"))
+                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes", "l2_bytes_per_s", "sfu_ops_per_clk_per_sm",
+                            "fp32_ops_per_clk_per_sm", "mma_sync_flop_per_clk_per_sm"))
 
 
 def gb200() -> GpuSpec:
@@ -260,11 +306,13 @@ def gb200() -> GpuSpec:
 
     Source: NVIDIA GB200 NVL72 datasheet (per GPU = rack / 72).
     """
-    return GpuSpec(name="GB200", arch="blackwell", sm_count=148, boost_clock_mhz=2062, l2_bytes_per_s=_l2(2062),
+    return GpuSpec(name="GB200", arch="blackwell",
+                   **_pipes("blackwell"), sm_count=148, boost_clock_mhz=2062, l2_bytes_per_s=_l2(2062),
                    peak_bf16_flop_per_s=2500e12, peak_fp8_flop_per_s=5000e12, hbm_capacity_bytes=186e9,
                    hbm_bytes_per_s=8e12, l2_bytes=126 * _MiB, **_eff("gb200", "h100"),
                    sources=("NVIDIA GB200 NVL72 datasheet",),
-                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes", "l2_bytes_per_s"))
+                   assumed=("sm_count", "boost_clock_mhz", "l2_bytes", "l2_bytes_per_s", "sfu_ops_per_clk_per_sm",
+                            "fp32_ops_per_clk_per_sm", "mma_sync_flop_per_clk_per_sm"))
 
 
 def l20() -> GpuSpec:
@@ -274,7 +322,8 @@ def l20() -> GpuSpec:
 
     Source: NVIDIA L20 datasheet (sparse figures halved).
     """
-    return GpuSpec(name="L20", arch="ada", sm_count=92, boost_clock_mhz=2520, l2_bytes_per_s=_l2(2520),
+    return GpuSpec(name="L20", arch="ada",
+                   **_pipes("ada"), sm_count=92, boost_clock_mhz=2520, l2_bytes_per_s=_l2(2520),
                    peak_bf16_flop_per_s=119.5e12,
                    peak_fp8_flop_per_s=239e12, hbm_capacity_bytes=48e9, hbm_bytes_per_s=864e9,
                    l2_bytes=96 * _MiB, l2_partitions=1, **_eff("l20"), sources=("NVIDIA L20 datasheet",),
@@ -288,7 +337,8 @@ def l40() -> GpuSpec:
 
     Sources: NVIDIA L40 datasheet; NVIDIA Ada Lovelace architecture whitepaper (AD102 L2).
     """
-    return GpuSpec(name="L40", arch="ada", sm_count=142, boost_clock_mhz=2490, l2_bytes_per_s=_l2(2490),
+    return GpuSpec(name="L40", arch="ada",
+                   **_pipes("ada"), sm_count=142, boost_clock_mhz=2490, l2_bytes_per_s=_l2(2490),
                    peak_bf16_flop_per_s=181.05e12,
                    peak_fp8_flop_per_s=362e12, hbm_capacity_bytes=48e9, hbm_bytes_per_s=864e9,
                    l2_bytes=96 * _MiB, l2_partitions=1, **_eff("l40"),
@@ -302,7 +352,8 @@ def l40s() -> GpuSpec:
 
     Sources: NVIDIA L40S datasheet (sparse halved); Ada Lovelace whitepaper.
     """
-    return GpuSpec(name="L40S", arch="ada", sm_count=142, boost_clock_mhz=2520, l2_bytes_per_s=_l2(2520),
+    return GpuSpec(name="L40S", arch="ada",
+                   **_pipes("ada"), sm_count=142, boost_clock_mhz=2520, l2_bytes_per_s=_l2(2520),
                    peak_bf16_flop_per_s=362.05e12,
                    peak_fp8_flop_per_s=733e12, hbm_capacity_bytes=48e9, hbm_bytes_per_s=864e9,
                    l2_bytes=96 * _MiB, l2_partitions=1, **_eff("l40s", "l40"),
@@ -317,7 +368,8 @@ def rtx4090() -> GpuSpec:
 
     Source: NVIDIA Ada Lovelace architecture whitepaper, appendix table (RTX 4090).
     """
-    return GpuSpec(name="RTX 4090", arch="ada", sm_count=128, boost_clock_mhz=2520, l2_bytes_per_s=_l2(2520),
+    return GpuSpec(name="RTX 4090", arch="ada",
+                   **_pipes("ada"), sm_count=128, boost_clock_mhz=2520, l2_bytes_per_s=_l2(2520),
                    peak_bf16_flop_per_s=165.2e12,
                    peak_fp8_flop_per_s=330.3e12, hbm_capacity_bytes=24e9, hbm_bytes_per_s=1008e9,
                    l2_bytes=72 * _MiB, l2_partitions=1, **_eff("rtx4090", "l40"),
