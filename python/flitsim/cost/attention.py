@@ -50,6 +50,7 @@ import numpy as np
 from pydantic import Field
 
 from flitsim._spec import Spec
+from flitsim.errors import config_error
 from flitsim.hardware.gpus import GpuSpec
 
 __all__ = ["AttentionParams", "attention_time_s", "padded_head_dim", "score_clocks", "attention_top_for_utilization"]
@@ -120,6 +121,13 @@ def _tensor_flop_per_clk(gpu: GpuSpec, peak_flop_per_s: float) -> float:
     return min(per, gpu.mma_sync_flop_per_clk_per_sm * peak_flop_per_s / gpu.peak_bf16_flop_per_s)
 
 
+def _softmax_clocks(hdp: np.ndarray | float, gpu: GpuSpec, p: AttentionParams) -> np.ndarray:
+    """SM-clocks per score of the softmax phase: the SFU's exp2 or the FP32
+    pipes' row max / FFMA / row sum / bf16 pack / O rescale, whichever is longer."""
+    fp32 = (p.fp32_ops_per_score + np.asarray(hdp, dtype=np.float64) / p.block_kv) / gpu.fp32_ops_per_clk_per_sm
+    return np.maximum(1.0 / gpu.sfu_ops_per_clk_per_sm, fp32)
+
+
 def score_clocks(hd_padded: np.ndarray | float, gpu: GpuSpec, peak_flop_per_s: float,
                  params: AttentionParams | None = None) -> np.ndarray:
     """SM-clocks per padded score (one query x one key) of the forward kernel:
@@ -129,8 +137,7 @@ def score_clocks(hd_padded: np.ndarray | float, gpu: GpuSpec, peak_flop_per_s: f
     p = params or AttentionParams()
     hdp = np.asarray(hd_padded, dtype=np.float64)
     tensor = 4.0 * hdp / (gpu.attention_efficiency * _tensor_flop_per_clk(gpu, peak_flop_per_s))
-    fp32 = (p.fp32_ops_per_score + hdp / p.block_kv) / gpu.fp32_ops_per_clk_per_sm
-    soft = np.maximum(1.0 / gpu.sfu_ops_per_clk_per_sm, fp32)
+    soft = _softmax_clocks(hdp, gpu, p)
     return np.maximum(tensor, soft) + (1.0 - p.softmax_overlap) * np.minimum(tensor, soft)
 
 
@@ -142,19 +149,24 @@ def attention_top_for_utilization(gpu: GpuSpec, utilization: float, head_dim: in
     :func:`score_clocks` (serial blend only).
 
     Raises:
-        ConfigError: the softmax term alone already exceeds the time that
-            utilization allows, or ``softmax_overlap`` is not 0.
+        ConfigError: a utilization the model cannot reach (the softmax term
+            alone exceeds its time, or it needs a top above 1), or
+            ``softmax_overlap`` is not 0.
     """
-    from flitsim.errors import config_error
-
     p = params or AttentionParams()
     if p.softmax_overlap != 0:
         raise config_error("softmax_overlap", p.softmax_overlap, "0 (the closed form is for the serial blend)")
     peak = gpu.peak_bf16_flop_per_s
     clk = gpu.boost_clock_mhz * 1e6
     hdp = float(padded_head_dim(np.array([head_dim]), p)[0])
-    total = 4.0 * hdp / (utilization * peak / (gpu.sm_count * clk))
-    soft = max(1.0 / gpu.sfu_ops_per_clk_per_sm, (p.fp32_ops_per_score + hdp / p.block_kv) / gpu.fp32_ops_per_clk_per_sm)
-    if total <= soft:
-        raise config_error("utilization", utilization, f"below the softmax-bound limit of {gpu.name} at head_dim {head_dim}")
-    return 4.0 * hdp / ((total - soft) * _tensor_flop_per_clk(gpu, peak))
+    per_clk = peak / (gpu.sm_count * clk)
+    soft = float(_softmax_clocks(hdp, gpu, p))
+    limit = 4.0 * hdp / (soft * per_clk)
+    if not 0 < utilization < limit:
+        raise config_error("utilization", utilization,
+                           f"in (0, {limit:.3g}): the softmax alone caps {gpu.name} at head_dim {head_dim}")
+    top = 4.0 * hdp / ((4.0 * hdp / (utilization * per_clk) - soft) * _tensor_flop_per_clk(gpu, peak))
+    if top > 1:
+        raise config_error("utilization", utilization, f"one {gpu.name} reaches with attention_efficiency <= 1 "
+                           f"(it needs {top:.3g})")
+    return top
