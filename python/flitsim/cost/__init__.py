@@ -3,7 +3,8 @@ profiles override.
 
 ==================  ==========================================================
 ``gemm``            tile / wave quantization, per-shape efficiency curve, memory floor
-``attention``       FlashAttention-2-style forward: head-size, block and wave quantization
+``attention``       FlashAttention-2-style forward: head-size, block and wave quantization; per score a
+                    tensor phase (mma.sync ceiling) and a softmax phase (SFU / FP32 pipes)
 ``elementwise``     tensor bytes at memory bandwidth; compiler fusion
 ``launch``          execution modes (eager, CUDA graph, compiled): launch and dispatch costs
 ``profile``         measured kernel profiles (CSV / Parquet), validation and lookup
