@@ -44,7 +44,8 @@ _L2_BYTES_PER_CLK = 5120
 _SFU_PER_CLK = 16.0
 _FP32_PER_CLK = {"ampere": 64.0, "hopper": 128.0, "ada": 128.0, "blackwell": 128.0}
 # FlashAttention-2 issues sm80 mma.sync; on Hopper that instruction reaches about 2/3 of the tensor cores' peak
-# (wgmma is needed for the rest: FlashAttention-3 paper, section 2). Taken as a ceiling per SM-clock, 2/3 of H100
+# (wgmma is needed for the rest: FlashAttention-3 paper, background section, as recalled, not re-read; the
+# measured FA2 rates on H100 and B200, docs/compute.md section 10, corroborate it). A ceiling per SM-clock, 2/3 of H100
 # SXM's 989 TFLOP/s / (132 SMs x 1980 MHz) = 2523 FLOP per SM-clock: an instruction-issue / operand-path limit
 # of the SM, so a Hopper part whose tensor rate per SM-clock is lower (H20) runs under it (**assumed**: no
 # published mma.sync figure for H20 or Blackwell; Blackwell's legacy-MMA path assumed the same).
