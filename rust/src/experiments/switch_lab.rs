@@ -346,6 +346,16 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
     }
     let cap = spec.source_queue_packets as usize;
     let mut sq = SourceQueues { ring: vec![(0, 0, 0); n * cap], head: vec![0; n], len: vec![0; n], nonempty: vec![0; w] };
+    // Inputs whose link is free (`link_free`), and per cycle t (mod `wake_len`)
+    // the inputs whose link frees at t: a source that just sent is not visited
+    // again until its packet's last flit is on the link (`in_link_free`).
+    let wake_len = (f as usize + 1).next_power_of_two();
+    let mut link_free = vec![0u64; w];
+    for i in 0..n {
+        bits::set(&mut link_free, i);
+    }
+    let mut wake = vec![0u64; wake_len * w];
+    let mut woken_to = 0u64;
     let mut latency = Histogram::new();
     let mut generated_flits = 0u64;
     let mut dropped = 0u64;
@@ -437,18 +447,34 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         if due.capacity() > 0 {
             arrivals.buckets[k] = due;
         }
+        // Links that freed in (woken_to, c].
+        if c - woken_to >= wake_len as u64 {
+            for (k, x) in wake.iter_mut().enumerate() {
+                link_free[k % w] |= *x;
+                *x = 0;
+            }
+        } else {
+            for t in woken_to + 1..=c {
+                let b = (t as usize & (wake_len - 1)) * w;
+                for k in 0..w {
+                    link_free[k] |= wake[b + k];
+                    wake[b + k] = 0;
+                }
+            }
+        }
+        woken_to = c;
         // Sources send their heads if the input link is free and credits allow.
         for wi in 0..w {
-            let mut m = sq.nonempty[wi];
+            let mut m = sq.nonempty[wi] & link_free[wi];
             while m != 0 {
                 let i = wi << 6 | m.trailing_zeros() as usize;
                 m &= m - 1;
-                if sw.input_link_free_cycle(i) > c {
-                    continue;
-                }
+                debug_assert!(sw.input_link_free_cycle(i) <= c);
                 let (dest, vc, birth) = sq.ring[i * cap + sq.head[i] as usize];
                 if sw.can_accept(i, vc as usize, f, c) {
                     sw.inject(i, Packet { dest, vc, flits: f, birth_cycle: birth, tag: 0 }, c)?;
+                    bits::clear(&mut link_free, i);
+                    bits::set(&mut wake[((c + f as u64) as usize & (wake_len - 1)) * w..][..w], i);
                     sq.head[i] = if sq.head[i] as usize + 1 == cap { 0 } else { sq.head[i] + 1 };
                     sq.len[i] -= 1;
                     if sq.len[i] == 0 {

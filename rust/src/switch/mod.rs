@@ -610,13 +610,21 @@ impl Switch {
             }
         }
         for wi in 0..w {
-            let mut cand = self.has_ready[wi] & self.free_inputs[wi];
+            // Free inputs with a ready head for some free output, found
+            // without a data-dependent branch per input (most candidates
+            // wait for busy outputs).
+            let mut all = self.has_ready[wi] & self.free_inputs[wi];
+            let mut cand = 0u64;
+            while all != 0 {
+                let b = all & all.wrapping_neg();
+                let i = wi << 6 | all.trailing_zeros() as usize;
+                all ^= b;
+                let hit = !bits::disjoint(&self.ready_any[i * w..(i + 1) * w], &self.free_outputs);
+                cand |= b & (hit as u64).wrapping_neg();
+            }
             while cand != 0 {
                 let i = wi << 6 | cand.trailing_zeros() as usize;
                 cand &= cand - 1;
-                if bits::disjoint(&self.ready_any[i * w..(i + 1) * w], &self.free_outputs) {
-                    continue;
-                }
                 let row = &mut self.req.rows[i * w..(i + 1) * w];
                 let mut vcs = self.ready_vcs[i];
                 while vcs != 0 {
@@ -713,17 +721,19 @@ impl Switch {
                 }
             }
         } else {
+            // The first VC at or after the input's pointer, cyclically, with
+            // a ready head for `o` that `o` can take: the VCs as one mask.
+            let (wo, bo) = (o >> 6, o & 63);
+            let w = self.w;
+            let mut can = 0u64;
+            for k in 0..v {
+                can |= ((self.ready_rows[(i * v + k) * w + wo] & self.ok[k * w + wo]) >> bo & 1) << k;
+            }
             let start = self.vc_ptr[i] as usize;
-            let mut c = start;
-            for _ in 0..v {
-                if self.candidate(i, c, o).is_some() {
-                    vc = c;
-                    break;
-                }
-                c += 1;
-                if c == v {
-                    c = 0;
-                }
+            let from = can & (u64::MAX << start);
+            let pick = if from != 0 { from } else { can };
+            if pick != 0 {
+                vc = pick.trailing_zeros() as usize;
             }
         }
         debug_assert!(vc != NONE as usize);
