@@ -129,6 +129,9 @@ pub struct SwitchLabResult {
     pub cycles_processed: u64,
 }
 
+/// Latencies below this many cycles are counted exactly in an array first.
+const LAT_SMALL: usize = 1024;
+
 struct Source {
     rng: SimRng,
     next: u64,
@@ -305,8 +308,20 @@ impl SwitchLabSpec {
 /// `Config` for an invalid spec; `Stalled` if packets are inside the switch and
 /// no flit moves for the stall timeout; `Interrupted` from the hook.
 pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<SwitchLabResult> {
+    run_with(spec, interrupt, true)
+}
+
+/// [`run`] with the latency and queueing histograms either deferred (exact
+/// counts folded in at the end, what `run` uses) or recorded per packet (the
+/// reference the equality test `tests/switch_paths.rs` compares against).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_histograms: bool) -> Result<SwitchLabResult> {
     spec.validate()?;
     let mut sw = Switch::new(&spec.switch)?;
+    // The lab reads the histograms after finish_stats only.
+    sw.set_deferred_histograms(deferred_histograms);
     let n = spec.switch.ports as usize;
     let vcs = spec.switch.vcs as u64;
     let t = &spec.traffic;
@@ -363,6 +378,9 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
     let mut wake = vec![0u64; wake_len * w];
     let mut woken_to = 0u64;
     let mut latency = Histogram::new();
+    // Exact counts of small latencies, folded into `latency` at the end
+    // (the same histogram as recording each one).
+    let mut lat_small = vec![0u32; if deferred_histograms { LAT_SMALL } else { 0 }];
     let mut generated_flits = 0u64;
     let mut dropped = 0u64;
     let mut reset_done = spec.warmup_cycles == 0;
@@ -486,7 +504,16 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         for k in 0..sw.departures().len() {
             let d = sw.departures()[k];
             if d.tail_out_cycle >= spec.warmup_cycles {
-                latency.record(d.tail_out_cycle + 1 - d.packet.birth_cycle);
+                let l = d.tail_out_cycle + 1 - d.packet.birth_cycle;
+                if (l as usize) < lat_small.len() {
+                    let k = &mut lat_small[l as usize];
+                    *k += 1;
+                    if *k == u32::MAX {
+                        latency.record_n(l, std::mem::take(k) as u64);
+                    }
+                } else {
+                    latency.record(l);
+                }
             }
             let o = d.output as usize;
             if !dead[o] {
@@ -506,6 +533,9 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         sw.reset_stats(spec.warmup_cycles);
     }
     let stats = sw.finish_stats(end).clone();
+    for (l, &k) in lat_small.iter().enumerate() {
+        latency.record_n(l as u64, k as u64);
+    }
     let cycles = spec.measure_cycles as f64;
     let delivered = stats.flits_out;
     let backlog: u64 = sq.q.iter().map(|x| x.len() as u64).sum();

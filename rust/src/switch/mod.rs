@@ -182,8 +182,17 @@ pub struct Switch {
     departures: Vec<Departure>,
     upstream: Vec<(u32, u32, u32, u64)>,
     record_upstream: bool,
+    /// Deferred histograms ([`Switch::set_deferred_histograms`]): exact
+    /// counts of small values, per output for the latency
+    /// (`small_latency[o*SMALL + v]`) and switch-wide for the queueing delay,
+    /// folded into the histograms by [`Switch::finish_stats`].
+    small_latency: Vec<u32>,
+    small_queueing: Vec<u32>,
     stats: SwitchStats,
 }
+
+/// Values below this go to the deferred exact counts.
+pub(crate) const SMALL: usize = 256;
 
 impl Switch {
     /// Build a switch with empty buffers and full downstream credits at cycle 0.
@@ -270,6 +279,8 @@ impl Switch {
             departures: Vec::with_capacity(4 * n),
             upstream: Vec::with_capacity(4 * n),
             record_upstream: false,
+            small_latency: Vec::new(),
+            small_queueing: Vec::new(),
             stats: SwitchStats {
                 since_cycle: 0,
                 inputs: vec![InputVcStats::default(); n * v],
@@ -299,6 +310,44 @@ impl Switch {
     /// Keep a log of upstream credit returns in [`Self::upstream_credits`].
     pub fn set_record_upstream_credits(&mut self, on: bool) {
         self.record_upstream = on;
+    }
+
+    /// Defer the latency and queueing histograms: per packet only an exact
+    /// count of its value is bumped (values below 256; larger ones are
+    /// recorded at once), and [`Self::finish_stats`] folds the counts in.
+    /// The histograms then equal those of the default mode sample for sample,
+    /// but [`Self::stats`] shows them complete only after `finish_stats`
+    /// (the switch lab reads them there; a fabric that samples `stats()`
+    /// mid-run keeps the default). Call before the first step.
+    pub fn set_deferred_histograms(&mut self, on: bool) {
+        self.fold_histograms();
+        if on {
+            self.small_latency = vec![0; self.n * SMALL];
+            self.small_queueing = vec![0; SMALL];
+        } else {
+            self.small_latency = Vec::new();
+            self.small_queueing = Vec::new();
+        }
+    }
+
+    /// Move the deferred counts into the histograms (the network latency is
+    /// the sum over outputs).
+    pub(crate) fn fold_histograms(&mut self) {
+        if self.small_latency.is_empty() {
+            return;
+        }
+        let st = &mut self.stats;
+        for o in 0..self.n {
+            for v in 0..SMALL {
+                let k = std::mem::take(&mut self.small_latency[o * SMALL + v]) as u64;
+                st.output_latency[o].record_n(v as u64, k);
+                st.network_latency.record_n(v as u64, k);
+            }
+        }
+        for v in 0..SMALL {
+            let k = std::mem::take(&mut self.small_queueing[v]) as u64;
+            st.queueing.record_n(v as u64, k);
+        }
     }
 
     /// Cycle of the last [`Self::step`].
@@ -767,7 +816,15 @@ impl Switch {
         let st = &mut self.stats.inputs[iv];
         st.packets_granted += 1;
         st.queueing_cycles_sum += waited;
-        self.stats.queueing.record(waited);
+        if (waited as usize) < self.small_queueing.len() {
+            let k = &mut self.small_queueing[waited as usize];
+            *k += 1;
+            if *k == u32::MAX {
+                self.stats.queueing.record_n(waited, std::mem::take(k) as u64);
+            }
+        } else {
+            self.stats.queueing.record(waited);
+        }
         self.slots[sl].queued = waited;
         // Connect.
         bits::clear(&mut self.free_inputs, i);
@@ -872,8 +929,18 @@ impl Switch {
         st.flits_out += f;
         st.packets_out += 1;
         st.flit_sojourn_cycles += f * lat;
-        st.network_latency.record(lat);
-        st.output_latency[o].record(lat);
+        if !self.small_latency.is_empty() && lat < SMALL as u64 {
+            let k = &mut self.small_latency[o * SMALL + lat as usize];
+            *k += 1;
+            if *k == u32::MAX {
+                let k = std::mem::take(k) as u64;
+                st.network_latency.record_n(lat, k);
+                st.output_latency[o].record_n(lat, k);
+            }
+        } else {
+            st.network_latency.record(lat);
+            st.output_latency[o].record(lat);
+        }
         self.departures.push(Departure {
             input: s.input,
             output: o as u32,
