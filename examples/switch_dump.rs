@@ -63,7 +63,7 @@ fn main() {
     for s in &specs {
         match run(s, &mut flitsim::engine::NoInterrupt) {
             Ok(r) => println!("{}", serde_json::to_string(&r).expect("json")),
-            Err(e) => println!("error {e}"),
+            Err(e) => println!("error {e} SPEC {}", serde_json::to_string(s).unwrap_or_default()),
         }
     }
 }

@@ -360,11 +360,13 @@ impl Switch {
         self.packets_inside
     }
 
-    /// Whether the next [`Self::step`] has allocation work that no pending
-    /// event stands for (a credit returned "due now", an injection): the owner
-    /// must step the switch at the next cycle even if `next_event_cycle` is None.
+    /// Whether the next [`Self::step`] has work that no pending event stands
+    /// for (a credit returned "due now", an injection; with output buffers
+    /// also an output link to serve after credits came back "due now"): the
+    /// owner must step the switch at the next cycle even if
+    /// `next_event_cycle` is None.
     pub fn allocation_pending(&self) -> bool {
-        self.dirty
+        self.dirty || !self.out_pending.is_empty()
     }
 
     /// Free input buffer at (input, vc), flits (the upstream sender's credits).
