@@ -64,6 +64,20 @@ impl Histogram {
         self.max = self.max.max(v);
     }
 
+    /// Record `k` samples of value `v` (the same state as `k` calls of
+    /// [`Self::record`]; nothing for `k` = 0).
+    #[inline]
+    pub fn record_n(&mut self, v: u64, k: u64) {
+        if k == 0 {
+            return;
+        }
+        self.counts[Self::index(v)] += k;
+        self.count += k;
+        self.sum += v as u128 * k as u128;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+    }
+
     /// Merge another histogram into this one.
     pub fn merge(&mut self, other: &Histogram) {
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {

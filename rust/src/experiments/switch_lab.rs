@@ -19,7 +19,7 @@ use crate::stats::Histogram;
 use crate::switch::{bits, Packet, Switch, SwitchSpec, SwitchStats};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// Destination pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,6 +129,9 @@ pub struct SwitchLabResult {
     pub cycles_processed: u64,
 }
 
+/// Latencies below this many cycles are counted exactly in an array first.
+const LAT_SMALL: usize = 1024;
+
 struct Source {
     rng: SimRng,
     next: u64,
@@ -138,8 +141,12 @@ struct Source {
 }
 
 /// Next-arrival calendar of the sources: a timing wheel for arrivals within
-/// `WHEEL` cycles (the common case) and a heap for later ones.
+/// `len` cycles (the common case) and a heap for later ones. `len` is a
+/// power of two sized to a few mean inter-arrival gaps, so the buckets in use
+/// stay in cache; the order of sources within a cycle does not matter (each
+/// source has its own random stream and queue).
 struct Calendar {
+    len: usize,
     buckets: Vec<Vec<u32>>,
     bucket_cycle: Vec<u64>,
     nonempty: Vec<u64>,
@@ -147,14 +154,15 @@ struct Calendar {
     far: BinaryHeap<Reverse<(u64, u32)>>,
 }
 
-const WHEEL: usize = 1024;
-
 impl Calendar {
-    fn new(n: usize) -> Self {
+    /// `mean_gap` = mean cycles between a source's arrivals.
+    fn new(n: usize, mean_gap: f64) -> Self {
+        let len = ((8.0 * mean_gap).clamp(64.0, 1024.0) as usize).next_power_of_two();
         Calendar {
-            buckets: (0..WHEEL).map(|_| Vec::with_capacity(n.min(64))).collect(),
-            bucket_cycle: vec![0; WHEEL],
-            nonempty: vec![0; WHEEL / 64],
+            len,
+            buckets: (0..len).map(|_| Vec::with_capacity(n.min(8))).collect(),
+            bucket_cycle: vec![0; len],
+            nonempty: vec![0; len / 64],
             count: 0,
             far: BinaryHeap::with_capacity(n + 1),
         }
@@ -162,8 +170,8 @@ impl Calendar {
 
     /// Schedule source `i` at cycle `a` (`now` = current cycle, a >= now).
     fn push(&mut self, a: u64, i: u32, now: u64) {
-        if a < now + WHEEL as u64 {
-            let k = a as usize % WHEEL;
+        if a < now + self.len as u64 {
+            let k = a as usize & (self.len - 1);
             if self.buckets[k].is_empty() {
                 bits::set(&mut self.nonempty, k);
                 self.bucket_cycle[k] = a;
@@ -178,7 +186,7 @@ impl Calendar {
     /// Move far arrivals that entered the wheel's window at `now`.
     fn promote(&mut self, now: u64) {
         while let Some(&Reverse((a, i))) = self.far.peek() {
-            if a >= now + WHEEL as u64 {
+            if a >= now + self.len as u64 {
                 break;
             }
             self.far.pop();
@@ -188,7 +196,7 @@ impl Calendar {
 
     fn next(&self, now: u64) -> Option<u64> {
         let w = if self.count > 0 {
-            bits::next_cyclic(&self.nonempty, now as usize % WHEEL, WHEEL).map(|k| self.bucket_cycle[k])
+            bits::next_cyclic(&self.nonempty, now as usize & (self.len - 1), self.len).map(|k| self.bucket_cycle[k])
         } else {
             None
         };
@@ -200,10 +208,11 @@ impl Calendar {
     }
 }
 
+/// Per input its queue of (dest, vc, birth cycle), bounded by the spec's
+/// `source_queue_packets`; each queue's storage grows to its own high-water
+/// mark (a short queue stays in a cache line or two).
 struct SourceQueues {
-    ring: Vec<(u32, u32, u64)>,
-    head: Vec<u32>,
-    len: Vec<u32>,
+    q: Vec<VecDeque<(u32, u32, u64)>>,
     nonempty: Vec<u64>,
 }
 
@@ -299,8 +308,20 @@ impl SwitchLabSpec {
 /// `Config` for an invalid spec; `Stalled` if packets are inside the switch and
 /// no flit moves for the stall timeout; `Interrupted` from the hook.
 pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<SwitchLabResult> {
+    run_with(spec, interrupt, true)
+}
+
+/// [`run`] with the latency and queueing histograms either deferred (exact
+/// counts folded in at the end, what `run` uses) or recorded per packet (the
+/// reference the equality test `tests/switch_paths.rs` compares against).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_histograms: bool) -> Result<SwitchLabResult> {
     spec.validate()?;
     let mut sw = Switch::new(&spec.switch)?;
+    // The lab reads the histograms after finish_stats only.
+    sw.set_deferred_histograms(deferred_histograms);
     let n = spec.switch.ports as usize;
     let vcs = spec.switch.vcs as u64;
     let t = &spec.traffic;
@@ -326,7 +347,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
     let ln_q_burst = ln_one_minus(1.0 / t.mean_burst_packets);
     let off_mean = t.mean_burst_packets * f as f64 * (1.0 - t.load) / t.load;
     let mut sources: Vec<Source> = Vec::with_capacity(n);
-    let mut arrivals = Calendar::new(n);
+    let mut arrivals = Calendar::new(n, f as f64 / t.load);
     let mut active_sources = 0u32;
     for i in 0..n {
         let active = match t.pattern {
@@ -345,8 +366,21 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         sources.push(Source { rng, next, burst_left: 0, burst_dest: 0, active });
     }
     let cap = spec.source_queue_packets as usize;
-    let mut sq = SourceQueues { ring: vec![(0, 0, 0); n * cap], head: vec![0; n], len: vec![0; n], nonempty: vec![0; w] };
+    let mut sq = SourceQueues { q: (0..n).map(|_| VecDeque::with_capacity(4)).collect(), nonempty: vec![0; w] };
+    // Inputs whose link is free (`link_free`), and per cycle t (mod `wake_len`)
+    // the inputs whose link frees at t: a source that just sent is not visited
+    // again until its packet's last flit is on the link (`in_link_free`).
+    let wake_len = (f as usize + 1).next_power_of_two();
+    let mut link_free = vec![0u64; w];
+    for i in 0..n {
+        bits::set(&mut link_free, i);
+    }
+    let mut wake = vec![0u64; wake_len * w];
+    let mut woken_to = 0u64;
     let mut latency = Histogram::new();
+    // Exact counts of small latencies, folded into `latency` at the end
+    // (the same histogram as recording each one).
+    let mut lat_small = vec![0u32; if deferred_histograms { LAT_SMALL } else { 0 }];
     let mut generated_flits = 0u64;
     let mut dropped = 0u64;
     let mut reset_done = spec.warmup_cycles == 0;
@@ -386,7 +420,7 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         // Arrivals due at or before c (each at its own cycle: queue order and
         // birth times are exact even when cycles were skipped).
         arrivals.promote(c);
-        let k = c as usize % WHEEL;
+        let k = c as usize & (arrivals.len - 1);
         let mut due = if !arrivals.buckets[k].is_empty() && arrivals.bucket_cycle[k] == c {
             bits::clear(&mut arrivals.nonempty, k);
             arrivals.count -= arrivals.buckets[k].len();
@@ -418,14 +452,8 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
             if a >= spec.warmup_cycles {
                 generated_flits += f as u64;
             }
-            if (sq.len[i] as usize) < cap {
-                let mut t = sq.head[i] as usize + sq.len[i] as usize;
-                if t >= cap {
-                    t -= cap;
-                }
-                let idx = i * cap + t;
-                sq.ring[idx] = (dest, vc, a);
-                sq.len[i] += 1;
+            if sq.q[i].len() < cap {
+                sq.q[i].push_back((dest, vc, a));
                 bits::set(&mut sq.nonempty, i);
             } else {
                 dropped += 1;
@@ -437,21 +465,36 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         if due.capacity() > 0 {
             arrivals.buckets[k] = due;
         }
+        // Links that freed in (woken_to, c].
+        if c - woken_to >= wake_len as u64 {
+            for (k, x) in wake.iter_mut().enumerate() {
+                link_free[k % w] |= *x;
+                *x = 0;
+            }
+        } else {
+            for t in woken_to + 1..=c {
+                let b = (t as usize & (wake_len - 1)) * w;
+                for k in 0..w {
+                    link_free[k] |= wake[b + k];
+                    wake[b + k] = 0;
+                }
+            }
+        }
+        woken_to = c;
         // Sources send their heads if the input link is free and credits allow.
         for wi in 0..w {
-            let mut m = sq.nonempty[wi];
+            let mut m = sq.nonempty[wi] & link_free[wi];
             while m != 0 {
                 let i = wi << 6 | m.trailing_zeros() as usize;
                 m &= m - 1;
-                if sw.input_link_free_cycle(i) > c {
-                    continue;
-                }
-                let (dest, vc, birth) = sq.ring[i * cap + sq.head[i] as usize];
+                debug_assert!(sw.input_link_free_cycle(i) <= c);
+                let (dest, vc, birth) = *sq.q[i].front().expect("non-empty queue");
                 if sw.can_accept(i, vc as usize, f, c) {
                     sw.inject(i, Packet { dest, vc, flits: f, birth_cycle: birth, tag: 0 }, c)?;
-                    sq.head[i] = if sq.head[i] as usize + 1 == cap { 0 } else { sq.head[i] + 1 };
-                    sq.len[i] -= 1;
-                    if sq.len[i] == 0 {
+                    bits::clear(&mut link_free, i);
+                    bits::set(&mut wake[((c + f as u64) as usize & (wake_len - 1)) * w..][..w], i);
+                    sq.q[i].pop_front();
+                    if sq.q[i].is_empty() {
                         bits::clear(&mut sq.nonempty, i);
                     }
                 }
@@ -461,7 +504,16 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         for k in 0..sw.departures().len() {
             let d = sw.departures()[k];
             if d.tail_out_cycle >= spec.warmup_cycles {
-                latency.record(d.tail_out_cycle + 1 - d.packet.birth_cycle);
+                let l = d.tail_out_cycle + 1 - d.packet.birth_cycle;
+                if (l as usize) < lat_small.len() {
+                    let k = &mut lat_small[l as usize];
+                    *k += 1;
+                    if *k == u32::MAX {
+                        latency.record_n(l, std::mem::take(k) as u64);
+                    }
+                } else {
+                    latency.record(l);
+                }
             }
             let o = d.output as usize;
             if !dead[o] {
@@ -481,9 +533,12 @@ pub fn run(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt) -> Result<Switch
         sw.reset_stats(spec.warmup_cycles);
     }
     let stats = sw.finish_stats(end).clone();
+    for (l, &k) in lat_small.iter().enumerate() {
+        latency.record_n(l as u64, k as u64);
+    }
     let cycles = spec.measure_cycles as f64;
     let delivered = stats.flits_out;
-    let backlog: u64 = sq.len.iter().map(|&x| x as u64).sum();
+    let backlog: u64 = sq.q.iter().map(|x| x.len() as u64).sum();
     let lambda = delivered as f64 / cycles;
     Ok(SwitchLabResult {
         ports: spec.switch.ports,

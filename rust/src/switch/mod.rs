@@ -182,8 +182,17 @@ pub struct Switch {
     departures: Vec<Departure>,
     upstream: Vec<(u32, u32, u32, u64)>,
     record_upstream: bool,
+    /// Deferred histograms ([`Switch::set_deferred_histograms`]): exact
+    /// counts of small values, per output for the latency
+    /// (`small_latency[o*SMALL + v]`) and switch-wide for the queueing delay,
+    /// folded into the histograms by [`Switch::finish_stats`].
+    small_latency: Vec<u32>,
+    small_queueing: Vec<u32>,
     stats: SwitchStats,
 }
+
+/// Values below this go to the deferred exact counts.
+pub(crate) const SMALL: usize = 256;
 
 impl Switch {
     /// Build a switch with empty buffers and full downstream credits at cycle 0.
@@ -270,6 +279,8 @@ impl Switch {
             departures: Vec::with_capacity(4 * n),
             upstream: Vec::with_capacity(4 * n),
             record_upstream: false,
+            small_latency: Vec::new(),
+            small_queueing: Vec::new(),
             stats: SwitchStats {
                 since_cycle: 0,
                 inputs: vec![InputVcStats::default(); n * v],
@@ -301,6 +312,44 @@ impl Switch {
         self.record_upstream = on;
     }
 
+    /// Defer the latency and queueing histograms: per packet only an exact
+    /// count of its value is bumped (values below 256; larger ones are
+    /// recorded at once), and [`Self::finish_stats`] folds the counts in.
+    /// The histograms then equal those of the default mode sample for sample,
+    /// but [`Self::stats`] shows them complete only after `finish_stats`
+    /// (the switch lab reads them there; a fabric that samples `stats()`
+    /// mid-run keeps the default). Call before the first step.
+    pub fn set_deferred_histograms(&mut self, on: bool) {
+        self.fold_histograms();
+        if on {
+            self.small_latency = vec![0; self.n * SMALL];
+            self.small_queueing = vec![0; SMALL];
+        } else {
+            self.small_latency = Vec::new();
+            self.small_queueing = Vec::new();
+        }
+    }
+
+    /// Move the deferred counts into the histograms (the network latency is
+    /// the sum over outputs).
+    pub(crate) fn fold_histograms(&mut self) {
+        if self.small_latency.is_empty() {
+            return;
+        }
+        let st = &mut self.stats;
+        for o in 0..self.n {
+            for v in 0..SMALL {
+                let k = std::mem::take(&mut self.small_latency[o * SMALL + v]) as u64;
+                st.output_latency[o].record_n(v as u64, k);
+                st.network_latency.record_n(v as u64, k);
+            }
+        }
+        for v in 0..SMALL {
+            let k = std::mem::take(&mut self.small_queueing[v]) as u64;
+            st.queueing.record_n(v as u64, k);
+        }
+    }
+
     /// Cycle of the last [`Self::step`].
     pub fn now_cycle(&self) -> u64 {
         self.now_cycle
@@ -311,11 +360,13 @@ impl Switch {
         self.packets_inside
     }
 
-    /// Whether the next [`Self::step`] has allocation work that no pending
-    /// event stands for (a credit returned "due now", an injection): the owner
-    /// must step the switch at the next cycle even if `next_event_cycle` is None.
+    /// Whether the next [`Self::step`] has work that no pending event stands
+    /// for (a credit returned "due now", an injection; with output buffers
+    /// also an output link to serve after credits came back "due now"): the
+    /// owner must step the switch at the next cycle even if
+    /// `next_event_cycle` is None.
     pub fn allocation_pending(&self) -> bool {
-        self.dirty
+        self.dirty || !self.out_pending.is_empty()
     }
 
     /// Free input buffer at (input, vc), flits (the upstream sender's credits).
@@ -610,13 +661,21 @@ impl Switch {
             }
         }
         for wi in 0..w {
-            let mut cand = self.has_ready[wi] & self.free_inputs[wi];
+            // Free inputs with a ready head for some free output, found
+            // without a data-dependent branch per input (most candidates
+            // wait for busy outputs).
+            let mut all = self.has_ready[wi] & self.free_inputs[wi];
+            let mut cand = 0u64;
+            while all != 0 {
+                let b = all & all.wrapping_neg();
+                let i = wi << 6 | all.trailing_zeros() as usize;
+                all ^= b;
+                let hit = !bits::disjoint(&self.ready_any[i * w..(i + 1) * w], &self.free_outputs);
+                cand |= b & (hit as u64).wrapping_neg();
+            }
             while cand != 0 {
                 let i = wi << 6 | cand.trailing_zeros() as usize;
                 cand &= cand - 1;
-                if bits::disjoint(&self.ready_any[i * w..(i + 1) * w], &self.free_outputs) {
-                    continue;
-                }
                 let row = &mut self.req.rows[i * w..(i + 1) * w];
                 let mut vcs = self.ready_vcs[i];
                 while vcs != 0 {
@@ -713,17 +772,19 @@ impl Switch {
                 }
             }
         } else {
+            // The first VC at or after the input's pointer, cyclically, with
+            // a ready head for `o` that `o` can take: the VCs as one mask.
+            let (wo, bo) = (o >> 6, o & 63);
+            let w = self.w;
+            let mut can = 0u64;
+            for k in 0..v {
+                can |= ((self.ready_rows[(i * v + k) * w + wo] & self.ok[k * w + wo]) >> bo & 1) << k;
+            }
             let start = self.vc_ptr[i] as usize;
-            let mut c = start;
-            for _ in 0..v {
-                if self.candidate(i, c, o).is_some() {
-                    vc = c;
-                    break;
-                }
-                c += 1;
-                if c == v {
-                    c = 0;
-                }
+            let from = can & (u64::MAX << start);
+            let pick = if from != 0 { from } else { can };
+            if pick != 0 {
+                vc = pick.trailing_zeros() as usize;
             }
         }
         debug_assert!(vc != NONE as usize);
@@ -757,7 +818,15 @@ impl Switch {
         let st = &mut self.stats.inputs[iv];
         st.packets_granted += 1;
         st.queueing_cycles_sum += waited;
-        self.stats.queueing.record(waited);
+        if (waited as usize) < self.small_queueing.len() {
+            let k = &mut self.small_queueing[waited as usize];
+            *k += 1;
+            if *k == u32::MAX {
+                self.stats.queueing.record_n(waited, std::mem::take(k) as u64);
+            }
+        } else {
+            self.stats.queueing.record(waited);
+        }
         self.slots[sl].queued = waited;
         // Connect.
         bits::clear(&mut self.free_inputs, i);
@@ -862,8 +931,18 @@ impl Switch {
         st.flits_out += f;
         st.packets_out += 1;
         st.flit_sojourn_cycles += f * lat;
-        st.network_latency.record(lat);
-        st.output_latency[o].record(lat);
+        if !self.small_latency.is_empty() && lat < SMALL as u64 {
+            let k = &mut self.small_latency[o * SMALL + lat as usize];
+            *k += 1;
+            if *k == u32::MAX {
+                let k = std::mem::take(k) as u64;
+                st.network_latency.record_n(lat, k);
+                st.output_latency[o].record_n(lat, k);
+            }
+        } else {
+            st.network_latency.record(lat);
+            st.output_latency[o].record(lat);
+        }
         self.departures.push(Departure {
             input: s.input,
             output: o as u32,

@@ -104,6 +104,8 @@ impl Switch {
         st.network_latency = Histogram::new();
         st.queueing = Histogram::new();
         st.output_latency.iter_mut().for_each(|h| *h = Histogram::new());
+        self.small_latency.iter_mut().for_each(|k| *k = 0);
+        self.small_queueing.iter_mut().for_each(|k| *k = 0);
         st.system_flit_cycles = 0;
         st.flit_sojourn_cycles = 0;
         st.flits_out = 0;
@@ -129,6 +131,7 @@ impl Switch {
             }
         }
         self.account_sys(cycle);
+        self.fold_histograms();
         &self.stats
     }
 
