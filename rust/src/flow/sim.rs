@@ -91,8 +91,20 @@ pub struct FlowDiagnosis {
     pub outside: Option<String>,
     /// When `outside` was found, ps (its message says "at t = ... us").
     pub outside_at_ps: u64,
+    /// `outside`'s message without its time: the text before and after
+    /// "at t = ... us" (a replay renders it at its own time).
+    outside_text: Option<(String, String)>,
     /// Solves (max-min recomputations) run.
     pub solves: u64,
+}
+
+impl FlowDiagnosis {
+    /// Record a finding at `t`: its message is `pre` + "at t = ... us" + `post`.
+    fn found(&mut self, t: TimePs, pre: String, post: String) {
+        self.outside = Some(format!("{pre}{}{post}", at_time(t)));
+        self.outside_at_ps = t;
+        self.outside_text = Some((pre, post));
+    }
 }
 
 /// The simulator state.
@@ -436,11 +448,11 @@ impl FlowSim {
             if self.pairs[i] == self.pairs[i - 1] {
                 let (s, d) = self.pairs[i];
                 let n = self.pairs.iter().filter(|p| **p == (s, d)).count();
-                self.diagnosis.outside_at_ps = now;
-                self.diagnosis.outside = Some(format!(
-                    "pipeline-bound: {n} concurrent transfers GPU {s} -> {d} {} (e.g. ring channels); at packet level they finish a few packets apart and the next steps overlap, which fluid sharing does not represent",
-                    at_time(now)
-                ));
+                self.diagnosis.found(
+                    now,
+                    format!("pipeline-bound: {n} concurrent transfers GPU {s} -> {d} "),
+                    " (e.g. ring channels); at packet level they finish a few packets apart and the next steps overlap, which fluid sharing does not represent".into(),
+                );
                 return;
             }
         }
@@ -477,11 +489,11 @@ impl FlowSim {
                     continue;
                 }
                 let n = group.len();
-                self.diagnosis.outside_at_ps = now;
-                self.diagnosis.outside = Some(format!(
-                    "arbitration-bound: {n} sources start flows to GPU {dst} at the same place ({place}) of their round-robin order {} (synchronized order, a rolling incast at packet level); stagger destinations (source s sends to s+1, s+2, ...) or run packet level",
-                    at_time(now)
-                ));
+                self.diagnosis.found(
+                    now,
+                    format!("arbitration-bound: {n} sources start flows to GPU {dst} at the same place ({place}) of their round-robin order "),
+                    " (synchronized order, a rolling incast at packet level); stagger destinations (source s sends to s+1, s+2, ...) or run packet level".into(),
+                );
                 return;
             }
         }
@@ -510,14 +522,11 @@ impl FlowSim {
 
     /// What changed since `m` (the transfers added since are summed into
     /// sent bytes; their per-transfer records stay with this run only).
-    /// None if a finding's message does not carry its time as expected.
+    /// None if a finding was made without its text kept apart from its time
+    /// (not done by this module's checks).
     pub fn since(&self, m: &FlowMark, t0: TimePs) -> Option<FlowReplay> {
         let outside = match (&self.diagnosis.outside, m.outside_clear) {
-            (Some(w), true) => {
-                let ts = at_time(self.diagnosis.outside_at_ps);
-                let k = w.find(&ts)?;
-                Some(((w[..k].to_string(), w[k + ts.len()..].to_string()), self.diagnosis.outside_at_ps - t0))
-            }
+            (Some(_), true) => Some((self.diagnosis.outside_text.clone()?, self.diagnosis.outside_at_ps - t0)),
             _ => None,
         };
         let res = self.res_fixed.iter().zip(&m.res).enumerate().filter(|(_, (a, b))| a != b).map(|(r, (a, b))| (r as u32, a - b)).collect();
@@ -534,12 +543,9 @@ impl FlowSim {
     /// when the record was taken).
     pub fn replay(&mut self, r: &FlowReplay, now: TimePs) {
         if self.diagnosis.outside.is_none() {
-            if let Some((w, dt)) = &r.outside {
-                // the finding at its time in this run (the messages of check_*)
-                let at = now + dt;
-                let (pre, post) = w;
-                self.diagnosis.outside = Some(format!("{pre}{}{post}", at_time(at)));
-                self.diagnosis.outside_at_ps = at;
+            if let Some(((pre, post), dt)) = &r.outside {
+                // the finding at its time in this run
+                self.diagnosis.found(now + dt, pre.clone(), post.clone());
             }
         }
         for &(res, d) in &r.res {
