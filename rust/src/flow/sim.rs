@@ -140,13 +140,17 @@ pub struct FlowSim {
     finished: Vec<(u32, TimePs, u32, f64)>,
     /// Path entries of running flows (compaction trigger).
     live_path: usize,
-    /// Incremental filling (default; `FLITSIM_FLOW_INCREMENTAL=0` or
-    /// [`FlowSim::set_incremental`] turns it off): a solve re-fills only the
+    /// Incremental filling (opt-in: `FLITSIM_FLOW_INCREMENTAL=1` or
+    /// [`FlowSim::set_incremental`]; off by default): a solve re-fills only the
     /// connected components (flows linked by shared resources) that hold a
     /// resource of a flow started or drained since the last solve, each
     /// component on its own; the others keep their rates. Max-min fair rates
     /// decompose over components, so only rounding and the fill tolerance
-    /// (share.rs `FULL`, 1e-9 relative) separate it from one global filling.
+    /// (share.rs `FULL`, 1e-9 relative) separate the rates from one global
+    /// filling; but drains that tie under one filling can fall a picosecond
+    /// apart under the other, and the drain-order stagger turns that into
+    /// packet times: ib-4xhgx-h100's 16 MiB ring all_reduce moves -2.5 %
+    /// (docs/fidelity.md), hence off by default.
     incremental: bool,
     /// Resources on the paths of flows started or drained since the last solve.
     dirty: Vec<u32>,
@@ -213,7 +217,7 @@ impl FlowSim {
             pairs: Vec::new(),
             finished: Vec::new(),
             live_path: 0,
-            incremental: std::env::var("FLITSIM_FLOW_INCREMENTAL").map_or(true, |v| v != "0"),
+            incremental: std::env::var("FLITSIM_FLOW_INCREMENTAL").is_ok_and(|v| v == "1"),
             dirty: Vec::new(),
             dirty_mark: vec![false; nr],
             all_dirty: true,
@@ -243,6 +247,9 @@ impl FlowSim {
     }
 
     fn mark_dirty(&mut self, a: u32, b: u32) {
+        if !self.incremental {
+            return;
+        }
         for k in a..b {
             let r = self.path_buf[k as usize].0;
             if !self.dirty_mark[r as usize] {
@@ -469,9 +476,11 @@ impl FlowSim {
         self.gen += 1;
         if self.active.is_empty() {
             self.rate.clear();
-            self.clear_dirty();
-            self.res_full.iter_mut().for_each(|f| *f = false);
-            self.all_dirty = false;
+            if self.incremental {
+                self.clear_dirty();
+                self.res_full.iter_mut().for_each(|f| *f = false);
+                self.all_dirty = false;
+            }
             return;
         }
         self.diagnosis.solves += 1;
@@ -559,9 +568,11 @@ impl FlowSim {
             self.caps.push(t.cap);
         }
         self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.rate);
-        self.res_full.iter_mut().for_each(|f| *f = false);
-        for &r in self.filler.used() {
-            self.res_full[r as usize] = self.filler.full[r as usize];
+        if self.incremental {
+            self.res_full.iter_mut().for_each(|f| *f = false);
+            for &r in self.filler.used() {
+                self.res_full[r as usize] = self.filler.full[r as usize];
+            }
         }
     }
 
@@ -652,8 +663,10 @@ impl FlowSim {
 
     /// Is some uplink resource of GPU `src` full in the last solve?
     fn port_full(&self, src: u32) -> bool {
+        // (incremental: the flags of each component's last filling; else the last global filling's)
+        let full = if self.incremental { &self.res_full } else { &self.filler.full };
         (0..self.fab.capacity.len()).any(|r| {
-            self.res_full[r]
+            full[r]
                 && match self.fab.kinds[r] {
                     super::paths::Resource::UpGpu(g) => g == src,
                     super::paths::Resource::Up(p) => p / self.fab.topo.gpu_ports == src,
