@@ -3,7 +3,7 @@ difference, on the NVL72 all-to-all and all_reduce, and how cost grows with
 GPUs (8, 72, 576), bytes and requests (transfers).
 
 Every measurement runs in a fresh subprocess so peak RSS is its own.
-Usage: python benches/flow_bench.py [--quick] [--skip-packet-scaling]
+Usage: python benches/flow_bench.py [--quick] [--skip-packet-scaling] [--a2a-ratio]
 
 Targets (issue 16): flow >= 100x faster than packet on the NVL72 all-to-all at
 <= 2 % bandwidth difference; memory bounded by the model.
@@ -61,11 +61,43 @@ def row(label: str, p: dict | None, f: dict) -> None:
           f"{p['rss_mib']:5.0f}/{f['rss_mib']:<5.0f} {p['time_ps'] / 1e6:12.1f}")
 
 
+RATIO = r'''
+import json, statistics, sys, time, warnings
+warnings.simplefilter("ignore")
+import flitsim
+from flitsim.hardware.fabric import fabric_preset
+b, fid = int(sys.argv[1]), sys.argv[2]
+cpu = []
+for _ in range(3):
+    f = fabric_preset("gb200-nvl72", fidelity=fid)
+    c0 = time.process_time()
+    r = flitsim.collective(f, "all_to_all", b, algorithm="direct", protocol="simple")
+    cpu.append(time.process_time() - c0)
+print(json.dumps({"cpu_s": statistics.median(cpu), "busbw_GBps": r.busbw_GBps}))
+'''
+
+
+def a2a_ratio() -> None:
+    """Issue 16's ratio: the NVL72 all_to_all (Simple) at 64 MiB, 256 MiB and 1 GiB, flow vs packet
+    level, median of 3 CPU s of the whole collective() call (one process per fidelity and size)."""
+    print("| bytes | packet CPU s | flow CPU s | CPU ratio | bw difference |")
+    print("|---:|---:|---:|---:|---:|")
+    for b in (64 << 20, 256 << 20, 1 << 30):
+        b = b // (72 * 72 * 4) * (72 * 72 * 4)
+        p, f = (json.loads(subprocess.run([sys.executable, "-c", RATIO, str(b), fid], capture_output=True, text=True,
+                                          check=True).stdout.strip().splitlines()[-1]) for fid in ("packet", "flow"))
+        print(f"| {b} | {p['cpu_s']:.3f} | {f['cpu_s']:.4f} | {p['cpu_s'] / f['cpu_s']:.0f}x | "
+              f"{100 * (f['busbw_GBps'] / p['busbw_GBps'] - 1):+.2f} % |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a minute or two)")
     ap.add_argument("--skip-packet-scaling", action="store_true", help="flow level only in the scaling curves")
+    ap.add_argument("--a2a-ratio", action="store_true", help="only issue 16's flow/packet CPU ratio on the NVL72 all_to_all")
     a = ap.parse_args()
+    if a.a2a_ratio:
+        return a2a_ratio()
     print(f"{'case':44s} {'packet s':>9s} {'flow s':>9s} {'speedup':>8s} {'diff':>8s} {'RSS MiB p/f':>11s} {'sim us':>12s}")
     # Headline: NVL72 all-to-all (NCCL's staggered order), packet folded x18.
     size = 18 * 256 * (16 if a.quick else 3640)  # 16 MiB rounded to 18 planes x 256 B, as benches/fabric_bench.py

@@ -271,3 +271,60 @@ fn replayed_collectives_are_bit_identical() {
     replay_matches(&planar, &layered_graph(8, &[(0..4).collect(), (4..8).collect()], 8, 1 << 20, 2_000_000, true, None));
     replay_matches(&pcie, &layered_graph(4, &[four], 10, 2 << 20, 3_000_000, false, Some(40_000_000)));
 }
+
+/// Incremental filling (only the components a start or drain touched are
+/// re-filled, each alone) against one global filling per solve, on random
+/// overlapping transfer sets: end times within 1 ps + 1e-9 of the run
+/// (the fill tolerance, share.rs `FULL`, is the only difference besides
+/// rounding), link bytes conserved in both, deterministic.
+fn incremental_matches_global(spec: &FabricSpec, b: &TransferBatch) {
+    use flitsim::flow::run_batch_flow_filling;
+    let inc = run_batch_flow_filling(spec, b, Some(true), &mut NoInterrupt).unwrap();
+    let glo = run_batch_flow_filling(spec, b, Some(false), &mut NoInterrupt).unwrap();
+    let again = run_batch_flow_filling(spec, b, Some(true), &mut NoInterrupt).unwrap();
+    assert_eq!(inc.end_ps, again.end_ps, "incremental filling is deterministic");
+    let bound = 1.0 + 1e-9 * glo.makespan_ps as f64;
+    for i in 0..b.src.len() {
+        let d = (inc.end_ps[i] as f64 - glo.end_ps[i] as f64).abs();
+        assert!(d <= bound, "transfer {i}: {} vs {} ps (bound {bound})", inc.end_ps[i], glo.end_ps[i]);
+    }
+    let total: u64 = b.src.iter().zip(&b.dst).zip(&b.bytes).filter(|((s, d), _)| s != d).map(|(_, &x)| x).sum();
+    for r in [&inc, &glo] {
+        let carried: u64 = r.stats.ports.iter().map(|p| p.link.payload_bytes).sum();
+        assert!((carried as f64 - total as f64).abs() <= r.stats.ports.len() as f64, "{carried} vs {total}");
+        for p in &r.stats.ports {
+            assert!(p.link.busy_ps <= r.makespan_ps, "port {}/{} busy {} > {}", p.gpu, p.port, p.link.busy_ps, r.makespan_ps);
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+    #[test]
+    fn incremental_filling_matches_the_global_filling(
+        items in proptest::collection::vec((0u32..8, 1u32..8, 1u64..(4 << 20), 0u64..4_000_000, 0u32..4), 1..40),
+        graph in proptest::bool::ANY,
+    ) {
+        let spec = if graph { pcie_graph() } else { presets::planar(8, 2, false) };
+        let g = spec.gpus;
+        let mut b = batch(&[]);
+        for (k, &(s, d, bytes, t, dep)) in items.iter().enumerate() {
+            let s = s % g;
+            b.src.push(s);
+            b.dst.push((s + d) % g);
+            b.bytes.push(bytes);
+            b.start_ps.push(t);
+            // every fourth (about) waits for an earlier one: chains of starts at drains
+            b.after.push(if dep == 0 && k > 0 { (k / 2) as i64 } else { -1 });
+        }
+        incremental_matches_global(&spec, &b);
+    }
+}
+
+#[test]
+fn incremental_filling_on_a_preset_all_to_all() {
+    // One component (every flow shares ports): the same flows in the same
+    // order as the global filling.
+    let spec = presets::planar(8, 2, false);
+    incremental_matches_global(&spec, &all_to_all(8, 1 << 20));
+}

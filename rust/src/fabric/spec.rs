@@ -503,24 +503,34 @@ impl FabricSpec {
         let mut sw_used = crate::error::try_vec(self.switches as usize * self.switch_ports as usize, u32::MAX, "switches x switch_ports")?;
         for (w, wire) in self.wires.iter().enumerate() {
             let f = |name: &str| format!("wires[{w}].{name}");
-            if self.hosts == 0 {
-                ensure(wire.gpu < self.gpus, &f("gpu"), wire.gpu, &format!("a GPU id in 0..{}", self.gpus))?;
-            } else {
-                ensure(wire.gpu < self.endpoints(), &f("gpu"), wire.gpu, &format!("an endpoint id in 0..{} (GPUs 0..{}, hosts {}..{})", self.endpoints(), self.gpus, self.gpus, self.endpoints()))?;
-            }
-            ensure(wire.gpu_port < self.gpu_ports, &f("gpu_port"), wire.gpu_port, &format!("a port in 0..{}", self.gpu_ports))?;
-            ensure(wire.switch < self.switches, &f("switch"), wire.switch, &format!("a switch id in 0..{}", self.switches))?;
-            ensure(wire.switch_port < self.switch_ports, &f("switch_port"), wire.switch_port, &format!("a port in 0..{}", self.switch_ports))?;
             let nl = self.links.len() as u32;
-            ensure(wire.link < nl, &f("link"), wire.link, &format!("a link index in 0..{nl}"))?;
-            if let Some(sl) = wire.switch_link {
-                ensure(sl < nl, &f("switch_link"), sl, &format!("a link index in 0..{nl}"))?;
-                ensure(
-                    self.links[sl as usize] == self.links[wire.link as usize],
-                    &f("switch_link"),
-                    sl,
-                    &format!("the same link spec at both ends (GPU end uses links[{}])", wire.link),
-                )?;
+            // The checks below format their messages up front: run them only
+            // when a cheap test finds something wrong (large explicit wire lists).
+            let ok = wire.gpu < if self.hosts == 0 { self.gpus } else { self.endpoints() }
+                && wire.gpu_port < self.gpu_ports
+                && wire.switch < self.switches
+                && wire.switch_port < self.switch_ports
+                && wire.link < nl
+                && wire.switch_link.is_none_or(|sl| sl < nl && self.links[sl as usize] == self.links[wire.link as usize]);
+            if !ok {
+                if self.hosts == 0 {
+                    ensure(wire.gpu < self.gpus, &f("gpu"), wire.gpu, &format!("a GPU id in 0..{}", self.gpus))?;
+                } else {
+                    ensure(wire.gpu < self.endpoints(), &f("gpu"), wire.gpu, &format!("an endpoint id in 0..{} (GPUs 0..{}, hosts {}..{})", self.endpoints(), self.gpus, self.gpus, self.endpoints()))?;
+                }
+                ensure(wire.gpu_port < self.gpu_ports, &f("gpu_port"), wire.gpu_port, &format!("a port in 0..{}", self.gpu_ports))?;
+                ensure(wire.switch < self.switches, &f("switch"), wire.switch, &format!("a switch id in 0..{}", self.switches))?;
+                ensure(wire.switch_port < self.switch_ports, &f("switch_port"), wire.switch_port, &format!("a port in 0..{}", self.switch_ports))?;
+                ensure(wire.link < nl, &f("link"), wire.link, &format!("a link index in 0..{nl}"))?;
+                if let Some(sl) = wire.switch_link {
+                    ensure(sl < nl, &f("switch_link"), sl, &format!("a link index in 0..{nl}"))?;
+                    ensure(
+                        self.links[sl as usize] == self.links[wire.link as usize],
+                        &f("switch_link"),
+                        sl,
+                        &format!("the same link spec at both ends (GPU end uses links[{}])", wire.link),
+                    )?;
+                }
             }
             let gi = (wire.gpu * self.gpu_ports + wire.gpu_port) as usize;
             if gpu_used[gi] != u32::MAX {

@@ -37,9 +37,21 @@ impl Model for FlowBatch {
 /// # Errors
 /// `Config` for bad specs or arrays; `Stalled` if flows remain unfinished.
 pub fn run_batch_flow(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut dyn Interrupt) -> Result<BatchResult> {
+    run_batch_flow_filling(spec, batch, None, interrupt)
+}
+
+/// [`run_batch_flow`] with the incremental filling forced on or off
+/// (`Some`); None = the default (`FlowSim::set_incremental`).
+///
+/// # Errors
+/// As [`run_batch_flow`].
+pub fn run_batch_flow_filling(spec: &FabricSpec, batch: &TransferBatch, incremental: Option<bool>, interrupt: &mut dyn Interrupt) -> Result<BatchResult> {
     spec.validate()?;
     validate_batch(batch, spec.endpoints())?;
     let mut sim = FlowSim::new(spec)?;
+    if let Some(on) = incremental {
+        sim.set_incremental(on);
+    }
     let n = batch.src.len();
     for i in 0..n {
         sim.add_transfer(batch.src[i], batch.dst[i], batch.bytes[i], i as u32)?;

@@ -20,7 +20,7 @@ mod sim;
 mod stats;
 
 pub use crate::fabric::Fidelity;
-pub use batch::{run_batch_at, run_batch_flow};
+pub use batch::{run_batch_at, run_batch_flow, run_batch_flow_filling};
 pub use graph::{Bundle, GraphModel};
 pub use paths::{FlowFabric, Resource};
 pub use share::{Filler, Flows};

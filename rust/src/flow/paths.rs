@@ -68,6 +68,13 @@ pub struct FlowFabric {
     /// arbitration-bound), if it should; None = flow level validated.
     pub packet_bound: Option<String>,
     scratch: Vec<u32>,
+    /// Eligible ports per (src, dst) of a one-layer fabric, filled on first
+    /// use: `elig_at[src * endpoints + dst]` = start in `elig_buf` (u32::MAX
+    /// = not yet), the count in `elig_len` (the same ports
+    /// `Topology::eligible_ports` returns, in its order).
+    elig_at: Vec<u32>,
+    elig_len: Vec<u8>,
+    elig_buf: Vec<u32>,
     /// The multi-hop model of a graph fabric (trunks, hosts, element kinds);
     /// None for a one-layer fabric.
     pub graph: Option<Box<GraphModel>>,
@@ -239,6 +246,9 @@ impl FlowFabric {
             link_bytes_per_ps: rate as f64 / 8e12,
             packet_bound: why,
             scratch: Vec::new(),
+            elig_at: Vec::new(),
+            elig_len: Vec::new(),
+            elig_buf: Vec::new(),
             graph: None,
         })
     }
@@ -279,6 +289,9 @@ impl FlowFabric {
             link_bytes_per_ps: t0.rate_bps as f64 / 8e12,
             packet_bound: why,
             scratch: Vec::new(),
+            elig_at: Vec::new(),
+            elig_len: Vec::new(),
+            elig_buf: Vec::new(),
             graph: Some(Box::new(g)),
         })
     }
@@ -308,7 +321,7 @@ impl FlowFabric {
             return g.path(&self.topo, self.spray, src, dst, bytes, x, spray_offset, out);
         }
         let mut elig = std::mem::take(&mut self.scratch);
-        self.topo.eligible_ports(src, dst, &mut elig);
+        self.eligible(src, dst, &mut elig);
         if elig.is_empty() {
             self.scratch = elig;
             return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), "a destination reachable through a switch from the source"));
@@ -369,6 +382,35 @@ impl FlowFabric {
         let cap = eff * self.lane_cap.min(port_cap);
         self.scratch = elig;
         Ok((lanes as u32, bytes as f64, cap, s.min(lane_bytes.max(1)) as f64 / port_cap, self.latency_ps))
+    }
+
+    /// `Topology::eligible_ports(src, dst)` into `out`, computed once per pair
+    /// (once per source on a collapsed fabric).
+    fn eligible(&mut self, src: u32, dst: u32, out: &mut Vec<u32>) {
+        let n = self.topo.endpoints as usize;
+        if n > 1024 || self.topo.gpu_ports > u8::MAX as u32 {
+            // (the table would pass 5 MB; compute per call)
+            return self.topo.eligible_ports(src, dst, out);
+        }
+        if self.elig_at.len() != n * n {
+            self.elig_at = vec![u32::MAX; n * n];
+            self.elig_len = vec![0; n * n];
+        }
+        // Collapsed (every switch reaches every GPU through the same number of
+        // ports): a port is eligible iff its switch reaches any GPU, so the
+        // list depends on the source only.
+        let by_src = self.collapsed && self.topo.endpoints == self.topo.gpus;
+        let i = src as usize * n + if by_src { 0 } else { dst as usize };
+        if self.elig_at[i] == u32::MAX {
+            self.topo.eligible_ports(src, dst, out);
+            self.elig_at[i] = self.elig_buf.len() as u32;
+            self.elig_len[i] = out.len() as u8;
+            self.elig_buf.extend_from_slice(out);
+            return;
+        }
+        let a = self.elig_at[i] as usize;
+        out.clear();
+        out.extend_from_slice(&self.elig_buf[a..a + self.elig_len[i] as usize]);
     }
 
     /// Ports a resource stands for: (kind, ports) with kind 0 = GPU ports, 1 = switch ports.

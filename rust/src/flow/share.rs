@@ -41,6 +41,11 @@ pub struct Flows<'a> {
 }
 
 impl Filler {
+    /// Resources the last call's flows touch, in index order.
+    pub fn used(&self) -> &[u32] {
+        &self.used
+    }
+
     /// Max-min fair rates of `flows` over resources of capacity `capacity`
     /// into `rate` (same length as `flows.cap`).
     pub fn max_min(&mut self, capacity: &[f64], flows: &Flows<'_>, rate: &mut Vec<f64>) {
@@ -95,8 +100,10 @@ impl Filler {
         }
         self.res_flows.clear();
         self.res_flows.resize(flows.path.len(), 0);
-        self.fill.clear();
-        self.fill.resize(nr.max(1), 0);
+        // (only the used resources' entries are set and read: no reset of all)
+        if self.fill.len() < nr.max(1) {
+            self.fill.resize(nr.max(1), 0);
+        }
         for &r in &self.used {
             self.fill[r as usize] = self.res_off[r as usize];
         }

@@ -91,8 +91,20 @@ pub struct FlowDiagnosis {
     pub outside: Option<String>,
     /// When `outside` was found, ps (its message says "at t = ... us").
     pub outside_at_ps: u64,
+    /// `outside`'s message without its time: the text before and after
+    /// "at t = ... us" (a replay renders it at its own time).
+    outside_text: Option<(String, String)>,
     /// Solves (max-min recomputations) run.
     pub solves: u64,
+}
+
+impl FlowDiagnosis {
+    /// Record a finding at `t`: its message is `pre` + "at t = ... us" + `post`.
+    fn found(&mut self, t: TimePs, pre: String, post: String) {
+        self.outside = Some(format!("{pre}{}{post}", at_time(t)));
+        self.outside_at_ps = t;
+        self.outside_text = Some((pre, post));
+    }
 }
 
 /// The simulator state.
@@ -128,7 +140,41 @@ pub struct FlowSim {
     finished: Vec<(u32, TimePs, u32, f64)>,
     /// Path entries of running flows (compaction trigger).
     live_path: usize,
+    /// Incremental filling (opt-in: `FLITSIM_FLOW_INCREMENTAL=1` or
+    /// [`FlowSim::set_incremental`]; off by default): a solve re-fills only the
+    /// connected components (flows linked by shared resources) that hold a
+    /// resource of a flow started or drained since the last solve, each
+    /// component on its own; the others keep their rates. Max-min fair rates
+    /// decompose over components, so only rounding and the fill tolerance
+    /// (share.rs `FULL`, 1e-9 relative) separate the rates from one global
+    /// filling; but drains that tie under one filling can fall a picosecond
+    /// apart under the other, and the drain-order stagger turns that into
+    /// packet times: ib-4xhgx-h100's 16 MiB ring all_reduce moves -2.5 %
+    /// (docs/fidelity.md), hence off by default.
+    incremental: bool,
+    /// Resources on the paths of flows started or drained since the last solve.
+    dirty: Vec<u32>,
+    dirty_mark: Vec<bool>,
+    /// Next solve fills every component (rates not known to match `active`).
+    all_dirty: bool,
+    /// Union-find parent per resource (identity outside a solve).
+    uf: Vec<u32>,
+    uf_touched: Vec<u32>,
+    root_mark: Vec<bool>,
+    /// Resources full in the solve that last filled their component.
+    res_full: Vec<bool>,
+    comp: Vec<(u32, u32)>,
+    sub_rate: Vec<f64>,
+    by_id: Vec<(u32, f64)>,
+    /// Solves left before the next component analysis ([`SKIP_ONE_COMPONENT`]).
+    skip_analysis: u32,
 }
+
+/// Solves filled globally after an analysis found a single component holding
+/// every running flow (saves the analysis where everything shares resources,
+/// e.g. ring channels; a split in between is filled together for at most
+/// this many solves: the same bound as the global filling).
+const SKIP_ONE_COMPONENT: u32 = 8;
 
 impl FlowSim {
     /// Build from a spec (validated).
@@ -171,7 +217,46 @@ impl FlowSim {
             pairs: Vec::new(),
             finished: Vec::new(),
             live_path: 0,
+            incremental: std::env::var("FLITSIM_FLOW_INCREMENTAL").is_ok_and(|v| v == "1"),
+            dirty: Vec::new(),
+            dirty_mark: vec![false; nr],
+            all_dirty: true,
+            uf: (0..nr as u32).collect(),
+            uf_touched: Vec::new(),
+            root_mark: vec![false; nr],
+            res_full: vec![false; nr],
+            comp: Vec::new(),
+            sub_rate: Vec::new(),
+            by_id: Vec::new(),
+            skip_analysis: 0,
         })
+    }
+
+    /// Incremental filling on or off (see the field; off = one global filling
+    /// per solve, the previous behaviour).
+    pub fn set_incremental(&mut self, on: bool) {
+        self.incremental = on;
+        self.all_dirty = true;
+        self.skip_analysis = 0;
+    }
+
+    /// Make the next solve fill every component (for code that changes the
+    /// running flows other than through start and drain).
+    pub fn invalidate_rates(&mut self) {
+        self.all_dirty = true;
+    }
+
+    fn mark_dirty(&mut self, a: u32, b: u32) {
+        if !self.incremental {
+            return;
+        }
+        for k in a..b {
+            let r = self.path_buf[k as usize].0;
+            if !self.dirty_mark[r as usize] {
+                self.dirty_mark[r as usize] = true;
+                self.dirty.push(r);
+            }
+        }
     }
 
     /// Register a transfer; start it with `FlowEv::Start(id)`.
@@ -234,6 +319,8 @@ impl FlowSim {
                     if self.xfers[x].work <= r.max(1e-12) * 0.5 {
                         self.xfers[x].work = 0.0;
                         self.active_from[self.xfers[x].src as usize] -= 1;
+                        let (a, b) = self.xfers[x].path;
+                        self.mark_dirty(a, b);
                         let t = &self.xfers[x];
                         self.live_path -= (t.path.1 - t.path.0) as usize;
                         let first = self.path_buf[t.path.0 as usize].0;
@@ -282,9 +369,24 @@ impl FlowSim {
     }
 
     fn sort_active(&mut self) {
-        // Rates are recomputed right after, so only the ids need ordering.
-        self.active.sort_unstable();
-        self.rate.clear();
+        if !self.incremental || self.all_dirty || self.rate.len() != self.active.len() {
+            // Rates are recomputed right after, so only the ids need ordering.
+            self.active.sort_unstable();
+            self.rate.clear();
+            self.all_dirty = true;
+            return;
+        }
+        // The incremental solve keeps the rates of untouched components: carry them.
+        if self.active.windows(2).all(|w| w[0] < w[1]) {
+            return;
+        }
+        self.by_id.clear();
+        self.by_id.extend(self.active.iter().copied().zip(self.rate.iter().copied()));
+        self.by_id.sort_unstable_by_key(|p| p.0);
+        for (k, &(x, r)) in self.by_id.iter().enumerate() {
+            self.active[k] = x;
+            self.rate[k] = r;
+        }
     }
 
     fn start(&mut self, now: TimePs, x: u32, q: &mut dyn Scheduler<FlowEv>) -> Result<()> {
@@ -307,8 +409,10 @@ impl FlowSim {
         }
         let a = self.path_buf.len() as u32;
         let (lanes, work, cap, pkt_ps, lat_ps) = self.fab.path(src, dst, bytes, x, off, &mut self.path_buf)?;
+        let b = self.path_buf.len() as u32;
+        self.mark_dirty(a, b);
         let t = &mut self.xfers[x as usize];
-        t.path = (a, self.path_buf.len() as u32);
+        t.path = (a, b);
         self.live_path += (t.path.1 - t.path.0) as usize;
         t.lanes = lanes;
         t.work = work;
@@ -372,20 +476,27 @@ impl FlowSim {
         self.gen += 1;
         if self.active.is_empty() {
             self.rate.clear();
+            if self.incremental {
+                self.clear_dirty();
+                self.res_full.iter_mut().for_each(|f| *f = false);
+                self.all_dirty = false;
+            }
             return;
         }
         self.diagnosis.solves += 1;
-        self.off.clear();
-        self.flat.clear();
-        self.caps.clear();
-        self.off.push(0);
-        for &x in &self.active {
-            let t = &self.xfers[x as usize];
-            self.flat.extend_from_slice(&self.path_buf[t.path.0 as usize..t.path.1 as usize]);
-            self.off.push(self.flat.len() as u32);
-            self.caps.push(t.cap);
+        if self.incremental && !self.all_dirty && self.rate.len() == self.active.len() {
+            if self.skip_analysis > 0 {
+                // The last analysis found one component holding every flow:
+                // fill them together for a few solves (what a component
+                // filling does while that holds), then look again.
+                self.skip_analysis -= 1;
+                self.solve_global();
+            } else {
+                self.solve_components();
+            }
+        } else {
+            self.solve_all();
         }
-        self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.rate);
         if self.diagnosis.outside.is_none() {
             self.check_synchronized(now);
         }
@@ -403,11 +514,159 @@ impl FlowSim {
         }
     }
 
+    fn clear_dirty(&mut self) {
+        for &r in &self.dirty {
+            self.dirty_mark[r as usize] = false;
+        }
+        self.dirty.clear();
+    }
+
+    fn find(uf: &mut [u32], mut r: u32) -> u32 {
+        while uf[r as usize] != r {
+            let p = uf[r as usize];
+            uf[r as usize] = uf[p as usize];
+            r = p;
+        }
+        r
+    }
+
+    /// Every running flow filled: one component at a time when incremental
+    /// (the same answer an incremental solve gives), else one global filling.
+    fn solve_all(&mut self) {
+        if self.incremental {
+            self.res_full.iter_mut().for_each(|f| *f = false);
+            self.rate.clear();
+            self.rate.resize(self.active.len(), 0.0);
+            for &x in &self.active {
+                let t = &self.xfers[x as usize];
+                let (a, b) = t.path;
+                for k in a..b {
+                    let r = self.path_buf[k as usize].0;
+                    if !self.dirty_mark[r as usize] {
+                        self.dirty_mark[r as usize] = true;
+                        self.dirty.push(r);
+                    }
+                }
+            }
+            self.all_dirty = false;
+            return self.solve_components();
+        }
+        self.solve_global();
+    }
+
+    /// One filling of every running flow together.
+    fn solve_global(&mut self) {
+        self.clear_dirty();
+        self.off.clear();
+        self.flat.clear();
+        self.caps.clear();
+        self.off.push(0);
+        for &x in &self.active {
+            let t = &self.xfers[x as usize];
+            self.flat.extend_from_slice(&self.path_buf[t.path.0 as usize..t.path.1 as usize]);
+            self.off.push(self.flat.len() as u32);
+            self.caps.push(t.cap);
+        }
+        self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.rate);
+        if self.incremental {
+            self.res_full.iter_mut().for_each(|f| *f = false);
+            for &r in self.filler.used() {
+                self.res_full[r as usize] = self.filler.full[r as usize];
+            }
+        }
+    }
+
+    /// Re-fill the components holding a dirty resource, each on its own
+    /// (flows in `active` order); the rest keep their rates.
+    fn solve_components(&mut self) {
+        // Components: union the resources of each running flow's path.
+        for &x in &self.active {
+            let (a, b) = self.xfers[x as usize].path;
+            let mut cur = Self::find(&mut self.uf, self.path_buf[a as usize].0);
+            for k in a + 1..b {
+                let rb = Self::find(&mut self.uf, self.path_buf[k as usize].0);
+                if rb != cur {
+                    // the smaller index is the root (deterministic)
+                    let (lo, hi) = if cur < rb { (cur, rb) } else { (rb, cur) };
+                    self.uf[hi as usize] = lo;
+                    self.uf_touched.push(hi);
+                    cur = lo;
+                }
+            }
+        }
+        // Dirty resources still on a running flow's path mark their component;
+        // a dirty resource no flow crosses any more is idle (not full).
+        for i in 0..self.dirty.len() {
+            let r = self.dirty[i];
+            let root = Self::find(&mut self.uf, r);
+            self.root_mark[root as usize] = true;
+            self.res_full[r as usize] = false;
+        }
+        self.comp.clear();
+        let mut roots = 0u32; // 0, 1, or 2 = more than one
+        for (k, &x) in self.active.iter().enumerate() {
+            let first = self.path_buf[self.xfers[x as usize].path.0 as usize].0;
+            let root = Self::find(&mut self.uf, first);
+            if self.root_mark[root as usize] {
+                if roots == 0 || (roots == 1 && self.comp[0].0 != root) {
+                    roots += 1;
+                }
+                self.comp.push((root, k as u32));
+            }
+        }
+        if roots > 1 {
+            // group by component, flows in `active` order within each
+            self.comp.sort_unstable();
+        } else if self.comp.len() == self.active.len() {
+            self.skip_analysis = SKIP_ONE_COMPONENT;
+        }
+        let mut i = 0;
+        while i < self.comp.len() {
+            let mut j = i;
+            self.off.clear();
+            self.flat.clear();
+            self.caps.clear();
+            self.off.push(0);
+            while j < self.comp.len() && self.comp[j].0 == self.comp[i].0 {
+                let t = &self.xfers[self.active[self.comp[j].1 as usize] as usize];
+                self.flat.extend_from_slice(&self.path_buf[t.path.0 as usize..t.path.1 as usize]);
+                self.off.push(self.flat.len() as u32);
+                self.caps.push(t.cap);
+                j += 1;
+            }
+            self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.sub_rate);
+            for (n, &(_, k)) in self.comp[i..j].iter().enumerate() {
+                self.rate[k as usize] = self.sub_rate[n];
+            }
+            for &r in self.filler.used() {
+                self.res_full[r as usize] = self.filler.full[r as usize];
+            }
+            i = j;
+        }
+        // Back to the identity (only what was linked or marked).
+        for i in 0..self.uf_touched.len() {
+            let r = self.uf_touched[i] as usize;
+            self.uf[r] = r as u32;
+        }
+        self.uf_touched.clear();
+        for i in 0..self.comp.len() {
+            let r = self.comp[i].0 as usize;
+            self.root_mark[r] = false;
+        }
+        for i in 0..self.dirty.len() {
+            let r = self.dirty[i];
+            // (a dirty resource's root: marked above; roots of idle ones too)
+            self.root_mark[r as usize] = false;
+        }
+        self.clear_dirty();
+    }
+
     /// Is some uplink resource of GPU `src` full in the last solve?
     fn port_full(&self, src: u32) -> bool {
-        let fl = &self.filler;
+        // (incremental: the flags of each component's last filling; else the last global filling's)
+        let full = if self.incremental { &self.res_full } else { &self.filler.full };
         (0..self.fab.capacity.len()).any(|r| {
-            fl.full[r]
+            full[r]
                 && match self.fab.kinds[r] {
                     super::paths::Resource::UpGpu(g) => g == src,
                     super::paths::Resource::Up(p) => p / self.fab.topo.gpu_ports == src,
@@ -436,11 +695,11 @@ impl FlowSim {
             if self.pairs[i] == self.pairs[i - 1] {
                 let (s, d) = self.pairs[i];
                 let n = self.pairs.iter().filter(|p| **p == (s, d)).count();
-                self.diagnosis.outside_at_ps = now;
-                self.diagnosis.outside = Some(format!(
-                    "pipeline-bound: {n} concurrent transfers GPU {s} -> {d} {} (e.g. ring channels); at packet level they finish a few packets apart and the next steps overlap, which fluid sharing does not represent",
-                    at_time(now)
-                ));
+                self.diagnosis.found(
+                    now,
+                    format!("pipeline-bound: {n} concurrent transfers GPU {s} -> {d} "),
+                    " (e.g. ring channels); at packet level they finish a few packets apart and the next steps overlap, which fluid sharing does not represent".into(),
+                );
                 return;
             }
         }
@@ -477,11 +736,11 @@ impl FlowSim {
                     continue;
                 }
                 let n = group.len();
-                self.diagnosis.outside_at_ps = now;
-                self.diagnosis.outside = Some(format!(
-                    "arbitration-bound: {n} sources start flows to GPU {dst} at the same place ({place}) of their round-robin order {} (synchronized order, a rolling incast at packet level); stagger destinations (source s sends to s+1, s+2, ...) or run packet level",
-                    at_time(now)
-                ));
+                self.diagnosis.found(
+                    now,
+                    format!("arbitration-bound: {n} sources start flows to GPU {dst} at the same place ({place}) of their round-robin order "),
+                    " (synchronized order, a rolling incast at packet level); stagger destinations (source s sends to s+1, s+2, ...) or run packet level".into(),
+                );
                 return;
             }
         }
@@ -510,14 +769,11 @@ impl FlowSim {
 
     /// What changed since `m` (the transfers added since are summed into
     /// sent bytes; their per-transfer records stay with this run only).
-    /// None if a finding's message does not carry its time as expected.
+    /// None if a finding was made without its text kept apart from its time
+    /// (not done by this module's checks).
     pub fn since(&self, m: &FlowMark, t0: TimePs) -> Option<FlowReplay> {
         let outside = match (&self.diagnosis.outside, m.outside_clear) {
-            (Some(w), true) => {
-                let ts = at_time(self.diagnosis.outside_at_ps);
-                let k = w.find(&ts)?;
-                Some(((w[..k].to_string(), w[k + ts.len()..].to_string()), self.diagnosis.outside_at_ps - t0))
-            }
+            (Some(_), true) => Some((self.diagnosis.outside_text.clone()?, self.diagnosis.outside_at_ps - t0)),
             _ => None,
         };
         let res = self.res_fixed.iter().zip(&m.res).enumerate().filter(|(_, (a, b))| a != b).map(|(r, (a, b))| (r as u32, a - b)).collect();
@@ -534,12 +790,9 @@ impl FlowSim {
     /// when the record was taken).
     pub fn replay(&mut self, r: &FlowReplay, now: TimePs) {
         if self.diagnosis.outside.is_none() {
-            if let Some((w, dt)) = &r.outside {
-                // the finding at its time in this run (the messages of check_*)
-                let at = now + dt;
-                let (pre, post) = w;
-                self.diagnosis.outside = Some(format!("{pre}{}{post}", at_time(at)));
-                self.diagnosis.outside_at_ps = at;
+            if let Some(((pre, post), dt)) = &r.outside {
+                // the finding at its time in this run
+                self.diagnosis.found(now + dt, pre.clone(), post.clone());
             }
         }
         for &(res, d) in &r.res {

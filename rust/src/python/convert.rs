@@ -29,19 +29,21 @@ pub fn from_py<T: DeserializeOwned + Serialize>(obj: &Bound<'_, PyAny>, what: &s
     // pythonize reads integers with `__index__`, which takes True as 1: compare
     // the input with the value read back and refuse a bool that became a number.
     let back = pythonize::pythonize(obj.py(), &v).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
-    let mut at = what.to_string();
+    // (The walks build the path of a finding only on the way back up: no
+    // string work per element of a large spec.)
+    let mut at = String::new();
     if bool_read_as_number(obj, &back, &mut at)? {
-        return Err(ConfigError::new_err(format!("{at}: expected a number, got a bool (True is not 1)")));
+        return Err(ConfigError::new_err(format!("{what}{at}: expected a number, got a bool (True is not 1)")));
     }
     // ... and reads bools by truthiness ("yes", 1, "false" all pass): refuse a non-bool read as a bool.
-    let mut at = what.to_string();
+    let mut at = String::new();
     if let Some(got) = non_bool_read_as_bool(obj, &back, &mut at)? {
-        return Err(ConfigError::new_err(format!("{at} = {got}: expected a bool (true or false)")));
+        return Err(ConfigError::new_err(format!("{what}{at} = {got}: expected a bool (true or false)")));
     }
     Ok(v)
 }
 
-/// The repr of a value in `input` (with `path` set to where) that is not a bool
+/// The repr of a value in `input` (with `path` set to where, below `input`) that is not a bool
 /// where `back` has a bool; numpy bools count as bools.
 fn non_bool_read_as_bool(input: &Bound<'_, PyAny>, back: &Bound<'_, PyAny>, path: &mut String) -> PyResult<Option<String>> {
     use pyo3::types::{PyBool, PyList, PyTuple};
@@ -52,28 +54,24 @@ fn non_bool_read_as_bool(input: &Bound<'_, PyAny>, back: &Bound<'_, PyAny>, path
     if let (Ok(d), Ok(b)) = (input.cast::<PyDict>(), back.cast::<PyDict>()) {
         for (k, x) in d.iter() {
             if let Some(y) = b.get_item(&k)? {
-                let n = path.len();
-                path.push_str(&format!(".{k}"));
                 if let Some(r) = non_bool_read_as_bool(&x, &y, path)? {
+                    path.insert_str(0, &format!(".{k}"));
                     return Ok(Some(r));
                 }
-                path.truncate(n);
             }
         }
     } else if (input.is_instance_of::<PyList>() || input.is_instance_of::<PyTuple>()) && back.is_instance_of::<PyList>() {
         for (i, (x, y)) in input.try_iter()?.zip(back.try_iter()?).enumerate() {
-            let n = path.len();
-            path.push_str(&format!("[{i}]"));
             if let Some(r) = non_bool_read_as_bool(&x?, &y?, path)? {
+                path.insert_str(0, &format!("[{i}]"));
                 return Ok(Some(r));
             }
-            path.truncate(n);
         }
     }
     Ok(None)
 }
 
-/// True (with `path` set to where) if `input` holds a bool where `back` has no bool.
+/// True (with `path` set to where, below `input`) if `input` holds a bool where `back` has no bool.
 fn bool_read_as_number(input: &Bound<'_, PyAny>, back: &Bound<'_, PyAny>, path: &mut String) -> PyResult<bool> {
     use pyo3::types::{PyBool, PyList, PyTuple};
     if input.is_instance_of::<PyBool>() {
@@ -82,22 +80,18 @@ fn bool_read_as_number(input: &Bound<'_, PyAny>, back: &Bound<'_, PyAny>, path: 
     if let (Ok(d), Ok(b)) = (input.cast::<PyDict>(), back.cast::<PyDict>()) {
         for (k, x) in d.iter() {
             if let Some(y) = b.get_item(&k)? {
-                let n = path.len();
-                path.push_str(&format!(".{k}"));
                 if bool_read_as_number(&x, &y, path)? {
+                    path.insert_str(0, &format!(".{k}"));
                     return Ok(true);
                 }
-                path.truncate(n);
             }
         }
     } else if (input.is_instance_of::<PyList>() || input.is_instance_of::<PyTuple>()) && back.is_instance_of::<PyList>() {
         for (i, (x, y)) in input.try_iter()?.zip(back.try_iter()?).enumerate() {
-            let n = path.len();
-            path.push_str(&format!("[{i}]"));
             if bool_read_as_number(&x?, &y?, path)? {
+                path.insert_str(0, &format!("[{i}]"));
                 return Ok(true);
             }
-            path.truncate(n);
         }
     }
     Ok(false)
