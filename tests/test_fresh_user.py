@@ -740,3 +740,69 @@ def test_comma_lists_refuse_empty_items_everywhere():
         for text in ("0.1,,0.5", "", "0.5,"):
             with pytest.raises(flitsim.ConfigError, match=f"^{field} = "):
                 parse(text)
+
+
+def test_sweep_refuses_a_name_both_fixed_and_in_the_grid(tmp_path):
+    """`stages = 4` in [fixed] and `stages = [2, 4]` in [grid] ran the grid silently (the fixed
+    value was dropped); the file and the API now refuse it before the first point."""
+    from flitsim.sweeps import load_sweep
+
+    f = tmp_path / "s.toml"
+    f.write_text('[fixed]\nschedule = "terapipe"\nstages = 4\n[grid]\nstages = [2, 4]\n')
+    with pytest.raises(flitsim.ConfigError, match=r"^\[fixed\]\.stages = 4: .*not both.*stages = 2"):
+        load_sweep(f)
+    calls = []
+    with pytest.raises(flitsim.ConfigError, match=r"^fixed\.k = 1: .*grid point 1 has k = 3"):
+        flitsim.sweep(lambda x, k=0: calls.append(x) or {"y": x}, [{"x": 1}, {"x": 2, "k": 3}], workers=1,
+                      progress=False, fixed={"k": 1})
+    assert calls == []
+
+
+def _nccl_log_text(op_file: str, rows: list[tuple[int, int, str]], ranks: int = 8) -> str:
+    head = [f"#  Rank {r:2d} Group  0 Pid 1 on node device {r:2d} [0x00] NVIDIA H100" for r in range(ranks)]
+    head.append("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+                "   busbw #wrong")
+    body = [f"{s:12d}  {c:12d}  {t:>8s}  {'sum' if 'reduce' in op_file else 'none':>6s}      -1  100.00    0.50"
+            f"    0.50    N/A  100.00    0.50    0.50    N/A" for s, c, t in rows]
+    return "\n".join(head + body) + "\n"
+
+
+def test_nccl_log_count_must_agree_with_size_and_type():
+    """A row's count column is checked against size / element bytes (per rank for all_gather,
+    reduce_scatter, alltoall: nccl-tests prints paramcount); a mismatch was accepted and the
+    simulator silently ran `size` bytes."""
+    from flitsim.nccl_log import parse
+
+    ok = parse("all_reduce_perf.log", text=_nccl_log_text("all_reduce", [(1 << 20, 1 << 18, "float"),
+                                                                          (1 << 20, 1 << 19, "half")]))
+    assert [r["count"] for r in ok.rows] == [262144, 524288]
+    # all_gather over 8 ranks: 1 MiB of float is 32768 elements per rank (nccl-tests' all_gather_perf)
+    assert parse("all_gather_perf.log", text=_nccl_log_text("all_gather", [(1 << 20, 32768, "float")])).rows
+    with pytest.raises(flitsim.ConfigError, match=r"all_reduce_perf\.log:11: count = 131072 elements: expected "
+                                                  r"size / \(4 B per float\) = 262144"):
+        parse("all_reduce_perf.log", text=_nccl_log_text("all_reduce", [(1 << 20, 1 << 18, "float"),
+                                                                        (1 << 20, 1 << 17, "float")]))
+    with pytest.raises(flitsim.ConfigError, match=r"count = 262144 elements: expected size / \(4 B per float x 8 "
+                                                  r"ranks\) = 32768"):
+        parse("all_gather_perf.log", text=_nccl_log_text("all_gather", [(1 << 20, 1 << 18, "float")]))
+    with pytest.raises(flitsim.ConfigError, match=r"type = 'float33': expected one of \["):
+        parse("all_reduce_perf.log", text=_nccl_log_text("all_reduce", [(1 << 20, 1 << 18, "float33")]))
+    # op unknown (a plain name, no ranks): count must still divide size into whole elements of the type
+    with pytest.raises(flitsim.ConfigError, match="count = 300000 elements"):
+        parse("log.txt", text=_nccl_log_text("x", [(1 << 20, 300000, "float")], ranks=0))
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "all_to_all"])
+def test_simulated_nccl_tests_table_reads_back_with_nccl_tests_counts(op):
+    """`flitsim nccl-tests --format nccl-tests` printed all_to_all's count 8x too large (not per
+    rank) and dtype aliases (float16) under their own name; its output must parse as a log."""
+    from flitsim.collectives import nccl_tests
+    from flitsim.nccl_log import format_table, parse
+
+    df = nccl_tests("hgx-h100", op, minbytes="1M", maxbytes="1M", dtype="float16", fidelity="flow")
+    per_rank = 8 if op != "all_reduce" else 1
+    assert df["type"].tolist() == ["half"] and df["count"].tolist() == [(1 << 20) // 2 // per_rank]
+    text = format_table(df, op=op, ngpus=8, fabric="hgx-h100", minbytes=1 << 20, maxbytes=1 << 20, stepfactor=2)
+    assert parse(f"{op}_perf.log", text=text).rows[0]["count"] == df["count"][0]
+    with pytest.raises(flitsim.ConfigError, match=r"^stepfactor = 2\.5: an integer >= 2"):
+        nccl_tests("hgx-h100", op, minbytes="1M", maxbytes="4M", stepfactor=2.5, fidelity="flow")
