@@ -806,3 +806,20 @@ def test_simulated_nccl_tests_table_reads_back_with_nccl_tests_counts(op):
     assert parse(f"{op}_perf.log", text=text).rows[0]["count"] == df["count"][0]
     with pytest.raises(flitsim.ConfigError, match=r"^stepfactor = 2\.5: an integer >= 2"):
         nccl_tests("hgx-h100", op, minbytes="1M", maxbytes="4M", stepfactor=2.5, fidelity="flow")
+
+
+def test_dit_latency_per_image_is_not_halved_by_cfg(tmp_path):
+    """The report's "DiT latency" table read the schedules' `batch` option (the step batch, doubled
+    by classifier-free guidance) as images: DiT-XL/2 tensor parallel showed half its makespan per
+    image, PipeFusion (no `batch` option) the whole. One image: per image = makespan for both."""
+    from flitsim.scenario import load_scenario, run_scenario
+
+    f = tmp_path / "dit.toml"
+    f.write_text('title = "t"\n[fabric]\npreset = "hgx-b200"\nnetwork = "analytic"\n[[cases]]\nname = "d"\nbaseline = false\n'
+                 'workload = { kind = "dit", model = "dit-xl/2", resolution_px = 256, steps = 1, batch = 2 }\n'
+                 '[[cases.schedules]]\nname = "tensor_parallel"\noptions = { degree = 2 }\n'
+                 '[[cases.schedules]]\nname = "pipefusion"\noptions = { stages = 2, patches = 2 }\n')
+    res = run_scenario(load_scenario(f))
+    for r in res.runs:
+        assert r.dit["images"] == 2
+        assert r.dit["latency_per_image_s"] == pytest.approx(r.metrics["makespan_s"] / 2, rel=1e-12)
