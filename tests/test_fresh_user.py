@@ -804,7 +804,7 @@ def test_simulated_nccl_tests_table_reads_back_with_nccl_tests_counts(op):
     assert df["type"].tolist() == ["half"] and df["count"].tolist() == [(1 << 20) // 2 // per_rank]
     text = format_table(df, op=op, ngpus=8, fabric="hgx-h100", minbytes=1 << 20, maxbytes=1 << 20, stepfactor=2)
     assert parse(f"{op}_perf.log", text=text).rows[0]["count"] == df["count"][0]
-    with pytest.raises(flitsim.ConfigError, match=r"^stepfactor = 2\.5: an integer >= 2"):
+    with pytest.raises(flitsim.ConfigError, match=r"^stepfactor = 2\.5: an integer >= 2 \(got float\)"):
         nccl_tests("hgx-h100", op, minbytes="1M", maxbytes="4M", stepfactor=2.5, fidelity="flow")
 
 
@@ -823,3 +823,16 @@ def test_dit_latency_per_image_is_not_halved_by_cfg(tmp_path):
     for r in res.runs:
         assert r.dit["images"] == 2
         assert r.dit["latency_per_image_s"] == pytest.approx(r.metrics["makespan_s"] / 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_every_spec_refuses_nan_and_inf_as_not_finite(bad):
+    """`flitsim switch --clock-ghz nan` said "should be less than or equal to 1000" (NaN fails every
+    comparison); every spec now refuses a non-finite float as such (Spec's allow_inf_nan=False)."""
+    from flitsim.hardware.link_spec import SerdesSpec
+    from flitsim.switchlab import SwitchSpec
+
+    with pytest.raises(flitsim.ConfigError, match=r"^SwitchSpec\.clock_ghz = .*: Input should be a finite number"):
+        SwitchSpec(clock_ghz=bad)
+    with pytest.raises(flitsim.ConfigError, match=r"SerdesSpec\.baud_gbd = .*finite number"):
+        SerdesSpec(baud_gbd=bad, modulation="pam4", lanes=2)

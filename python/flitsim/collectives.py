@@ -354,7 +354,7 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
         raise ConfigError(f"maxbytes = {hi}: at most {MAX_BYTES} (64 GiB)")
     if lo < 1 or hi < lo:
         raise ConfigError(f"sizes = {minbytes!r}..{maxbytes!r}: expected 1 <= minbytes <= maxbytes")
-    stepfactor = check_int("stepfactor", stepfactor, 2, None, "an integer >= 2")
+    stepfactor = check_int("stepfactor", stepfactor, 2)
     n = fab.gpus if ngpus is None else check_int("ngpus", ngpus, 1, fab.gpus, "a GPU count")
     if n < 1 or n > fab.gpus:
         raise ConfigError(f"ngpus = {n}: expected 1..{fab.gpus} (GPUs of the fabric)")
