@@ -836,3 +836,22 @@ def test_every_spec_refuses_nan_and_inf_as_not_finite(bad):
         SwitchSpec(clock_ghz=bad)
     with pytest.raises(flitsim.ConfigError, match=r"SerdesSpec\.baud_gbd = .*finite number"):
         SerdesSpec(baud_gbd=bad, modulation="pam4", lanes=2)
+
+
+def test_plot_flags_never_overwrite_a_file_that_is_not_a_figure(tmp_path):
+    """`flitsim switch --plot notes.png` replaced whatever was at that path; now only an earlier
+    figure (matplotlib names itself in it, or the image's magic bytes) is replaced."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    args = ["switch", "--ports", "4", "--load", "0.1", "--warmup", "10", "--cycles", "200", "--plot"]
+    notes = tmp_path / "curve.png"
+    notes.write_text("my notes\n")
+    r = CliRunner().invoke(cli, args + [str(notes)])
+    assert r.exit_code != 0 and "not a matplotlib figure" in r.output and notes.read_text() == "my notes\n"
+    fig = tmp_path / "fig.svg"
+    r = CliRunner().invoke(cli, args + [str(fig)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, args + [str(fig)])  # an earlier plot is replaced
+    assert r.exit_code == 0, r.output
