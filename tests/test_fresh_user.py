@@ -855,3 +855,25 @@ def test_plot_flags_never_overwrite_a_file_that_is_not_a_figure(tmp_path):
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(cli, args + [str(fig)])  # an earlier plot is replaced
     assert r.exit_code == 0, r.output
+
+
+def test_conclusion_lines_do_not_repeat_the_schedule_and_verdict():
+    """`TeraPipe uniform: does not fit (TeraPipe uniform does not fit: fails ...)`: the README had to
+    shorten the printed lines by hand; the reason no longer repeats what precedes it."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from flitsim.report.scorecard import MATCHES
+    from flitsim.scenario.result import conclusion
+
+    def rec(label, name, s):
+        return SimpleNamespace(case="c", label=label, name=name, metrics={"makespan_s": s}, devices=8,
+                               memory={"memory_status": "ok"})
+
+    # every figure of the three matches measured and passing, except fill/drain (structure)
+    rows = [{"case": "c", "schedule": "TeraPipe", "group": m, "key": k, "figure": k, "value": 1.0, "in_match": True,
+             "passes": k != "fill_drain_share"} for m, keys in MATCHES.items() for k in keys]
+    [line] = conclusion([rec("TP", "tensor_parallel", 1.0), rec("TeraPipe", "terapipe", 2.0)], pd.DataFrame(rows))
+    assert line == ("c: fastest TP (1000.0 ms on 8 GPUs); TeraPipe: does not fit (fails structure: fill_drain_share; "
+                    "2.00x the fastest (TP))"), line
