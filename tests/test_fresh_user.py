@@ -877,3 +877,15 @@ def test_conclusion_lines_do_not_repeat_the_schedule_and_verdict():
     [line] = conclusion([rec("TP", "tensor_parallel", 1.0), rec("TeraPipe", "terapipe", 2.0)], pd.DataFrame(rows))
     assert line == ("c: fastest TP (1000.0 ms on 8 GPUs); TeraPipe: does not fit (fails structure: fill_drain_share; "
                     "2.00x the fastest (TP))"), line
+
+
+@pytest.mark.parametrize("kw, field", [(dict(resolution_px=2**64), "height_px"),
+                                       (dict(resolution_px=(16, 2**40)), "width_px"),
+                                       (dict(resolution_px=1024, batch=2**40), "batch"),
+                                       (dict(resolution_px=1024, text_tokens=2**40), "text_tokens")])
+def test_dit_workload_bounds_the_tokens_of_a_step(kw, field):
+    """`resolution_px = 18446744073709551616` in a scenario raised OverflowError from numpy inside
+    the kernel lowering; a step's tokens are bounded like a prefill's (MAX_SEQ_TOKENS)."""
+    with pytest.raises(flitsim.ConfigError, match=rf"^DitWorkload\.{field} = \d+: .*16777216"):
+        dit_workload("pixart-alpha", **kw)
+    assert dit_workload("pixart-alpha", 4096, batch=8).image_tokens == 65536  # far below the bound
