@@ -889,3 +889,17 @@ def test_dit_workload_bounds_the_tokens_of_a_step(kw, field):
     with pytest.raises(flitsim.ConfigError, match=rf"^DitWorkload\.{field} = \d+: .*16777216"):
         dit_workload("pixart-alpha", **kw)
     assert dit_workload("pixart-alpha", 4096, batch=8).image_tokens == 65536  # far below the bound
+
+
+def test_scenario_without_cases_and_oversized_degree_get_short_messages(tmp_path):
+    """A scenario with no [[cases]] printed the whole parsed file (~900 characters) before the rule;
+    `degree = 64` on an 8-GPU fabric listed the 56 out-of-range ids instead of the count."""
+    from flitsim.scenario import load_scenario, run_scenario
+
+    f = tmp_path / "s.toml"
+    f.write_text('title = "t"\n[fabric]\npreset = "hgx-b200"\n')
+    with pytest.raises(flitsim.ConfigError, match=r"Scenario\.cases = \[\]: at least one \[\[cases\]\] entry") as ei:
+        load_scenario(f)
+    assert len(str(ei.value)) < 120
+    with pytest.raises(flitsim.ConfigError, match=r"^devices = 64: at most the fabric's 8 devices"):
+        S.build("tensor_parallel", "llama-3-8b", 128, degree=64, fabric="hgx-b200")

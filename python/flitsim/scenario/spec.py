@@ -252,7 +252,8 @@ class Scenario(Spec):
     @model_validator(mode="after")
     def _something_to_run(self) -> "Scenario":
         if not self.cases and self.map is None:
-            raise ValueError("at least one [[cases]] entry or a [map] section")
+            # a ConfigError naming the field (a ValueError here was reported with the whole parsed file)
+            raise config_error("Scenario.cases", [], "at least one [[cases]] entry or a [map] section")
         return self
 
     @model_validator(mode="after")
