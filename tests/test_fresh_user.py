@@ -903,3 +903,21 @@ def test_scenario_without_cases_and_oversized_degree_get_short_messages(tmp_path
     assert len(str(ei.value)) < 120
     with pytest.raises(flitsim.ConfigError, match=r"^devices = 64: at most the fabric's 8 devices"):
         S.build("tensor_parallel", "llama-3-8b", 128, degree=64, fabric="hgx-b200")
+
+
+def test_api_refuses_zero_degrees_bad_network_fidelity_and_no_bers():
+    """`Parallel(pp=0, tp=4).build(...)` built tensor parallel on 4 GPUs; `FabricNetwork(...,
+    fidelity="nope")` was accepted until a schedule ran on it; `goodput_vs_ber(link, [])` returned
+    an empty table with no columns."""
+    with pytest.raises(flitsim.ConfigError, match=r"^Parallel\.pp = 0: a degree in 1\.\.=4096"):
+        S.Parallel(pp=0, tp=4)
+    with pytest.raises(flitsim.ConfigError, match=r"^Parallel\.tp = 2\.0: .*\(got float\)"):
+        S.Parallel(tp=2.0)
+    assert S.Parallel(pp=2, tp=4).devices == 8
+    with pytest.raises(flitsim.ConfigError, match=r"^FabricNetwork\.fidelity = 'nope': .*'packet', 'flow' or 'auto'"):
+        flitsim.FabricNetwork("hgx-h100", fidelity="nope")
+    with pytest.raises(flitsim.ConfigError, match=r"^FabricNetwork\.transport = 'nvlink': expected one of"):
+        flitsim.FabricNetwork("hgx-h100", transport="nvlink")
+    assert flitsim.FabricNetwork("hgx-h100", fidelity="flow").fidelity == "flow"
+    with pytest.raises(flitsim.ConfigError, match=r"^bers = \[\]: at least one BER"):
+        flitsim.goodput_vs_ber("nvlink5", [])
