@@ -921,3 +921,21 @@ def test_api_refuses_zero_degrees_bad_network_fidelity_and_no_bers():
     assert flitsim.FabricNetwork("hgx-h100", fidelity="flow").fidelity == "flow"
     with pytest.raises(flitsim.ConfigError, match=r"^bers = \[\]: at least one BER"):
         flitsim.goodput_vs_ber("nvlink5", [])
+
+
+def test_run_prints_scorecard_figures_as_worded_not_raw_floats(tmp_path):
+    """The printed PMF scorecard showed `0.8547430951858761` and `nan` (text-only facts such as the
+    tokenizer); it now prints the scorecard's own wording (`85.5%`, `llama-2 (model: llama-3)`)."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    f = tmp_path / "s.toml"
+    f.write_text('title = "t"\n[fabric]\npreset = "hgx-b200"\nnetwork = "analytic"\n[[cases]]\nname = "p"\n'
+                 'model = "llama-3-8b"\nbaseline = false\nworkload = { kind = "tokens", tokens = 256 }\n'
+                 '[[cases.schedules]]\nname = "terapipe"\noptions = { stages = 2, slices = 2 }\n')
+    out = CliRunner().invoke(cli, ["run", str(f), "--out", str(tmp_path / "o"), "--no-progress"])
+    assert out.exit_code == 0, out.output
+    card = out.output.split("PMF scorecard", 1)[1].split("Where token-level", 1)[0]
+    assert "fill/drain share" in card and "%" in card, card
+    assert " nan " not in card and not __import__("re").search(r"\d\.\d{8,}", card), card
