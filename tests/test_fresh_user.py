@@ -939,3 +939,14 @@ def test_run_prints_scorecard_figures_as_worded_not_raw_floats(tmp_path):
     card = out.output.split("PMF scorecard", 1)[1].split("Where token-level", 1)[0]
     assert "fill/drain share" in card and "%" in card, card
     assert " nan " not in card and not __import__("re").search(r"\d\.\d{8,}", card), card
+
+
+def test_main_help_names_more_than_nvswitch():
+    """`flitsim --help` still said "GPU scale-up fabrics (NVLink/NVSwitch)" although PCIe, Ethernet and
+    InfiniBand fabrics and flow level are half of the package."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    out = CliRunner().invoke(cli, ["--help"]).output
+    assert "PCIe" in out and "InfiniBand" in out and "flow level" in out
