@@ -950,3 +950,18 @@ def test_main_help_names_more_than_nvswitch():
 
     out = CliRunner().invoke(cli, ["--help"]).output
     assert "PCIe" in out and "InfiniBand" in out and "flow level" in out
+
+
+def test_sweep_parameter_names_are_identifiers(tmp_path):
+    """`"" = [1]` in [grid] ran every point into a TypeError recorded in the error column; a
+    parameter name is checked once, up front."""
+    from flitsim.sweeps import load_sweep
+
+    f = tmp_path / "s.toml"
+    f.write_text('[grid]\n"" = [1]\n')
+    with pytest.raises(flitsim.ConfigError, match=r"^grid key = '': a parameter name \(a Python identifier\)"):
+        load_sweep(f)
+    with pytest.raises(flitsim.ConfigError, match=r"^grid\[0\] = .*identifiers"):
+        flitsim.sweep(lambda **k: {}, [{"a b": 1}], workers=1, progress=False)
+    with pytest.raises(flitsim.ConfigError, match=r"^fixed = .*identifier"):
+        flitsim.sweep(lambda **k: {}, {"x": [1]}, workers=1, progress=False, fixed={"1x": 2})

@@ -63,8 +63,9 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]])
     if isinstance(grid, Mapping):
         keys = list(grid)
         for k in keys:
-            if not isinstance(k, str):
-                raise config_error("grid key", k, "a parameter name (str)")
+            if not isinstance(k, str) or not k.isidentifier():
+                # the name is passed as a keyword argument: "" or "a b" failed once per point
+                raise config_error("grid key", k, "a parameter name (a Python identifier)")
             if isinstance(grid[k], (str, bytes)) or not isinstance(grid[k], Sequence) or len(grid[k]) == 0:
                 raise config_error(f"grid.{k}", grid[k], "a non-empty list of values")
         return [dict(zip(keys, vals)) for vals in itertools.product(*(grid[k] for k in keys))]
@@ -72,8 +73,8 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]])
         raise config_error("grid", grid, "a mapping name -> list of values, or a list of point dicts")
     pts = []
     for i, p in enumerate(grid):
-        if not isinstance(p, Mapping):
-            raise config_error(f"grid[{i}]", p, "a dict of parameters")
+        if not isinstance(p, Mapping) or not all(isinstance(k, str) and k.isidentifier() for k in p):
+            raise config_error(f"grid[{i}]", p, "a dict of parameters (names are Python identifiers)")
         pts.append(dict(p))
     if not pts:
         raise config_error("grid", grid, "at least one point")
@@ -198,8 +199,8 @@ def sweep(target: Callable[..., Mapping[str, Any]] | str, grid: Any, executor: A
         workers = check_int("workers", workers, 1, 4096)
     if fixed is None:
         fixed = {}
-    if not isinstance(fixed, Mapping) or not all(isinstance(k, str) for k in fixed):
-        raise config_error("fixed", fixed, "a mapping of parameter name -> value")
+    if not isinstance(fixed, Mapping) or not all(isinstance(k, str) and k.isidentifier() for k in fixed):
+        raise config_error("fixed", fixed, "a mapping of parameter name (a Python identifier) -> value")
     pts = _merge_fixed(fixed, grid_points(grid), "fixed")
     if not callable(target):
         _resolve(target)  # a typo fails now, not once per point
