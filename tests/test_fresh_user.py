@@ -965,3 +965,26 @@ def test_sweep_parameter_names_are_identifiers(tmp_path):
         flitsim.sweep(lambda **k: {}, [{"a b": 1}], workers=1, progress=False)
     with pytest.raises(flitsim.ConfigError, match=r"^fixed = .*identifier"):
         flitsim.sweep(lambda **k: {}, {"x": [1]}, workers=1, progress=False, fixed={"1x": 2})
+
+
+_STUDY2 = ('[serve]\nmodel = "llama-3-8b"\nn = 4\npolicies = ["chunked"]\n[[fabric]]\nname = "hgx-h100"\nrates = "1"\n'
+          'layouts = [{ tp = 2 }]\n[[workload]]\nname = "w"\nllmperf = { mean_input_tokens = 100, '
+          'mean_output_tokens = 5, seed = 0 }\n')
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ("n = 4", "n = 4.5", r"^serve\.n = 4\.5: an integer >= 1 \(got float\)"),
+    ('rates = "1"', "rates = 1", r"^\[\[fabric\]\] 0 rates = 1: a string"),
+    ('rates = "1"', 'rates = "1"\nratez = "2"', r"^\[\[fabric\]\] 0 = \['ratez'\]: keys among"),
+    ("seed = 0 }", 'seed = 0 }\ntrace = "azure-conv-2023"', r"either 'trace' or 'llmperf', not both"),
+    ('model = "llama-3-8b"', 'model = "pixart-alpha"', r"^serve\.model = 'pixart-alpha': a causal LLM"),
+])
+def test_serving_study_refuses_typos_and_wrong_types_up_front(tmp_path, old, new, match):
+    """A serving study ran `n = 4.5` as 4, ignored an unknown `ratez` key and the llmperf table next to
+    a trace, raised TypeError for `rates = 1`, and made a non-causal model an error row per point."""
+    from flitsim.serving.study import read_study, run_study
+
+    f = tmp_path / "s.toml"
+    f.write_text(_STUDY2.replace(old, new, 1))
+    with pytest.raises(flitsim.ConfigError, match=match):
+        run_study(read_study(str(f)))
