@@ -189,7 +189,7 @@ def test_calibrate_blames_zero_and_nan_times_header_gpus_and_redop():
 
 @pytest.mark.parametrize("length", [0, "0", -3])
 def test_plan_refuses_a_zero_token_prompt_naming_the_field(length):
-    with pytest.raises(flitsim.ConfigError, match=r"prefill length.*prompt length >= 1"):
+    with pytest.raises(flitsim.ConfigError, match=r"prefill length.*prompt length in 1\.\.="):
         flitsim.plan("llama-3-8b", length, fabric="hgx-h100", gpus=2)
 
 
@@ -988,3 +988,17 @@ def test_serving_study_refuses_typos_and_wrong_types_up_front(tmp_path, old, new
     f.write_text(_STUDY2.replace(old, new, 1))
     with pytest.raises(flitsim.ConfigError, match=match):
         run_study(read_study(str(f)))
+
+
+def test_plan_bounds_the_prefill_and_says_why_configurations_were_refused():
+    """`flitsim plan llama-3-8b 99999999999` listed 8 rows 'infeasible' with no reason and a summary of
+    '0 do not fit ... 0 simulated'; the length is refused up front, and a refused row's reason printed."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+    from flitsim.planner import plan
+
+    with pytest.raises(flitsim.ConfigError, match=r"prefill length, tokens\) = '99999999999': .*1\.\.=16777216"):
+        plan("llama-3-8b", "99999999999", fabric="hgx-h100")
+    out = CliRunner().invoke(cli, ["plan", "llama-3-8b", "8", "-F", "hgx-h100", "--format", "text"]).output
+    assert "1 refused by their builder (infeasible)" in out and "infeasible 8 pp8: slices = 16" in out, out
