@@ -1002,3 +1002,19 @@ def test_plan_bounds_the_prefill_and_says_why_configurations_were_refused():
         plan("llama-3-8b", "99999999999", fabric="hgx-h100")
     out = CliRunner().invoke(cli, ["plan", "llama-3-8b", "8", "-F", "hgx-h100", "--format", "text"]).output
     assert "1 refused by their builder (infeasible)" in out and "infeasible 8 pp8: slices = 16" in out, out
+
+
+@pytest.mark.parametrize("cell, ok", [("nan", False), ("100.5", False), ("1e30", False), ("-5", False),
+                                      ("100.0", True)])
+def test_trace_token_cells_are_named_when_bad(tmp_path, cell, ok):
+    """A trace cell `nan` was reported as `input_tokens = 'float64'` (the column's dtype), `1e30` the
+    same way; the first bad cell is named with its row, and whole numbers written as 100.0 load."""
+    from flitsim.workloads import load_trace
+
+    f = tmp_path / "t.csv"
+    f.write_text(f"timestamp,input_tokens,output_tokens\n0,100,10\n1,{cell},10\n")
+    if ok:
+        assert load_trace(str(f)).requests.input_tokens.tolist() == [100, 100]
+    else:
+        with pytest.raises(flitsim.ConfigError, match=rf"^input_tokens \(row 1, column 'input_tokens'\) = "):
+            load_trace(str(f))
