@@ -1018,3 +1018,14 @@ def test_trace_token_cells_are_named_when_bad(tmp_path, cell, ok):
     else:
         with pytest.raises(flitsim.ConfigError, match=rf"^input_tokens \(row 1, column 'input_tokens'\) = "):
             load_trace(str(f))
+
+
+def test_nccl_tests_accepts_every_nccl_tests_type_name():
+    """`-d uint8` (or int64, f8e4m3: names nccl-tests prints) was refused by the simulator, so a real
+    log of those types could not be calibrated on; the help now lists them."""
+    from flitsim.collectives import nccl_tests
+    from flitsim.nccl_log import TYPE_BYTES
+
+    for t in ("uint8", "int64", "f8e4m3"):
+        df = nccl_tests("hgx-h100", "all_reduce", minbytes="64K", maxbytes="64K", dtype=t, fidelity="flow")
+        assert df["type"].tolist() == [t] and df["count"].tolist() == [65536 // TYPE_BYTES[t]]
