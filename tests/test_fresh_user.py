@@ -1029,3 +1029,17 @@ def test_nccl_tests_accepts_every_nccl_tests_type_name():
     for t in ("uint8", "int64", "f8e4m3"):
         df = nccl_tests("hgx-h100", "all_reduce", minbytes="64K", maxbytes="64K", dtype=t, fidelity="flow")
         assert df["type"].tolist() == [t] and df["count"].tolist() == [65536 // TYPE_BYTES[t]]
+
+
+@pytest.mark.parametrize("bad, match", [(123, "a file path"), ("{tmp}", "not a folder"),
+                                        ("{tmp}/no/such/t.json", "does not exist")])
+def test_to_perfetto_checks_its_path_before_writing(tmp_path, bad, match):
+    """`to_perfetto(run, 123)` opened file descriptor 123 and wrote the trace into it (OSError when it
+    was closed); a folder or a missing folder raised IsADirectoryError / FileNotFoundError."""
+    from flitsim.taskgraph import IdealNetwork
+
+    s = S.simulate(S.build("tensor_parallel", "llama-3-8b", 64, degree=2), IdealNetwork(1000, 450))
+    path = bad.format(tmp=tmp_path) if isinstance(bad, str) else bad
+    with pytest.raises(flitsim.ConfigError, match=rf"^path = .*{match}"):
+        flitsim.report.to_perfetto(s, path)
+    assert flitsim.report.to_perfetto(s, tmp_path / "t.json") == str(tmp_path / "t.json")
