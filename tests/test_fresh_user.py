@@ -1043,3 +1043,17 @@ def test_to_perfetto_checks_its_path_before_writing(tmp_path, bad, match):
     with pytest.raises(flitsim.ConfigError, match=rf"^path = .*{match}"):
         flitsim.report.to_perfetto(s, path)
     assert flitsim.report.to_perfetto(s, tmp_path / "t.json") == str(tmp_path / "t.json")
+
+
+def test_default_plot_refuses_unknown_keywords_and_a_non_axes():
+    """`result.plot(kind="nope")` was accepted and ignored (any keyword was); `plot(ax=5)` raised
+    AttributeError from inside."""
+    from flitsim.taskgraph import IdealNetwork
+
+    s = S.simulate(S.build("tensor_parallel", "llama-3-8b", 64, degree=2), IdealNetwork(1000, 450))
+    with pytest.raises(TypeError, match="kind"):
+        s.plot(kind="nope")
+    with pytest.raises(flitsim.ConfigError, match=r"^ax = 5: a matplotlib Axes"):
+        s.plot(ax=5)
+    fig = s.plot(title="mine")
+    assert fig.axes[0].get_title() == "mine"
