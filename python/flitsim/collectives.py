@@ -29,7 +29,6 @@ from flitsim import _core
 from flitsim.errors import ConfigError, check_int
 from flitsim.hardware.fabric import FabricSpec, as_fabric
 from flitsim.hardware.gpus import GPU_PRESETS, fabric_gpu
-from flitsim.nccl_log import PER_RANK_COUNT_OPS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,6 +41,16 @@ _DTYPES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "do
 # every name of nccl-tests' type column is accepted (a log's rows are simulated with their type); the
 # two aliases are printed under nccl-tests' names
 _NCCL_TYPE = {"float32": "float", "float16": "half"}
+
+NCCL_TYPE_BYTES = {k: v for k, v in _DTYPES.items() if k not in _NCCL_TYPE}
+"""Bytes per element of the names nccl-tests prints in its type column
+(``test_typeNames`` in nccl-tests' src/common.cu)."""
+
+PER_RANK_COUNT_OPS = ("all_gather", "reduce_scatter", "all_to_all")
+"""Ops whose nccl-tests count column is per rank: nccl-tests prints
+``paramcount``, which its ``*GetCollByteCount`` functions set to size /
+(element bytes x ranks) for all_gather, reduce_scatter and alltoall and to
+size / element bytes otherwise."""
 _REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
 
 

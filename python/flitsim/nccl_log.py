@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flitsim.collectives import NCCL_TYPE_BYTES, PER_RANK_COUNT_OPS
 from flitsim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -91,15 +92,9 @@ REDOPS = ("sum", "prod", "max", "min", "avg", "mulsum", "none")
 src/common.cu; ``none`` for collectives without a reduction)."""
 
 
-TYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2, "float": 4,
-              "double": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1}
-"""Bytes per element of the type column's values (``test_typeNames`` in
-nccl-tests' src/common.cu)."""
-
-PER_RANK_COUNT_OPS = ("all_gather", "reduce_scatter", "all_to_all")
-"""Ops whose count column is per rank: nccl-tests prints ``paramcount``, which
-its ``*GetCollByteCount`` functions set to size / (element bytes x ranks) for
-all_gather, reduce_scatter and alltoall and to size / element bytes otherwise."""
+TYPE_BYTES = NCCL_TYPE_BYTES
+"""Bytes per element of the type column's values (nccl-tests' names;
+:data:`flitsim.collectives.NCCL_TYPE_BYTES`)."""
 
 
 def _check_count(rows: list[dict[str, Any]], op: str | None, n: int | None, label: str) -> None:
