@@ -1057,3 +1057,24 @@ def test_default_plot_refuses_unknown_keywords_and_a_non_axes():
         s.plot(ax=5)
     fig = s.plot(title="mine")
     assert fig.axes[0].get_title() == "mine"
+
+
+@pytest.mark.parametrize("name", ["", "///"])
+def test_case_names_and_labels_need_a_letter_or_digit(tmp_path, name):
+    """`name = ""` ran and wrote `tasks/__terapipe-uniform.parquet` and a conclusion line `: fastest ...`;
+    a label of `///` wrote `llama...__.parquet`."""
+    from flitsim.scenario import load_scenario
+
+    f = tmp_path / "s.toml"
+    body = ('title = "t"\n[fabric]\npreset = "hgx-b200"\n[[cases]]\nname = "{c}"\nmodel = "llama-3-8b"\n'
+            'workload = {{ kind = "tokens", tokens = 64 }}\n[[cases.schedules]]\nname = "tensor_parallel"\n'
+            'label = "{l}"\noptions = {{ degree = 2 }}\n')
+    f.write_text(body.format(c=name, l="tp"))
+    with pytest.raises(flitsim.ConfigError, match=r"cases\.0\.name = .*at least one letter or digit"):
+        load_scenario(f)
+    f.write_text(body.format(c="c", l=name))
+    if name:  # an empty label falls back to the builder's name
+        with pytest.raises(flitsim.ConfigError, match=r"cases\.0\.schedules\.0\.label = .*at least one letter or digit"):
+            load_scenario(f)
+    else:
+        assert load_scenario(f).cases[0].schedules[0].label == ""
