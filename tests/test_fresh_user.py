@@ -1078,3 +1078,14 @@ def test_case_names_and_labels_need_a_letter_or_digit(tmp_path, name):
             load_scenario(f)
     else:
         assert load_scenario(f).cases[0].schedules[0].label == ""
+
+
+def test_validate_list_checks_the_fabric_it_was_given():
+    """`flitsim validate --fabric nope --list` listed the cases (exit 0) as if the fabric existed."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    r = CliRunner().invoke(cli, ["validate", "--fabric", "nope", "--list", "--area", "ledger"])
+    assert r.exit_code != 0 and "fabric preset = 'nope'" in r.output
+    assert CliRunner().invoke(cli, ["validate", "--fabric", "hgx-h100", "--list", "--area", "ledger"]).exit_code == 0
