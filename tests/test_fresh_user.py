@@ -978,6 +978,7 @@ _STUDY2 = ('[serve]\nmodel = "llama-3-8b"\nn = 4\npolicies = ["chunked"]\n[[fabr
     ('rates = "1"', 'rates = "1"\nratez = "2"', r"^\[\[fabric\]\] 0 = \['ratez'\]: keys among"),
     ("seed = 0 }", 'seed = 0 }\ntrace = "azure-conv-2023"', r"either 'trace' or 'llmperf', not both"),
     ('model = "llama-3-8b"', 'model = "pixart-alpha"', r"^serve\.model = 'pixart-alpha': a causal LLM"),
+    ("[{ tp = 2 }]", "[{ tp = 2 }, { tp = 4, replicas = 4 }]", r"^fabric 'hgx-h100'\.layouts\.1 = .*8 GPUs"),
 ])
 def test_serving_study_refuses_typos_and_wrong_types_up_front(tmp_path, old, new, match):
     """A serving study ran `n = 4.5` as 4, ignored an unknown `ratez` key and the llmperf table next to

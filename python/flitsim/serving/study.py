@@ -139,6 +139,12 @@ def _check_study(study: dict[str, Any], model: Any, policies: Any) -> None:
             raise config_error(f"[[{where}]] {i} fabric", name, str(e)) from None
         if "layouts" in f and (not isinstance(f["layouts"], list) or not f["layouts"]):
             raise config_error(f"fabric {name!r}.layouts", f["layouts"], "a non-empty list of layouts ({ tp = 8 }, ...)")
+        fab = as_fabric(name)
+        for j, lay in enumerate(f.get("layouts", []) if where == "fabric" else []):
+            L = Layout.of(lay)  # a layout larger than the fabric was an error row per point (exit 0)
+            if L.first_gpu + L.gpus > fab.gpus:
+                raise config_error(f"fabric {name!r}.layouts.{j}", L.label(), f"a layout within {fab.name}'s "
+                                   f"{fab.gpus} GPUs (needs GPUs {L.first_gpu}..{L.first_gpu + L.gpus - 1})")
         if "rates" in f:
             if not isinstance(f["rates"], str):  # a number raised TypeError from the parser
                 raise config_error(f"[[{where}]] {i} rates", f["rates"], "a string: 'lo:hi', 'lo:hi:n' or 'r1,r2,...'")
