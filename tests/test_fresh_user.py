@@ -189,7 +189,7 @@ def test_calibrate_blames_zero_and_nan_times_header_gpus_and_redop():
 
 @pytest.mark.parametrize("length", [0, "0", -3])
 def test_plan_refuses_a_zero_token_prompt_naming_the_field(length):
-    with pytest.raises(flitsim.ConfigError, match=r"prefill length.*prompt length >= 1"):
+    with pytest.raises(flitsim.ConfigError, match=r"prefill length.*prompt length in 1\.\.="):
         flitsim.plan("llama-3-8b", length, fabric="hgx-h100", gpus=2)
 
 
@@ -740,3 +740,370 @@ def test_comma_lists_refuse_empty_items_everywhere():
         for text in ("0.1,,0.5", "", "0.5,"):
             with pytest.raises(flitsim.ConfigError, match=f"^{field} = "):
                 parse(text)
+
+
+def test_sweep_refuses_a_name_both_fixed_and_in_the_grid(tmp_path):
+    """`stages = 4` in [fixed] and `stages = [2, 4]` in [grid] ran the grid silently (the fixed
+    value was dropped); the file and the API now refuse it before the first point."""
+    from flitsim.sweeps import load_sweep
+
+    f = tmp_path / "s.toml"
+    f.write_text('[fixed]\nschedule = "terapipe"\nstages = 4\n[grid]\nstages = [2, 4]\n')
+    with pytest.raises(flitsim.ConfigError, match=r"^\[fixed\]\.stages = 4: .*not both.*stages = 2"):
+        load_sweep(f)
+    calls = []
+    with pytest.raises(flitsim.ConfigError, match=r"^fixed\.k = 1: .*grid point 1 has k = 3"):
+        flitsim.sweep(lambda x, k=0: calls.append(x) or {"y": x}, [{"x": 1}, {"x": 2, "k": 3}], workers=1,
+                      progress=False, fixed={"k": 1})
+    assert calls == []
+
+
+def _nccl_log_text(op_file: str, rows: list[tuple[int, int, str]], ranks: int = 8) -> str:
+    head = [f"#  Rank {r:2d} Group  0 Pid 1 on node device {r:2d} [0x00] NVIDIA H100" for r in range(ranks)]
+    head.append("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+                "   busbw #wrong")
+    body = [f"{s:12d}  {c:12d}  {t:>8s}  {'sum' if 'reduce' in op_file else 'none':>6s}      -1  100.00    0.50"
+            f"    0.50    N/A  100.00    0.50    0.50    N/A" for s, c, t in rows]
+    return "\n".join(head + body) + "\n"
+
+
+def test_nccl_log_count_must_agree_with_size_and_type():
+    """A row's count column is checked against size / element bytes (per rank for all_gather,
+    reduce_scatter, alltoall: nccl-tests prints paramcount); a mismatch was accepted and the
+    simulator silently ran `size` bytes."""
+    from flitsim.nccl_log import parse
+
+    ok = parse("all_reduce_perf.log", text=_nccl_log_text("all_reduce", [(1 << 20, 1 << 18, "float"),
+                                                                          (1 << 20, 1 << 19, "half")]))
+    assert [r["count"] for r in ok.rows] == [262144, 524288]
+    # all_gather over 8 ranks: 1 MiB of float is 32768 elements per rank (nccl-tests' all_gather_perf)
+    assert parse("all_gather_perf.log", text=_nccl_log_text("all_gather", [(1 << 20, 32768, "float")])).rows
+    with pytest.raises(flitsim.ConfigError, match=r"all_reduce_perf\.log:11: count = 131072 elements: expected "
+                                                  r"size / \(4 B per float\) = 262144"):
+        parse("all_reduce_perf.log", text=_nccl_log_text("all_reduce", [(1 << 20, 1 << 18, "float"),
+                                                                        (1 << 20, 1 << 17, "float")]))
+    with pytest.raises(flitsim.ConfigError, match=r"count = 262144 elements: expected size / \(4 B per float x 8 "
+                                                  r"ranks\) = 32768"):
+        parse("all_gather_perf.log", text=_nccl_log_text("all_gather", [(1 << 20, 1 << 18, "float")]))
+    with pytest.raises(flitsim.ConfigError, match=r"type = 'float33': expected one of \["):
+        parse("all_reduce_perf.log", text=_nccl_log_text("all_reduce", [(1 << 20, 1 << 18, "float33")]))
+    # op unknown (a plain name, no ranks): count must still divide size into whole elements of the type
+    with pytest.raises(flitsim.ConfigError, match="count = 300000 elements"):
+        parse("log.txt", text=_nccl_log_text("x", [(1 << 20, 300000, "float")], ranks=0))
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "all_to_all"])
+def test_simulated_nccl_tests_table_reads_back_with_nccl_tests_counts(op):
+    """`flitsim nccl-tests --format nccl-tests` printed all_to_all's count 8x too large (not per
+    rank) and dtype aliases (float16) under their own name; its output must parse as a log."""
+    from flitsim.collectives import nccl_tests
+    from flitsim.nccl_log import format_table, parse
+
+    df = nccl_tests("hgx-h100", op, minbytes="1M", maxbytes="1M", dtype="float16", fidelity="flow")
+    per_rank = 8 if op != "all_reduce" else 1
+    assert df["type"].tolist() == ["half"] and df["count"].tolist() == [(1 << 20) // 2 // per_rank]
+    text = format_table(df, op=op, ngpus=8, fabric="hgx-h100", minbytes=1 << 20, maxbytes=1 << 20, stepfactor=2)
+    assert parse(f"{op}_perf.log", text=text).rows[0]["count"] == df["count"][0]
+    with pytest.raises(flitsim.ConfigError, match=r"^stepfactor = 2\.5: an integer >= 2 \(got float\)"):
+        nccl_tests("hgx-h100", op, minbytes="1M", maxbytes="4M", stepfactor=2.5, fidelity="flow")
+
+
+def test_dit_latency_per_image_is_not_halved_by_cfg(tmp_path):
+    """The report's "DiT latency" table read the schedules' `batch` option (the step batch, doubled
+    by classifier-free guidance) as images: DiT-XL/2 tensor parallel showed half its makespan per
+    image, PipeFusion (no `batch` option) the whole. One image: per image = makespan for both."""
+    from flitsim.scenario import load_scenario, run_scenario
+
+    f = tmp_path / "dit.toml"
+    f.write_text('title = "t"\n[fabric]\npreset = "hgx-b200"\nnetwork = "analytic"\n[[cases]]\nname = "d"\nbaseline = false\n'
+                 'workload = { kind = "dit", model = "dit-xl/2", resolution_px = 256, steps = 1, batch = 2 }\n'
+                 '[[cases.schedules]]\nname = "tensor_parallel"\noptions = { degree = 2 }\n'
+                 '[[cases.schedules]]\nname = "pipefusion"\noptions = { stages = 2, patches = 2 }\n')
+    res = run_scenario(load_scenario(f))
+    for r in res.runs:
+        assert r.dit["images"] == 2
+        assert r.dit["latency_per_image_s"] == pytest.approx(r.metrics["makespan_s"] / 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_every_spec_refuses_nan_and_inf_as_not_finite(bad):
+    """`flitsim switch --clock-ghz nan` said "should be less than or equal to 1000" (NaN fails every
+    comparison); every spec now refuses a non-finite float as such (Spec's allow_inf_nan=False)."""
+    from flitsim.hardware.link_spec import SerdesSpec
+    from flitsim.switchlab import SwitchSpec
+
+    with pytest.raises(flitsim.ConfigError, match=r"^SwitchSpec\.clock_ghz = .*: Input should be a finite number"):
+        SwitchSpec(clock_ghz=bad)
+    with pytest.raises(flitsim.ConfigError, match=r"SerdesSpec\.baud_gbd = .*finite number"):
+        SerdesSpec(baud_gbd=bad, modulation="pam4", lanes=2)
+
+
+def test_plot_flags_never_overwrite_a_file_that_is_not_a_figure(tmp_path):
+    """`flitsim switch --plot notes.png` replaced whatever was at that path; now only an earlier
+    figure (matplotlib names itself in it, or the image's magic bytes) is replaced."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    args = ["switch", "--ports", "4", "--load", "0.1", "--warmup", "10", "--cycles", "200", "--plot"]
+    notes = tmp_path / "curve.png"
+    notes.write_text("my notes\n")
+    r = CliRunner().invoke(cli, args + [str(notes)])
+    assert r.exit_code != 0 and "not a matplotlib figure" in r.output and notes.read_text() == "my notes\n"
+    fig = tmp_path / "fig.svg"
+    r = CliRunner().invoke(cli, args + [str(fig)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, args + [str(fig)])  # an earlier plot is replaced
+    assert r.exit_code == 0, r.output
+
+
+def test_conclusion_lines_do_not_repeat_the_schedule_and_verdict():
+    """`TeraPipe uniform: does not fit (TeraPipe uniform does not fit: fails ...)`: the README had to
+    shorten the printed lines by hand; the reason no longer repeats what precedes it."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from flitsim.report.scorecard import MATCHES
+    from flitsim.scenario.result import conclusion
+
+    def rec(label, name, s):
+        return SimpleNamespace(case="c", label=label, name=name, metrics={"makespan_s": s}, devices=8,
+                               memory={"memory_status": "ok"})
+
+    # every figure of the three matches measured and passing, except fill/drain (structure)
+    rows = [{"case": "c", "schedule": "TeraPipe", "group": m, "key": k, "figure": k, "value": 1.0, "in_match": True,
+             "passes": k != "fill_drain_share"} for m, keys in MATCHES.items() for k in keys]
+    [line] = conclusion([rec("TP", "tensor_parallel", 1.0), rec("TeraPipe", "terapipe", 2.0)], pd.DataFrame(rows))
+    assert line == ("c: fastest TP (1000.0 ms on 8 GPUs); TeraPipe: does not fit (fails structure: fill_drain_share; "
+                    "2.00x the fastest (TP))"), line
+
+
+@pytest.mark.parametrize("kw, field", [(dict(resolution_px=2**64), "height_px"),
+                                       (dict(resolution_px=(16, 2**40)), "width_px"),
+                                       (dict(resolution_px=1024, batch=2**40), "batch"),
+                                       (dict(resolution_px=1024, text_tokens=2**40), "text_tokens")])
+def test_dit_workload_bounds_the_tokens_of_a_step(kw, field):
+    """`resolution_px = 18446744073709551616` in a scenario raised OverflowError from numpy inside
+    the kernel lowering; a step's tokens are bounded like a prefill's (MAX_SEQ_TOKENS)."""
+    with pytest.raises(flitsim.ConfigError, match=rf"^DitWorkload\.{field} = \d+: .*16777216"):
+        dit_workload("pixart-alpha", **kw)
+    assert dit_workload("pixart-alpha", 4096, batch=8).image_tokens == 65536  # far below the bound
+
+
+def test_scenario_without_cases_and_oversized_degree_get_short_messages(tmp_path):
+    """A scenario with no [[cases]] printed the whole parsed file (~900 characters) before the rule;
+    `degree = 64` on an 8-GPU fabric listed the 56 out-of-range ids instead of the count."""
+    from flitsim.scenario import load_scenario, run_scenario
+
+    f = tmp_path / "s.toml"
+    f.write_text('title = "t"\n[fabric]\npreset = "hgx-b200"\n')
+    with pytest.raises(flitsim.ConfigError, match=r"Scenario\.cases = \[\]: at least one \[\[cases\]\] entry") as ei:
+        load_scenario(f)
+    assert len(str(ei.value)) < 120
+    with pytest.raises(flitsim.ConfigError, match=r"^devices = 64: at most the fabric's 8 devices"):
+        S.build("tensor_parallel", "llama-3-8b", 128, degree=64, fabric="hgx-b200")
+
+
+def test_api_refuses_zero_degrees_bad_network_fidelity_and_no_bers():
+    """`Parallel(pp=0, tp=4).build(...)` built tensor parallel on 4 GPUs; `FabricNetwork(...,
+    fidelity="nope")` was accepted until a schedule ran on it; `goodput_vs_ber(link, [])` returned
+    an empty table with no columns."""
+    with pytest.raises(flitsim.ConfigError, match=r"^Parallel\.pp = 0: a degree in 1\.\.=4096"):
+        S.Parallel(pp=0, tp=4)
+    with pytest.raises(flitsim.ConfigError, match=r"^Parallel\.tp = 2\.0: .*\(got float\)"):
+        S.Parallel(tp=2.0)
+    assert S.Parallel(pp=2, tp=4).devices == 8
+    with pytest.raises(flitsim.ConfigError, match=r"^FabricNetwork\.fidelity = 'nope': .*'packet', 'flow' or 'auto'"):
+        flitsim.FabricNetwork("hgx-h100", fidelity="nope")
+    with pytest.raises(flitsim.ConfigError, match=r"^FabricNetwork\.transport = 'nvlink': expected one of"):
+        flitsim.FabricNetwork("hgx-h100", transport="nvlink")
+    assert flitsim.FabricNetwork("hgx-h100", fidelity="flow").fidelity == "flow"
+    with pytest.raises(flitsim.ConfigError, match=r"^bers = \[\]: at least one BER"):
+        flitsim.goodput_vs_ber("nvlink5", [])
+
+
+def test_run_prints_scorecard_figures_as_worded_not_raw_floats(tmp_path):
+    """The printed PMF scorecard showed `0.8547430951858761` and `nan` (text-only facts such as the
+    tokenizer); it now prints the scorecard's own wording (`85.5%`, `llama-2 (model: llama-3)`)."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    f = tmp_path / "s.toml"
+    f.write_text('title = "t"\n[fabric]\npreset = "hgx-b200"\nnetwork = "analytic"\n[[cases]]\nname = "p"\n'
+                 'model = "llama-3-8b"\nbaseline = false\nworkload = { kind = "tokens", tokens = 256 }\n'
+                 '[[cases.schedules]]\nname = "terapipe"\noptions = { stages = 2, slices = 2 }\n')
+    out = CliRunner().invoke(cli, ["run", str(f), "--out", str(tmp_path / "o"), "--no-progress"])
+    assert out.exit_code == 0, out.output
+    card = out.output.split("PMF scorecard", 1)[1].split("Where token-level", 1)[0]
+    assert "fill/drain share" in card and "%" in card, card
+    assert " nan " not in card and not __import__("re").search(r"\d\.\d{8,}", card), card
+
+
+def test_main_help_names_more_than_nvswitch():
+    """`flitsim --help` still said "GPU scale-up fabrics (NVLink/NVSwitch)" although PCIe, Ethernet and
+    InfiniBand fabrics and flow level are half of the package."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    out = CliRunner().invoke(cli, ["--help"]).output
+    assert "PCIe" in out and "InfiniBand" in out and "flow level" in out
+
+
+def test_sweep_parameter_names_are_identifiers(tmp_path):
+    """`"" = [1]` in [grid] ran every point into a TypeError recorded in the error column; a
+    parameter name is checked once, up front."""
+    from flitsim.sweeps import load_sweep
+
+    f = tmp_path / "s.toml"
+    f.write_text('[grid]\n"" = [1]\n')
+    with pytest.raises(flitsim.ConfigError, match=r"^grid key = '': a parameter name \(a Python identifier\)"):
+        load_sweep(f)
+    with pytest.raises(flitsim.ConfigError, match=r"^grid\[0\] = .*identifiers"):
+        flitsim.sweep(lambda **k: {}, [{"a b": 1}], workers=1, progress=False)
+    with pytest.raises(flitsim.ConfigError, match=r"^fixed = .*identifier"):
+        flitsim.sweep(lambda **k: {}, {"x": [1]}, workers=1, progress=False, fixed={"1x": 2})
+
+
+_STUDY2 = ('[serve]\nmodel = "llama-3-8b"\nn = 4\npolicies = ["chunked"]\n[[fabric]]\nname = "hgx-h100"\nrates = "1"\n'
+          'layouts = [{ tp = 2 }]\n[[workload]]\nname = "w"\nllmperf = { mean_input_tokens = 100, '
+          'mean_output_tokens = 5, seed = 0 }\n')
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ("n = 4", "n = 4.5", r"^serve\.n = 4\.5: an integer >= 1 \(got float\)"),
+    ('rates = "1"', "rates = 1", r"^\[\[fabric\]\] 0 rates = 1: a string"),
+    ('rates = "1"', 'rates = "1"\nratez = "2"', r"^\[\[fabric\]\] 0 = \['ratez'\]: keys among"),
+    ("seed = 0 }", 'seed = 0 }\ntrace = "azure-conv-2023"', r"either 'trace' or 'llmperf', not both"),
+    ('model = "llama-3-8b"', 'model = "pixart-alpha"', r"^serve\.model = 'pixart-alpha': a causal LLM"),
+    ("[{ tp = 2 }]", "[{ tp = 2 }, { tp = 4, replicas = 4 }]", r"^fabric 'hgx-h100'\.layouts\.1 = .*8 GPUs"),
+])
+def test_serving_study_refuses_typos_and_wrong_types_up_front(tmp_path, old, new, match):
+    """A serving study ran `n = 4.5` as 4, ignored an unknown `ratez` key and the llmperf table next to
+    a trace, raised TypeError for `rates = 1`, and made a non-causal model an error row per point."""
+    from flitsim.serving.study import read_study, run_study
+
+    f = tmp_path / "s.toml"
+    f.write_text(_STUDY2.replace(old, new, 1))
+    with pytest.raises(flitsim.ConfigError, match=match):
+        run_study(read_study(str(f)))
+
+
+def test_plan_bounds_the_prefill_and_says_why_configurations_were_refused():
+    """`flitsim plan llama-3-8b 99999999999` listed 8 rows 'infeasible' with no reason and a summary of
+    '0 do not fit ... 0 simulated'; the length is refused up front, and a refused row's reason printed."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+    from flitsim.planner import plan
+
+    with pytest.raises(flitsim.ConfigError, match=r"prefill length, tokens\) = '99999999999': .*1\.\.=16777216"):
+        plan("llama-3-8b", "99999999999", fabric="hgx-h100")
+    out = CliRunner().invoke(cli, ["plan", "llama-3-8b", "8", "-F", "hgx-h100", "--format", "text"]).output
+    assert "1 refused by their builder (infeasible)" in out and "infeasible 8 pp8: slices = 16" in out, out
+
+
+@pytest.mark.parametrize("cell, ok", [("nan", False), ("100.5", False), ("1e30", False), ("-5", False),
+                                      ("100.0", True)])
+def test_trace_token_cells_are_named_when_bad(tmp_path, cell, ok):
+    """A trace cell `nan` was reported as `input_tokens = 'float64'` (the column's dtype), `1e30` the
+    same way; the first bad cell is named with its row, and whole numbers written as 100.0 load."""
+    from flitsim.workloads import load_trace
+
+    f = tmp_path / "t.csv"
+    f.write_text(f"timestamp,input_tokens,output_tokens\n0,100,10\n1,{cell},10\n")
+    if ok:
+        assert load_trace(str(f)).requests.input_tokens.tolist() == [100, 100]
+    else:
+        with pytest.raises(flitsim.ConfigError, match=rf"^input_tokens \(row 1, column 'input_tokens'\) = "):
+            load_trace(str(f))
+
+
+def test_nccl_tests_accepts_every_nccl_tests_type_name():
+    """`-d uint8` (or int64, f8e4m3: names nccl-tests prints) was refused by the simulator, so a real
+    log of those types could not be calibrated on; the help now lists them."""
+    from flitsim.collectives import nccl_tests
+    from flitsim.nccl_log import TYPE_BYTES
+
+    for t in ("uint8", "int64", "f8e4m3"):
+        df = nccl_tests("hgx-h100", "all_reduce", minbytes="64K", maxbytes="64K", dtype=t, fidelity="flow")
+        assert df["type"].tolist() == [t] and df["count"].tolist() == [65536 // TYPE_BYTES[t]]
+
+
+@pytest.mark.parametrize("bad, match", [(123, "a file path"), ("{tmp}", "not a folder"),
+                                        ("{tmp}/no/such/t.json", "does not exist")])
+def test_to_perfetto_checks_its_path_before_writing(tmp_path, bad, match):
+    """`to_perfetto(run, 123)` opened file descriptor 123 and wrote the trace into it (OSError when it
+    was closed); a folder or a missing folder raised IsADirectoryError / FileNotFoundError."""
+    from flitsim.taskgraph import IdealNetwork
+
+    s = S.simulate(S.build("tensor_parallel", "llama-3-8b", 64, degree=2), IdealNetwork(1000, 450))
+    path = bad.format(tmp=tmp_path) if isinstance(bad, str) else bad
+    with pytest.raises(flitsim.ConfigError, match=rf"^path = .*{match}"):
+        flitsim.report.to_perfetto(s, path)
+    assert flitsim.report.to_perfetto(s, tmp_path / "t.json") == str(tmp_path / "t.json")
+
+
+def test_default_plot_refuses_unknown_keywords_and_a_non_axes():
+    """`result.plot(kind="nope")` was accepted and ignored (any keyword was); `plot(ax=5)` raised
+    AttributeError from inside."""
+    from flitsim.taskgraph import IdealNetwork
+
+    s = S.simulate(S.build("tensor_parallel", "llama-3-8b", 64, degree=2), IdealNetwork(1000, 450))
+    with pytest.raises(TypeError, match="kind"):
+        s.plot(kind="nope")
+    with pytest.raises(flitsim.ConfigError, match=r"^ax = 5: a matplotlib Axes"):
+        s.plot(ax=5)
+    fig = s.plot(title="mine")
+    assert fig.axes[0].get_title() == "mine"
+
+
+@pytest.mark.parametrize("name", ["", "///"])
+def test_case_names_and_labels_need_a_letter_or_digit(tmp_path, name):
+    """`name = ""` ran and wrote `tasks/__terapipe-uniform.parquet` and a conclusion line `: fastest ...`;
+    a label of `///` wrote `llama...__.parquet`."""
+    from flitsim.scenario import load_scenario
+
+    f = tmp_path / "s.toml"
+    body = ('title = "t"\n[fabric]\npreset = "hgx-b200"\n[[cases]]\nname = "{c}"\nmodel = "llama-3-8b"\n'
+            'workload = {{ kind = "tokens", tokens = 64 }}\n[[cases.schedules]]\nname = "tensor_parallel"\n'
+            'label = "{l}"\noptions = {{ degree = 2 }}\n')
+    f.write_text(body.format(c=name, l="tp"))
+    with pytest.raises(flitsim.ConfigError, match=r"cases\.0\.name = .*at least one letter or digit"):
+        load_scenario(f)
+    f.write_text(body.format(c="c", l=name))
+    if name:  # an empty label falls back to the builder's name
+        with pytest.raises(flitsim.ConfigError, match=r"cases\.0\.schedules\.0\.label = .*at least one letter or digit"):
+            load_scenario(f)
+    else:
+        assert load_scenario(f).cases[0].schedules[0].label == ""
+
+
+def test_validate_list_checks_the_fabric_it_was_given():
+    """`flitsim validate --fabric nope --list` listed the cases (exit 0) as if the fabric existed."""
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    r = CliRunner().invoke(cli, ["validate", "--fabric", "nope", "--list", "--area", "ledger"])
+    assert r.exit_code != 0 and "fabric preset = 'nope'" in r.output
+    assert CliRunner().invoke(cli, ["validate", "--fabric", "hgx-h100", "--list", "--area", "ledger"]).exit_code == 0
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="needs POSIX signal masks")
+def test_ctrl_c_during_the_workers_fork_is_not_lost():
+    """A Ctrl-C that landed while `-j N` forked its workers (inside os.fork's at-fork handlers, e.g.
+    logging's) was printed as "Exception ignored" and the run went on to finish (the Ctrl-C test
+    failed one run in a few when the signal hit the report writers' fork). SIGINT is now held
+    during the fork and delivered right after, as a KeyboardInterrupt."""
+    import subprocess
+    import sys
+
+    code = ("import os, signal, flitsim\nfrom flitsim.parallel import map_ordered\n"
+            "os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGINT))\n"
+            "try:\n    map_ordered(pow, [(2, 3), (2, 4), (2, 5)], 2)\n    print('finished')\n"
+            "except KeyboardInterrupt:\n    print('interrupted')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "interrupted", r.stdout + r.stderr

@@ -211,5 +211,5 @@ def test_bad_workload_input_raises_config_error_naming_field(call, field):
 def test_negative_lengths_in_a_trace_are_rejected(tmp_path):
     p = tmp_path / "bad.csv"
     p.write_text("timestamp,input_tokens,output_tokens\n0,10,-3\n")
-    with pytest.raises(ConfigError, match="output_tokens = -3"):
+    with pytest.raises(ConfigError, match=r"output_tokens \(row 0, column .output_tokens.\) = .-3."):
         load_trace(p)

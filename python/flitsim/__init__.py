@@ -1,5 +1,6 @@
-"""flitsim: cycle-level simulation of GPU scale-up fabrics (NVLink/NVSwitch
-class) driven by inference workloads.
+"""flitsim: GPU fabrics (NVLink/NVSwitch, PCIe, Ethernet/InfiniBand, user graphs)
+simulated at packet level (cycle-level switches) and flow level, driven by
+inference workloads and parallel schedules.
 
 Entry points, one per job: :func:`ledger` (the bandwidth ledger of a link or
 system), :func:`link_transfer` (the link lab), :mod:`flitsim.switchlab` (the

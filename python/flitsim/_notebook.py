@@ -53,8 +53,18 @@ def _frame(obj: Any) -> Any:
     return obj.to_pandas()
 
 
-def _default_plot(self: Any, ax: Any = None, **kwargs: Any) -> Any:
-    """Draw the result (see the module docstring); returns the Figure."""
+def _default_plot(self: Any, ax: Any = None, *, title: str | None = None) -> Any:
+    """Draw the result (see the module docstring) on ``ax`` (a matplotlib Axes;
+    None: a new Figure) with ``title`` (default: the class name); returns the Figure.
+
+    Raises:
+        ConfigError: ``ax`` not a matplotlib Axes (an unknown keyword is a
+            TypeError; both were ignored or an AttributeError before).
+    """
+    from flitsim.errors import config_error
+
+    if ax is not None and not hasattr(ax, "figure"):
+        raise config_error("ax", ax, "a matplotlib Axes or None (a new figure)")
     df = _frame(self)
     if ax is None:
         from matplotlib.figure import Figure
@@ -64,7 +74,7 @@ def _default_plot(self: Any, ax: Any = None, **kwargs: Any) -> Any:
     else:
         fig = ax.figure
     cols = set(df.columns)
-    title = type(self).__name__
+    name = type(self).__name__
     if {"start_ps", "end_ps"} <= cols and ("device" in cols or "src" in cols) and len(df):
         dcol = "device" if "device" in cols else "src"
         d = df[df[dcol].notna()] if hasattr(df[dcol], "notna") else df
@@ -95,7 +105,7 @@ def _default_plot(self: Any, ax: Any = None, **kwargs: Any) -> Any:
             ax.set_yticks(range(len(df)), names, fontsize=7)
             ax.invert_yaxis()
             ax.set_xlabel(col)
-    ax.set_title(kwargs.get("title", title), fontsize=10)
+    ax.set_title(name if title is None else title, fontsize=10)
     return fig
 
 

@@ -57,7 +57,9 @@ class Spec(BaseModel):
             key), naming the field path, the value and the rule.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    # allow_inf_nan=False: a NaN or infinite float is refused by every spec ("a finite number"),
+    # not compared against a bound (NaN failed `le` checks with a misleading "should be <= ...").
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

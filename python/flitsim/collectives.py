@@ -36,7 +36,21 @@ if TYPE_CHECKING:
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "sendrecv")
 ALGORITHMS = ("auto", "ring", "tree", "direct", "nvls", "hierarchical")
 PROTOCOLS = ("auto", "simple", "ll128", "ll")
-_DTYPES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int8": 1, "int32": 4}
+_DTYPES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int8": 1, "int32": 4,
+           "uint8": 1, "uint32": 4, "int64": 8, "uint64": 8, "f8e4m3": 1, "f8e5m2": 1}
+# every name of nccl-tests' type column is accepted (a log's rows are simulated with their type); the
+# two aliases are printed under nccl-tests' names
+_NCCL_TYPE = {"float32": "float", "float16": "half"}
+
+NCCL_TYPE_BYTES = {k: v for k, v in _DTYPES.items() if k not in _NCCL_TYPE}
+"""Bytes per element of the names nccl-tests prints in its type column
+(``test_typeNames`` in nccl-tests' src/common.cu)."""
+
+PER_RANK_COUNT_OPS = ("all_gather", "reduce_scatter", "all_to_all")
+"""Ops whose nccl-tests count column is per rank: nccl-tests prints
+``paramcount``, which its ``*GetCollByteCount`` functions set to size /
+(element bytes x ranks) for all_gather, reduce_scatter and alltoall and to
+size / element bytes otherwise."""
 _REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
 
 
@@ -349,14 +363,15 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
         raise ConfigError(f"maxbytes = {hi}: at most {MAX_BYTES} (64 GiB)")
     if lo < 1 or hi < lo:
         raise ConfigError(f"sizes = {minbytes!r}..{maxbytes!r}: expected 1 <= minbytes <= maxbytes")
-    if stepfactor < 2:
-        raise ConfigError(f"stepfactor = {stepfactor}: expected an integer >= 2")
+    stepfactor = check_int("stepfactor", stepfactor, 2)
     n = fab.gpus if ngpus is None else check_int("ngpus", ngpus, 1, fab.gpus, "a GPU count")
     if n < 1 or n > fab.gpus:
         raise ConfigError(f"ngpus = {n}: expected 1..{fab.gpus} (GPUs of the fabric)")
     group = [0, 1] if op == "sendrecv" else list(range(n))
-    e = _DTYPES.get(dtype, 4)
-    unit = e * (n if op in ("all_gather", "reduce_scatter", "all_to_all") else 1)
+    if dtype not in _DTYPES:
+        raise ConfigError(f"dtype = {dtype!r}: expected one of {sorted(_DTYPES)}")
+    e = _DTYPES[dtype]
+    unit = e * (n if op in PER_RANK_COUNT_OPS else 1)
     rows = []
     sizes = []
     s = lo
@@ -380,8 +395,7 @@ def nccl_tests(fabric: FabricSpec | str, kind: str = "all_reduce", *, minbytes: 
         t0 = time.perf_counter()
         r = collective(fab, op, size, group, dtype=dtype, **kwargs)
         wall = time.perf_counter() - t0
-        rows.append({"size": size, "count": size // e // (n if op in ("all_gather", "reduce_scatter") else 1),
-                     "type": dtype, "redop": _REDOP.get(op, "none"),
+        rows.append({"size": size, "count": size // unit, "type": _NCCL_TYPE.get(dtype, dtype), "redop": _REDOP.get(op, "none"),
                      "root": kwargs.get("root", 0) if op in ("broadcast", "reduce") else -1,
                      "time_us": r.time_us, "algbw_GBps": r.algbw_GBps, "busbw_GBps": r.busbw_GBps,
                      "algorithm": r.algorithm, "protocol": r.protocol, "wall_s": wall})

@@ -93,8 +93,8 @@ def goodput_vs_ber(link: LinkSpec | str = "nvlink5", bers: float | Sequence[floa
         (payload rate x packet efficiency x closed_form_ratio), p99_latency_ns.
 
     Raises:
-        ConfigError: a BER outside [0, 1) or past the FEC cliff (over 99 % of
-            packets corrupted), bad replay fields, bad sizes.
+        ConfigError: no BER, a BER outside [0, 1) or past the FEC cliff (over
+            99 % of packets corrupted), bad replay fields, bad sizes.
     """
     import pandas as pd
 
@@ -102,6 +102,9 @@ def goodput_vs_ber(link: LinkSpec | str = "nvlink5", bers: float | Sequence[floa
         bers = [bers]  # one BER: a one-row table
     elif isinstance(bers, (str, bytes)) or not isinstance(bers, Iterable):
         raise ConfigError(f"bers = {bers!r}: a BER or a sequence of BERs, each in [0, 1)")
+    bers = list(bers)
+    if not bers:  # an empty table with no columns, silently, before
+        raise ConfigError("bers = []: at least one BER in [0, 1)")
     lk = _link(link)
     base = lk.replay.to_dict() if lk.replay else {}
     clean = link_transfer(lk.replace(replay=ReplaySpec(**{**base, **replay, "ber": 0.0, "seed": seed})),  # type: ignore[arg-type]

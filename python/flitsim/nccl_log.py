@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flitsim.collectives import NCCL_TYPE_BYTES, PER_RANK_COUNT_OPS
 from flitsim.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -91,6 +92,29 @@ REDOPS = ("sum", "prod", "max", "min", "avg", "mulsum", "none")
 src/common.cu; ``none`` for collectives without a reduction)."""
 
 
+TYPE_BYTES = NCCL_TYPE_BYTES
+"""Bytes per element of the type column's values (nccl-tests' names;
+:data:`flitsim.collectives.NCCL_TYPE_BYTES`)."""
+
+
+def _check_count(rows: list[dict[str, Any]], op: str | None, n: int | None, label: str) -> None:
+    """Refuse a row whose count column disagrees with size and type (a hand-edited
+    or mixed-up log: the simulator runs ``size`` bytes, so one of the two is wrong)."""
+    for r in rows:
+        e = TYPE_BYTES[r["type"]]
+        if op is not None and n:
+            ranks = n if op in PER_RANK_COUNT_OPS else 1
+            ok = r["count"] * e * ranks == r["size"]
+            want = f"size / ({e} B per {r['type']}{f' x {ranks} ranks' if ranks > 1 else ''}) = {r['size'] / (e * ranks):g}"
+        else:  # op or ranks unknown: count is size / e, or size / e / ranks for some rank count
+            ok = r["count"] * e == r["size"] or (r["count"] > 0 and r["size"] % (r["count"] * e) == 0)
+            want = f"size / {e} B per {r['type']} (or that / ranks for per-rank ops) = {r['size'] / e:g}"
+        if not ok:
+            raise ConfigError(f"{label}:{r['line']}: count = {r['count']} elements: expected {want} for size = "
+                              f"{r['size']} B{f' ({op} over {n} ranks)' if op and n else ''}; the log's size and "
+                              "count columns disagree")
+
+
 def parse(source: str | Path, *, op: str | None = None, text: str | None = None) -> NcclLog:
     """Parse nccl-tests text output.
 
@@ -104,8 +128,10 @@ def parse(source: str | Path, *, op: str | None = None, text: str | None = None)
     Raises:
         ConfigError: an unreadable file, a data row that does not parse (the
             message gives the line number and the line), a log without data
-            rows, busbw / algbw inconsistent with the op, a redop nccl-tests
-            does not print (allowed: :data:`REDOPS`).
+            rows, busbw / algbw inconsistent with the op, a redop or type
+            nccl-tests does not print (allowed: :data:`REDOPS`,
+            :data:`TYPE_BYTES`), a count column that disagrees with size and
+            type (:data:`PER_RANK_COUNT_OPS`).
     """
     label = str(source)
     if text is None:
@@ -167,6 +193,8 @@ def parse(source: str | Path, *, op: str | None = None, text: str | None = None)
             raise ConfigError(f"{where}: negative value in {raw.strip()!r}")
         if tok[3] not in REDOPS:
             raise ConfigError(f"{where}: redop = {tok[3]!r}: expected one of {list(REDOPS)} (nccl-tests' names)")
+        if tok[2] not in TYPE_BYTES:
+            raise ConfigError(f"{where}: type = {tok[2]!r}: expected one of {list(TYPE_BYTES)} (nccl-tests' names)")
         rows.append({"size": size, "count": count, "type": tok[2], "redop": tok[3], "root": root,
                      "time_us_oop": vals[0], "algbw_GBps_oop": vals[1], "busbw_GBps_oop": vals[2],
                      "wrong_oop": _wrong(tok[k + 3], where), "time_us_ip": ip[0], "algbw_GBps_ip": ip[1],
@@ -188,6 +216,7 @@ def parse(source: str | Path, *, op: str | None = None, text: str | None = None)
                 if abs(ratio - f) > 0.02 * f + 0.01:
                     raise ConfigError(f"{label}:{r['line']}: busbw / algbw = {ratio:.3f}, but {op} over {n} ranks "
                                       f"has factor {f:.3f} (nccl-tests PERFORMANCE.md): wrong --op or GPU count?")
+    _check_count(rows, op, n, label)
     return NcclLog(label, op, n, rows, avg, env.get("ALGO"), env.get("PROTO"), header_gpus)
 
 

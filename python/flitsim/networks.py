@@ -137,6 +137,16 @@ class FabricNetwork:
         # flitsim.collective); anything but a FabricSpec is refused here,
         # not deep inside a run.
         object.__setattr__(self, "fabric", as_fabric(self.fabric))
+        # fidelity and transport are checked now, not at the first simulation (a typo built a network
+        # that failed only when a schedule ran on it)
+        if self.fidelity is not None and self.fidelity not in ("packet", "flow", "auto"):
+            raise ConfigError(f"FabricNetwork.fidelity = {self.fidelity!r}: expected None (the fabric's own), "
+                              "'packet', 'flow' or 'auto'")
+        if self.transport is not None:
+            from flitsim.transfers import TRANSPORTS
+
+            if self.transport not in TRANSPORTS:
+                raise ConfigError(f"FabricNetwork.transport = {self.transport!r}: expected one of {list(TRANSPORTS)}")
 
     def to_core(self, devices: int) -> dict[str, Any]:
         from flitsim.transfers import with_fidelity

@@ -35,6 +35,29 @@ def _worker_init() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):  # forked inside _sigint_deferred: the mask is inherited
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+class _sigint_deferred:
+    """``with _sigint_deferred():`` SIGINT (and SIGTERM) stay pending in the block and
+    are delivered when it ends (``pthread_sigmask``; a no-op where it does not exist or
+    off the main thread, where Python handles no signals)."""
+
+    def __enter__(self) -> "_sigint_deferred":
+        import signal
+        import threading
+
+        self._old = None
+        if hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread():
+            self._old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old is not None:
+            import signal
+
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._old)
 
 
 def _terminate(pool: Any) -> None:
@@ -83,7 +106,11 @@ def map_ordered(fn: Callable[..., T], items: Sequence[tuple[Any, ...]], jobs: in
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=mp.get_context(method),
                                initializer=_worker_init)
     try:
-        futs = {pool.submit(_call, (fn, tuple(it))): i for i, it in enumerate(items)}
+        with _sigint_deferred():
+            # the first submit forks the workers: a Ctrl-C landing inside os.fork's at-fork handlers
+            # (logging's lock release) was "ignored" there and the run went on to finish; blocked
+            # here, it is delivered right after, as a KeyboardInterrupt in this try block
+            futs = {pool.submit(_call, (fn, tuple(it))): i for i, it in enumerate(items)}
         res: list[Any] = [None] * len(items)
         for f in as_completed(futs):
             i = futs[f]

@@ -69,8 +69,11 @@ def parse_workload(model: Any, workload: Any, *, steps: int | None = None, frame
     except ValueError:
         pass
     else:
-        if n < 1:  # a zero-token prompt has no prefill: every configuration failed silently
-            raise config_error("workload (prefill length, tokens)", workload, f"a prompt length >= 1 for {cfg.name}")
+        from flitsim.limits import MAX_SEQ_TOKENS
+
+        if not 1 <= n <= MAX_SEQ_TOKENS:  # 0 or 1e11 tokens: every configuration failed (0 silently)
+            raise config_error("workload (prefill length, tokens)", workload,
+                               f"a prompt length in 1..={MAX_SEQ_TOKENS} for {cfg.name}")
         return n
     want = "a resolution ('1024', '1024px', '720x1280')" if cfg.kind == "dit" else "a prefill length ('8192')"
     raise config_error("workload", workload, f"{want} for {cfg.name}")
@@ -150,8 +153,10 @@ class PlanResult:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def summary_line(self) -> str:
+        refused = int((self.table["status"] == "infeasible").sum()) if len(self.table) else 0
         return (f"{self.enumerated} configurations enumerated, {self.infeasible} do not fit in memory, "
-                f"{self.pruned} pruned as dominated, {self.simulated} simulated ({self.wall_s:.1f} s)")
+                + (f"{refused} refused by their builder (infeasible), " if refused else "")
+                + f"{self.pruned} pruned as dominated, {self.simulated} simulated ({self.wall_s:.1f} s)")
 
 
 def _prepare(p: Any, cfg: Any, w: Any, dit: bool, extra: dict[str, Any]) -> tuple[dict[str, Any], Any]:

@@ -63,8 +63,9 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]])
     if isinstance(grid, Mapping):
         keys = list(grid)
         for k in keys:
-            if not isinstance(k, str):
-                raise config_error("grid key", k, "a parameter name (str)")
+            if not isinstance(k, str) or not k.isidentifier():
+                # the name is passed as a keyword argument: "" or "a b" failed once per point
+                raise config_error("grid key", k, "a parameter name (a Python identifier)")
             if isinstance(grid[k], (str, bytes)) or not isinstance(grid[k], Sequence) or len(grid[k]) == 0:
                 raise config_error(f"grid.{k}", grid[k], "a non-empty list of values")
         return [dict(zip(keys, vals)) for vals in itertools.product(*(grid[k] for k in keys))]
@@ -72,8 +73,8 @@ def grid_points(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]])
         raise config_error("grid", grid, "a mapping name -> list of values, or a list of point dicts")
     pts = []
     for i, p in enumerate(grid):
-        if not isinstance(p, Mapping):
-            raise config_error(f"grid[{i}]", p, "a dict of parameters")
+        if not isinstance(p, Mapping) or not all(isinstance(k, str) and k.isidentifier() for k in p):
+            raise config_error(f"grid[{i}]", p, "a dict of parameters (names are Python identifiers)")
         pts.append(dict(p))
     if not pts:
         raise config_error("grid", grid, "at least one point")
@@ -151,6 +152,22 @@ def _check_writable(out: Path) -> None:
         raise config_error("out", str(out), f"a path in a writable folder ({str(d)!r} is not writable)")
 
 
+def _merge_fixed(fixed: Mapping[str, Any], points: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
+    """``points`` each merged with ``fixed``; a name in both is refused (one of
+    the two values would be silently ignored).
+
+    Raises:
+        ConfigError: naming the parameter, its fixed value and the grid's.
+    """
+    for i, p in enumerate(points):
+        both = sorted(set(fixed) & set(p))
+        if both:
+            k = both[0]
+            raise config_error(f"{where}.{k}", fixed[k],
+                               f"a parameter either fixed or in the grid, not both (grid point {i} has {k} = {p[k]!r})")
+    return [{**fixed, **p} for p in points]
+
+
 def sweep(target: Callable[..., Mapping[str, Any]] | str, grid: Any, executor: Any = None, *,
           out: str | os.PathLike[str] | None = None, workers: int | None = None, progress: bool = True,
           fixed: Mapping[str, Any] | None = None) -> Any:
@@ -167,24 +184,24 @@ def sweep(target: Callable[..., Mapping[str, Any]] | str, grid: Any, executor: A
             in this process).
         progress: progress on stderr (a bar on a terminal, periodic lines otherwise).
         fixed: keyword arguments passed to every point (like a sweep file's
-            ``[fixed]`` table); a grid parameter of the same name wins.
+            ``[fixed]`` table); a name may not be both fixed and in the grid.
 
     Returns:
         pandas DataFrame: ``point_id``, the parameters, the result fields and
         ``error`` (empty string when the point succeeded); ordered by grid position.
 
     Raises:
-        ConfigError: bad grid, target, workers, fixed or out (checked before
-            the first point). Exceptions raised by the target are recorded in
+        ConfigError: bad grid, target, workers, fixed or out, or a name both
+            in ``fixed`` and in the grid (checked before the first point). Exceptions raised by the target are recorded in
             ``error``, not raised.
     """
     if workers is not None:
         workers = check_int("workers", workers, 1, 4096)
     if fixed is None:
         fixed = {}
-    if not isinstance(fixed, Mapping) or not all(isinstance(k, str) for k in fixed):
-        raise config_error("fixed", fixed, "a mapping of parameter name -> value")
-    pts = [{**fixed, **p} for p in grid_points(grid)]
+    if not isinstance(fixed, Mapping) or not all(isinstance(k, str) and k.isidentifier() for k in fixed):
+        raise config_error("fixed", fixed, "a mapping of parameter name (a Python identifier) -> value")
+    pts = _merge_fixed(fixed, grid_points(grid), "fixed")
     if not callable(target):
         _resolve(target)  # a typo fails now, not once per point
     tname = _target_name(target)
@@ -319,12 +336,14 @@ def load_sweep(path: str | os.PathLike[str]) -> "SweepSpec":
     """Parse a sweep TOML file (``target``, ``out``, ``[fixed]``, ``[grid]``).
 
     Raises:
-        ConfigError: unknown keys, wrong types, unreadable TOML.
+        ConfigError: unknown keys, wrong types, unreadable TOML, a bad grid, a
+            name both in ``[fixed]`` and in ``[grid]``.
     """
     from flitsim._toml import read_toml
 
     data = read_toml(path, "sweep")
     spec = SweepSpec.from_dict(data)
+    spec.points()  # a bad grid or a name both fixed and in the grid fails on loading
     if spec.out and not Path(spec.out).is_absolute():
         spec = spec.replace(out=str(Path(path).resolve().parent / spec.out))  # type: ignore[assignment]
     return spec  # type: ignore[return-value]
@@ -344,4 +363,4 @@ class SweepSpec(Spec):
 
     def points(self) -> list[dict[str, Any]]:
         """Grid points merged with the fixed arguments."""
-        return [{**self.fixed, **p} for p in grid_points(self.grid)]
+        return _merge_fixed(self.fixed, grid_points(self.grid), "[fixed]")

@@ -27,7 +27,8 @@ from flitsim.cli.validate_cmd import validate_cmd
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="flitsim")
 def cli() -> None:
-    """flitsim: cycle-level simulation of GPU scale-up fabrics (NVLink/NVSwitch)."""
+    """flitsim: GPU fabrics (NVLink/NVSwitch, PCIe, Ethernet/InfiniBand) simulated
+    at packet and flow level, driven by inference workloads and parallel schedules."""
 
 
 cli.add_command(ledger_cmd)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import json
 from typing import Any, Callable, TypeVar
@@ -102,8 +103,12 @@ def check_out_dir(field: str, path: str) -> None:
 def check_plot_path(path: str) -> None:
     """Fail early (before a long simulation) if a figure cannot be written to ``path``.
 
+    An existing file is replaced only if it is a figure (an earlier plot);
+    anything else the user wrote there is refused, never overwritten.
+
     Raises:
-        ConfigError: missing directory or a format matplotlib cannot write.
+        ConfigError: missing directory, a format matplotlib cannot write, or an
+            existing file that is not a figure.
     """
     import os
 
@@ -117,6 +122,27 @@ def check_plot_path(path: str) -> None:
     ok = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
     if ext not in ok:
         raise ConfigError(f"plot = {path!r}: the file extension must be one of {list(ok)}")
+    if os.path.isfile(path) and os.path.getsize(path) > 0 and not _is_earlier_plot(path, ext):
+        raise ConfigError(f"plot = {path!r}: an existing file that is not a matplotlib figure (refusing to "
+                          "overwrite it: move it away or choose another name)")
+
+
+_MAGIC = {"jpg": b"\xff\xd8\xff", "jpeg": b"\xff\xd8\xff", "tif": (b"II*\x00", b"MM\x00*"),
+          "tiff": (b"II*\x00", b"MM\x00*"), "webp": b"RIFF"}
+
+
+def _is_earlier_plot(path: str, ext: str) -> bool:
+    """Whether the file at ``path`` looks like a figure a previous run wrote, so
+    replacing it loses nothing the user wrote: matplotlib names itself in PNG,
+    SVG, EPS and PS heads and in a PDF's trailer; JPEG, TIFF and WebP carry no
+    writer, so their magic bytes must match the extension."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+        fh.seek(max(0, os.path.getsize(path) - 4096))
+        tail = fh.read()
+    if ext in _MAGIC:
+        return head.startswith(_MAGIC[ext])
+    return b"matplotlib" in head.lower() or b"matplotlib" in tail.lower()
 
 
 def format_option(extra: tuple[str, ...] = ()) -> Callable[[F], F]:

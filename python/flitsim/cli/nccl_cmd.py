@@ -28,7 +28,9 @@ _REDOPS = ("sum", "prod", "max", "min", "avg")  # nccl-tests' order for -o all
 @click.option("-b", "--minbytes", default="8", show_default=True, help="Smallest size (8, 64K, 8M, 8G).")
 @click.option("-e", "--maxbytes", default="8G", show_default=True, help="Largest size.")
 @click.option("-f", "--stepfactor", type=int, default=2, show_default=True, help="Size multiplier between points.")
-@click.option("-d", "--datatype", "dtype", default="float", show_default=True, help="Element type.")
+@click.option("-d", "--datatype", "dtype", default="float", show_default=True,
+              help="Element type (nccl-tests names: int8, uint8, int32, uint32, int64, uint64, half, float, double, "
+                   "bfloat16, f8e4m3, f8e5m2; also float16, float32).")
 @click.option("-o", "--op", "redop", default="sum", show_default=True,
               help="Reduction operation: sum, prod, min, max, avg, or all (each in turn, as nccl-tests does; "
                    "they have the same cost in the simulator).")

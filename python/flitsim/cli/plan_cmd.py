@@ -62,5 +62,8 @@ def plan_cmd(model: str, workload: str, fabric: str, gpus: int | None, steps: in
     out = Printer(fmt)
     out.print(t)
     out.print(r.summary_line())
+    refused = r.table[r.table.status == "infeasible"]
+    for rank, row in refused.iterrows():  # why each was refused (only the JSON had it)
+        out.print(f"infeasible {rank} {row.config}: {row.note}")
     out.print("pruned: compute-only lower bound (zero-cost network) >= the best simulated latency; "
                "oom: the static memory footprint exceeds the GPU's HBM")

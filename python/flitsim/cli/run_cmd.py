@@ -67,7 +67,9 @@ def print_result(res, fmt: str | None = None) -> None:  # type: ignore[no-untype
     for col in ("case", "schedule", "group", "figure", "value", "verdict"):
         t.add_column(col, overflow="fold")
     for r in res.scorecards.itertuples():
-        t.add_row(r.case, r.schedule, r.group, r.figure, r.value, r.verdict)
+        # the figure as the scorecard words it ("85.5%", "llama-2 (model: llama-3)"): the raw float
+        # printed 16 digits, and "nan" for the text-only facts
+        t.add_row(r.case, r.schedule, r.group, r.figure, str(r.text), r.verdict)
     c.print(t)
     c.print("[bold]Where token-level pipelining fits[/bold]")
     for line in res.conclusion:

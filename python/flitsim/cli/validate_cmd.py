@@ -46,6 +46,10 @@ def validate_cmd(tags: tuple[str, ...], case_ids: tuple[str, ...], areas: tuple[
         click.echo("docs are current" if not probs else f"{len(probs)} stale")
         sys.exit(1 if probs else 0)
     if list_only:
+        if fabric is not None:  # a typo in --fabric listed the cases as if it were fine
+            from flitsim.hardware.fabric import as_fabric
+
+            as_fabric(fabric)
         click.echo(fmt.case_list(select(case_ids, tags, areas, fast)))
         return
     fmt_ = "json" if as_json else out_format

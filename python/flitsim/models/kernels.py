@@ -321,7 +321,7 @@ class _Rows:
 
 P2P_OPS = ("ring_init", "ring_merge")
 """Rows whose torch.distributed call is point-to-point (ring-flash-attention's
-``batch_isend_irecv`` of ``P2POp``\ s), at which torch.compile breaks its graph."""
+``batch_isend_irecv`` of ``P2POp`` ops), at which torch.compile breaks its graph."""
 _P2P_CODES = np.array([_OP[n] for n in P2P_OPS], np.int64)
 _HOST_BY_CODE = np.array([HOST_OPS.get(n, 0) for n in OPS], np.int64)
 _COMM_BY_CODE = np.array([COMM_CALLS.get(n, 0) for n in OPS], np.int64)

@@ -241,15 +241,26 @@ def llm_latency_table(token_times: Sequence[np.ndarray], arrival_s: Sequence[flo
     return out
 
 
-def dit_latency(schedule: Any) -> dict[str, float]:
+def dit_latency(schedule: Any, images: int = 1) -> dict[str, float]:
     """DiT latencies of a simulated DiT schedule: ``latency_per_image_s`` =
-    makespan / images (the workload's batch), ``latency_per_step_s`` =
-    makespan / steps / images (steps = the schedule's denoising steps), and the
-    per-step spread: ``step_time_s`` summary over the steps' spans (first
-    start to last end of each step's tasks)."""
+    makespan / images, ``latency_per_step_s`` = makespan / steps / images
+    (steps = the schedule's denoising steps), and the per-step spread:
+    ``step_time_s`` summary over the steps' spans (first start to last end of
+    each step's tasks).
+
+    ``images`` is the workload's batch (``DitWorkload.batch``), given by the
+    caller: the schedules' own ``batch`` option is the step batch, which
+    classifier-free guidance doubles (it was read as images, halving the
+    per-image latency of every CFG model's baselines).
+
+    Raises:
+        ConfigError: ``images`` not an integer >= 1.
+    """
+    from flitsim.errors import check_int
+
+    images = check_int("images", images, 1)
     run = schedule.require_run()
     mk = run.makespan_ps * 1e-12
-    images = int(schedule.options.get("batch", 1) or 1)
     steps = max(int(schedule.steps), 1)
     t = run.tasks
     spans = []

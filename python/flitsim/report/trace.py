@@ -399,8 +399,19 @@ def to_perfetto(run: Any, path: str | os.PathLike[str], *, title: str = "flitsim
     JSON otherwise. Returns the path.
 
     Raises:
-        ConfigError: ``max_tasks`` below 1.
+        ConfigError: ``max_tasks`` below 1; ``path`` not a str / path (an int
+            was opened as a file descriptor), a folder, or in a folder that
+            does not exist (checked before the events are built).
     """
+    from flitsim.errors import config_error
+
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise config_error("path", path, "a file path (str or os.PathLike), e.g. 'trace.json.gz'")
+    if os.path.isdir(path):
+        raise config_error("path", str(path), "a file path, not a folder (e.g. 'trace.json.gz' inside it)")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise config_error("path", str(path), f"a file in an existing folder ({parent!r} does not exist)")
     obj = trace_events(run, title=title, max_tasks=max_tasks, critical=critical, flows=flows, counters=counters)
     # orjson: ~10x faster than json.dumps on 10^5 events; numpy scalars as numbers,
     # non-finite floats as null (valid JSON), anything else as its str()

@@ -138,6 +138,9 @@ def conclusion(runs: list[RunRecord], cards: Any, margin: float = FIT_MARGIN) ->
                 v, why = map_verdict(matches=None if oom else match_results(card), pipe_s=None if oom else r.metrics["makespan_s"],
                                      pipe_label=r.label, fastest_s=best.metrics["makespan_s"], fastest_label=best.label,
                                      margin=margin, pipe_oom=f"{r.label} ({r.memory.get('memory_broken_by')})" if oom else None)
+                # the reason is written to stand alone (the map's cells); here the label and the
+                # verdict precede it, so its own "<label> does not fit: " is dropped, not repeated
+                why = why.removeprefix(f"{r.label} ").removeprefix(f"{v}: ")
                 parts.append(f"{r.label}: {v} ({why})")
         lines.append("; ".join(parts))
     return lines

@@ -239,7 +239,7 @@ def _run_entry(ctx: _Context, case: CaseSection, e: ScheduleEntry, wl: Any) -> R
         rec.token_times = tt
         rec.llm_latency = llm_latency_table(tt)
     if info["kind"] == "dit":
-        rec.dit = dit_latency(rep)
+        rec.dit = dit_latency(rep, images=info["workload"].batch)
     return rec
 
 

@@ -94,10 +94,14 @@ def _distinct(where: str, names: list[str], key: str, hint: str = "") -> None:
     """Refuse two entries whose ``key`` has the same file name (:func:`file_slug`).
 
     Raises:
-        ConfigError: naming ``where.<i>.key``, the value and the clash.
+        ConfigError: naming ``where.<i>.key``, the value and the clash; a
+            name without a letter or digit (its file name would be empty).
     """
     seen: dict[str, int] = {}
     for i, n in enumerate(names):
+        if not file_slug(n):  # "" or "///": report files named "__.parquet", a conclusion line ": fastest ..."
+            raise config_error(f"{where}.{i}.{key}", n, "a name with at least one letter or digit (report files "
+                               "and the conclusion are named by it)")
         j = seen.setdefault(file_slug(n), i)
         if j != i:
             raise config_error(f"{where}.{i}.{key}", n, f"distinct from entry {j} ({names[j]!r}; compared as file names, "
@@ -252,7 +256,8 @@ class Scenario(Spec):
     @model_validator(mode="after")
     def _something_to_run(self) -> "Scenario":
         if not self.cases and self.map is None:
-            raise ValueError("at least one [[cases]] entry or a [map] section")
+            # a ConfigError naming the field (a ValueError here was reported with the whole parsed file)
+            raise config_error("Scenario.cases", [], "at least one [[cases]] entry or a [map] section")
         return self
 
     @model_validator(mode="after")

@@ -66,6 +66,10 @@ def resolve_devices(devices: Any, needed: int, fabric_devices: int | None) -> tu
     if len(set(ids)) != len(ids):
         raise config_error("devices", devices, "distinct device ids")
     size = max(ids) + 1 if fabric_devices is None else check_int("fabric_devices", fabric_devices)
+    if isinstance(devices, (int, np.integer)) and len(ids) > size:
+        # a count (often the product of degree / stages options), not ids: say so rather than list ids
+        raise config_error("devices", len(ids), f"at most the fabric's {size} devices (this schedule's options "
+                           f"need {needed})")
     bad = [d for d in ids if d >= size]
     if bad:
         raise config_error("devices", bad, f"device ids in 0..{size - 1} (the fabric has {size} devices)")

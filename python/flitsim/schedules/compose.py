@@ -23,6 +23,9 @@ __all__ = ["Parallel"]
 class Parallel:
     """Degrees of a parallel configuration (each >= 1; their product is the device count).
 
+    Raises:
+        ConfigError: a degree that is not an integer in 1..=MAX_PARALLEL_DEGREE, options not a dict.
+
     Attributes:
         pp: pipeline stages (PipeFusion for DiTs, TeraPipe for LLM prefill).
         tp: tensor parallel (Megatron) degree (per stage).
@@ -41,6 +44,17 @@ class Parallel:
     ep: int = 1
     distrifusion: int = 1
     options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # pp = 0 built a tensor-parallel schedule on tp devices (read as "no pipeline"); a degree
+        # is an integer >= 1, checked here so the error names it before anything is built
+        from flitsim.errors import check_int, config_error
+        from flitsim.limits import MAX_PARALLEL_DEGREE
+
+        for k in ("pp", "tp", "ulysses", "ring", "cfg", "ep", "distrifusion"):
+            check_int(f"Parallel.{k}", getattr(self, k), 1, MAX_PARALLEL_DEGREE, "a degree")
+        if not isinstance(self.options, dict):
+            raise config_error("Parallel.options", self.options, "a dict of further schedule options")
 
     @property
     def devices(self) -> int:

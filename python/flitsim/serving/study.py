@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from flitsim.errors import ConfigError, config_error
+from flitsim.errors import ConfigError, check_int, config_error
 from flitsim.serving.serve import Layout, parse_rates, serve
 
 __all__ = ["TOKENIZER_CHARS_PER_TOKEN", "read_study", "run_study", "best_at_slo"]
@@ -102,15 +102,19 @@ def _check_study(study: dict[str, Any], model: Any, policies: Any) -> None:
     """What every point of a study shares, checked once before the first point.
 
     Raises:
-        ConfigError: an unknown model, policy or fabric preset; an empty
-            ``policies``, ``layouts``, ``[[fabric]]`` or ``[[workload]]`` list;
-            two workloads of one name.
+        ConfigError: an unknown or non-causal model, policy or fabric preset;
+            an empty ``policies``, ``layouts``, ``[[fabric]]`` or
+            ``[[workload]]`` list; two workloads of one name; an entry key the
+            study does not read; a workload with both ``trace`` and
+            ``llmperf``; ``rates`` that do not parse.
     """
     from flitsim.hardware.fabric import as_fabric
     from flitsim.models.zoo import as_model
     from flitsim.serving.scheduler import POLICIES
 
-    as_model(model)
+    cfg = as_model(model)
+    if cfg.kind != "causal":  # was an error row per point, exit 0
+        raise config_error("serve.model", model, "a causal LLM to serve")
     if not isinstance(policies, list) or not policies or any(p not in POLICIES for p in policies):
         raise config_error("serve.policies", policies, f"a non-empty list among {list(POLICIES)}")
     for key in ("fabric", "workload"):
@@ -120,15 +124,46 @@ def _check_study(study: dict[str, Any], model: Any, policies: Any) -> None:
     dup = sorted({x for x in names if names.count(x) > 1})
     if dup:  # best_at_slo groups by name: two workloads of one name would be ranked together
         raise config_error("[[workload]].name", dup[0], "distinct workload names")
+    for i, w in enumerate(study["workload"]):
+        _check_keys(f"[[workload]] {i}", w, _WORKLOAD_KEYS)
+        if "trace" in w and "llmperf" in w:  # the llmperf table was silently ignored
+            raise config_error(f"[[workload]] {i} ({w.get('name', 'workload')!r})", sorted(w),
+                               "either 'trace' or 'llmperf', not both")
     entries = [("fabric", i, f, f.get("name")) for i, f in enumerate(study["fabric"])]
     entries += [("disaggregated", i, f, f.get("fabric")) for i, f in enumerate(study.get("disaggregated", []))]
     for where, i, f, name in entries:
+        _check_keys(f"[[{where}]] {i}", f, _FABRIC_KEYS if where == "fabric" else _DISAGG_KEYS)
         try:
             as_fabric(name)
         except ConfigError as e:
             raise config_error(f"[[{where}]] {i} fabric", name, str(e)) from None
         if "layouts" in f and (not isinstance(f["layouts"], list) or not f["layouts"]):
             raise config_error(f"fabric {name!r}.layouts", f["layouts"], "a non-empty list of layouts ({ tp = 8 }, ...)")
+        fab = as_fabric(name)
+        for j, lay in enumerate(f.get("layouts", []) if where == "fabric" else []):
+            L = Layout.of(lay)  # a layout larger than the fabric was an error row per point (exit 0)
+            if L.first_gpu + L.gpus > fab.gpus:
+                raise config_error(f"fabric {name!r}.layouts.{j}", L.label(), f"a layout within {fab.name}'s "
+                                   f"{fab.gpus} GPUs (needs GPUs {L.first_gpu}..{L.first_gpu + L.gpus - 1})")
+        if "rates" in f:
+            if not isinstance(f["rates"], str):  # a number raised TypeError from the parser
+                raise config_error(f"[[{where}]] {i} rates", f["rates"], "a string: 'lo:hi', 'lo:hi:n' or 'r1,r2,...'")
+            parse_rates(f["rates"])
+
+
+_WORKLOAD_KEYS = {"name", "trace", "columns", "llmperf", "recount"}
+_FABRIC_KEYS = {"name", "rates", "layouts"}
+_DISAGG_KEYS = {"fabric", "prefill", "decode", "rates", "policy"}
+
+
+def _check_keys(where: str, entry: Any, allowed: set[str]) -> None:
+    """Refuse an entry that is not a table or has a key the study does not read
+    (a typo such as ``ratez`` was ignored and the default used)."""
+    if not isinstance(entry, dict):
+        raise config_error(where, entry, "a table")
+    bad = sorted(set(entry) - allowed)
+    if bad:
+        raise config_error(where, bad, f"keys among {sorted(allowed)}")
 
 
 def run_study(study: dict[str, Any], *, rates: str | None = None, n: int | None = None,
@@ -149,7 +184,7 @@ def run_study(study: dict[str, Any], *, rates: str | None = None, n: int | None 
     s = dict(study["serve"])
     slo = {"slo_ttft_s": s.pop("slo_ttft_s", None), "slo_tpot_s": s.pop("slo_tpot_s", None)}
     policies = s.pop("policies", [s.pop("policy", "chunked")])
-    npts = int(n if n is not None else s.pop("n", 300))
+    npts = check_int("serve.n" if n is None else "n", n if n is not None else s.pop("n", 300), 1)
     s.pop("n", None)
     model = s.pop("model")
     _check_study(study, model, policies)  # a typo would otherwise become an error row per point (exit 0)

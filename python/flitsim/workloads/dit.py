@@ -37,7 +37,9 @@ class DitWorkload(Spec):
 
     Raises:
         ConfigError: unknown model, a side not a positive multiple of the
-            model's spatial factor, non-positive steps/batch, wrong types.
+            model's spatial factor, non-positive steps/batch, wrong types, a
+            step of more than ``flitsim.limits.MAX_SEQ_TOKENS`` tokens (step
+            batch x image + text tokens).
     """
 
     model: str
@@ -65,6 +67,21 @@ class DitWorkload(Spec):
             raise config_error("DitWorkload.frames", self.frames, f"1 for {cfg.name}, an image model (a video DiT's "
                                "VAE has a temporal factor, e.g. hunyuan-video's 4)")
         cfg.latent_frames(self.frames)
+        from flitsim.limits import MAX_SEQ_TOKENS
+
+        if self.text_tokens is not None and self.text_tokens > MAX_SEQ_TOKENS:
+            raise config_error("DitWorkload.text_tokens", self.text_tokens, f"0..={MAX_SEQ_TOKENS} tokens "
+                               "(flitsim.limits.MAX_SEQ_TOKENS)")
+        step_tokens = self.step_batch * self.joint_tokens
+        if step_tokens > MAX_SEQ_TOKENS:
+            # a resolution, frame count or batch far beyond any model: refused here, not as an int64
+            # overflow deep in the kernel lowering
+            w = self.width_px or self.height_px
+            field = "batch" if self.batch > 1 and self.joint_tokens <= MAX_SEQ_TOKENS else (
+                "frames" if self.frames > 1 else "width_px" if w > self.height_px else "height_px")
+            raise config_error(f"DitWorkload.{field}", getattr(self, field),
+                               f"tokens of one denoising step (step batch {self.step_batch} x {self.joint_tokens} "
+                               f"tokens per sample) at most {MAX_SEQ_TOKENS} (flitsim.limits.MAX_SEQ_TOKENS)")
 
     @property
     def image_tokens(self) -> int:

@@ -116,10 +116,17 @@ def load_trace(source: str | os.PathLike[str], columns: Mapping[str, str] | None
     out = {}
     for field in ("input_tokens", "output_tokens"):
         col = df[cols[field]]
-        if not pd.api.types.is_integer_dtype(col):
-            raise config_error(field, str(col.dtype), f"integer token counts in column {cols[field]!r}")
-        if len(col) and int(col.min()) < 0:
-            raise config_error(field, int(col.min()), "token counts >= 0")
+        from flitsim.limits import MAX_SEQ_TOKENS
+
+        # every cell a whole token count in 0..=MAX_SEQ_TOKENS ("100.0" is one; NaN, 100.5, 1e30, -5 are not);
+        # the first offending cell is named (the column's dtype, 'float64', told the user nothing)
+        num = pd.to_numeric(col, errors="coerce").astype("float64").to_numpy()
+        badc = np.flatnonzero(~(np.isfinite(num) & (num == np.floor(num)) & (num >= 0) & (num <= MAX_SEQ_TOKENS)))
+        if len(badc):
+            i = int(badc[0])
+            raise config_error(f"{field} (row {i}, column {cols[field]!r})", str(col.iloc[i]),
+                               f"a whole token count in 0..={MAX_SEQ_TOKENS} in every row")
+        col = pd.Series(num.astype(np.int64))
         out[field] = col.to_numpy(dtype=np.int64)
     order = np.argsort(t, kind="stable")
     t = t[order]
