@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from flitsim.errors import ConfigError
+
 import flitsim
 from flitsim import ConfigError, StalledError
 from flitsim.taskgraph import IdealNetwork, TaskGraphBuilder, execute
@@ -271,6 +273,10 @@ def test_report_folder_is_replaced_whole_or_not_at_all(tmp_path):
     out = tmp_path / "rep"
     out.mkdir()
     (out / "old_trace.json").write_text("old")
+    with pytest.raises(ConfigError, match="earlier flitsim report"):  # --force never replaces the user's own files
+        check_out_dir(str(out), force=True)
+    assert [p.name for p in out.iterdir()] == ["old_trace.json"]
+    (out / "results.json").write_text("{}")  # now it is an earlier report
 
     def failing(d):
         (d / "summary.json").write_text('{"trunc')
@@ -279,7 +285,7 @@ def test_report_folder_is_replaced_whole_or_not_at_all(tmp_path):
     tmp = check_out_dir(str(out), force=True)
     with pytest.raises(OSError):
         write_atomically(str(out), tmp, failing)
-    assert [p.name for p in out.iterdir()] == ["old_trace.json"]  # untouched
+    assert sorted(p.name for p in out.iterdir()) == ["old_trace.json", "results.json"]  # untouched
     assert [p.name for p in tmp_path.iterdir()] == ["rep"]  # temp folder removed
 
     def ok(d):

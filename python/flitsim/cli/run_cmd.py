@@ -116,6 +116,10 @@ def print_map(m, c) -> None:  # type: ignore[no-untyped-def]
             c.print(escape(f"- {r.claim}: " + "; ".join(bits)))
 
 
+# Files every report written by `flitsim run` holds at its top level (scenario/write.py).
+_REPORT_MARKERS = ("results.json", "summary.parquet")
+
+
 def check_out_dir(out_dir: str, force: bool, scenario: str | None = None) -> Path:
     """Check the report folder before anything is simulated and create the
     temporary folder the report is written into (beside it, so the final
@@ -123,7 +127,8 @@ def check_out_dir(out_dir: str, force: bool, scenario: str | None = None) -> Pat
 
     Raises:
         ConfigError: an empty path, a file, a non-empty folder without
-            ``force`` (its files are the user's), a parent that cannot be
+            ``force`` (its files are the user's), a non-empty folder that
+            holds no earlier report even with ``force``, a parent that cannot be
             written; the current folder, one above it, the home folder, or a
             folder holding ``scenario`` (``--force`` would delete them).
     """
@@ -142,9 +147,14 @@ def check_out_dir(out_dir: str, force: bool, scenario: str | None = None) -> Pat
                            "replaces the whole folder)")
     if out.exists() and not out.is_dir():
         raise config_error("--out", out_dir, "a folder (this path is a file)")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise config_error("--out", out_dir, "a new or empty folder; this one has files (pass --force to replace "
-                           "the whole folder with the new report)")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise config_error("--out", out_dir, "a new or empty folder; this one has files (pass --force to replace "
+                               "the whole folder with the new report)")
+        if not any((out / f).is_file() for f in _REPORT_MARKERS):
+            # --force replaces an earlier report, never a folder of the user's own files
+            raise config_error("--out", out_dir, "with --force, a folder holding an earlier flitsim report (it has "
+                               f"none of {', '.join(_REPORT_MARKERS)}); pick a new or empty folder")
     parent = out.absolute().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
