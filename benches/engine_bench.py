@@ -8,7 +8,8 @@
 Cases (packet fidelity, protocol Simple, default speed levers):
   ring-1g / nvls-1g   GB200 NVL72 all_reduce 1 GiB, ring / NVLS
   ring-64m            GB200 NVL72 all_reduce 64 MiB, ring
-  ring-8g             GB200 NVL72 all_reduce 8 GiB, ring
+  ring-8g / nvls-8g   GB200 NVL72 all_reduce 8 GiB, ring / NVLS (NVLS: one rank simulated for all 72,
+                      the rank fold of collective/run.rs, exact)
   ring-16m / ring-4m  GB200 NVL72 all_reduce 16 / 4 MiB, ring (transfers under 128 packets per lane:
                       folded only by the collective-wide chain bound, fabric/fold.rs)
   h100-ring-8m        HGX H100 all_reduce 8 MiB, ring
@@ -42,6 +43,7 @@ CASES = {
     "nvls-1g": ("gb200-nvl72", 1 << 30, "nvls"),
     "ring-64m": ("gb200-nvl72", 64 << 20, "ring"),
     "ring-8g": ("gb200-nvl72", 8 << 30, "ring"),
+    "nvls-8g": ("gb200-nvl72", 8 << 30, "nvls"),
     "ring-16m": ("gb200-nvl72", 16 << 20, "ring"),
     "ring-4m": ("gb200-nvl72", 4 << 20, "ring"),
     "h100-ring-8m": ("hgx-h100", 8 << 20, "ring"),
