@@ -241,7 +241,11 @@ fn simulate_packet(spec: &FabricSpec, req: &CollectiveRequest, low: &Lowered, ch
     // Rank folding: identical ranks that only loop back through their own
     // switch ports never meet; one stands for all (exact, no bound needed).
     let mut reason = reason;
-    let rank_gpus = match crate::fabric::gpu_symmetry(&run_spec).and_then(|()| rank_blocks(&dag)) {
+    let rank_gpus = match rank_blocks(&dag).and_then(|bg| crate::fabric::gpu_symmetry(&run_spec).map(|()| bg).map_err(|why| format!("no rank fold: the ranks are identical loopbacks, but {why}"))) {
+        Err(why) if why.starts_with("no rank fold") => {
+            reason = format!("{reason}; {why}");
+            Vec::new()
+        }
         Ok((blk, gpus)) if rank_fold && gpus.len() > 1 => {
             reason = format!(
                 "{reason}; rank fold: {} ranks run identical loopback-only transfer chains on interchangeable GPUs (no packet of one meets another's), so GPU {} is simulated and its link statistics stand for every rank's (exact)",
@@ -886,6 +890,8 @@ mod tests {
         let mut off = spec.clone();
         off.fold_planes = false;
         assert!(crate::fabric::gpu_symmetry(&off).is_err());
+        let r = run(&off, Op::AllReduce, &members, 1 << 20, true);
+        assert!(r.fold_reason.contains("no rank fold: the ranks are identical loopbacks, but folding disabled"), "{}", r.fold_reason);
         let mut faulty = spec.clone();
         faulty.faults.push(crate::fabric::Fault::Link { gpu: 0, port: 0, at_ps: 1000 });
         assert!(crate::fabric::gpu_symmetry(&faulty).unwrap_err().contains("faults"));
