@@ -123,7 +123,8 @@ class CollectiveResult:
         link_bytes_sent, link_bytes_received: per GPU, payload bytes the
             fabric's GPU -> switch links actually carried (link statistics)
             and the bytes delivered to the GPU: the physics check of the above.
-        stats: fabric statistics (packets, events, sim_packet_bytes,
+        stats: fabric statistics (packets, events: what was simulated, i.e.
+            one plane / one rank when folded, see fold_reason; sim_packet_bytes,
             folded_planes, fold_reason, max_link_utilization,
             credit_exhaustion_episodes, arbitration_conflicts, transfers;
             ``link_class_payload_bytes``: on graph fabrics, payload bytes the
