@@ -170,22 +170,57 @@ pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mu
         return simulate(spec, req, first, interrupt);
     }
     let best_est = cands.iter().map(|c| c.2).fold(f64::INFINITY, f64::min);
-    let mut best: Option<CollectiveResult> = None;
+    // Packet level on one switch layer: candidates run in order of their
+    // estimate, and one whose lower bound (wire_lower_bound_ps) already
+    // exceeds the best simulated time is not simulated: it cannot be the
+    // fastest, so the choice and its time are what simulating all would give
+    // (ties go to the earlier candidate in plan order, as before).
+    let prune = spec.fidelity != crate::fabric::Fidelity::Flow && !spec.is_graph();
+    let mut order: Vec<usize> = (0..cands.len()).filter(|&i| cands[i].2 <= best_est * AUTO_PRUNE_FACTOR).collect();
+    if prune {
+        order.sort_by(|&i, &j| cands[i].2.total_cmp(&cands[j].2).then(i.cmp(&j)));
+    }
+    let mut best: Option<(CollectiveResult, usize)> = None;
     let mut tried = Vec::new();
-    for &(a, p, e) in &cands {
-        if e > best_est * AUTO_PRUNE_FACTOR {
-            continue;
-        }
+    for i in order {
+        let (a, p, _) = cands[i];
         let low = lower_in(req.op, &req.members, req.bytes, a, p, &req.params, &info, &reach)?;
-        let r = simulate(spec, req, low, interrupt)?;
-        tried.push((algo_name(a).to_string(), format!("{p:?}").to_lowercase(), r.time_ps));
-        if best.as_ref().is_none_or(|b| r.time_ps < b.time_ps) {
-            best = Some(r);
+        let r = if prune {
+            let low = transported(low, &reach, &req.params)?;
+            if let Some((b, _)) = &best {
+                if wire_lower_bound_ps(spec, &low.dag)? > b.time_ps as f64 {
+                    continue;
+                }
+            }
+            simulate_transported(spec, req, low, interrupt)?
+        } else {
+            simulate(spec, req, low, interrupt)?
+        };
+        tried.push((i, (algo_name(a).to_string(), format!("{p:?}").to_lowercase(), r.time_ps)));
+        if best.as_ref().is_none_or(|(b, bi)| r.time_ps < b.time_ps || (r.time_ps == b.time_ps && i < *bi)) {
+            best = Some((r, i));
         }
     }
-    let mut r = best.expect("at least the best estimate is simulated");
-    r.auto_candidates = tried;
+    let (mut r, _) = best.expect("at least the best estimate is simulated");
+    tried.sort_by_key(|t| t.0);
+    r.auto_candidates = tried.into_iter().map(|t| t.1).collect();
     Ok(r)
+}
+
+/// A lower bound on any packet-level run of `dag` on `spec` (one switch
+/// layer), ps: the most bytes its transfers push out of one GPU (loopbacks
+/// included) over that GPU's links' raw data rate. Nothing in the engine
+/// sends faster than a link's rate (headers, credits and injection caps only
+/// slow it), and folding divides bytes and ports alike.
+fn wire_lower_bound_ps(spec: &FabricSpec, dag: &super::lower::Dag) -> Result<f64> {
+    let mut rate = vec![0f64; spec.gpus as usize];
+    for w in &spec.wires {
+        if let Some(x) = rate.get_mut(w.gpu as usize) {
+            *x += spec.links[w.link as usize].derive()?.1.rate_bps as f64 / 8.0;
+        }
+    }
+    let sent = dag.bytes_sent(spec.gpus);
+    Ok(sent.iter().zip(&rate).filter(|(_, r)| **r > 0.0).map(|(&b, &r)| b as f64 / r * 1e12).fold(0.0, f64::max))
 }
 
 /// Simulate one lowered collective on the fabric, at flow level when the
@@ -196,6 +231,11 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
         return simulate_flow(spec, req, low, interrupt);
     }
     let low = transported(low, &reach_of(spec)?, &req.params)?;
+    simulate_transported(spec, req, low, interrupt)
+}
+
+/// [`simulate`] at packet level of a DAG already through [`transported`].
+fn simulate_transported(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
     match simulate_packet(spec, req, &low, true, true, interrupt)? {
         Ok(r) => Ok(r),
         Err(why) => {
