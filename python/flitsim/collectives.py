@@ -212,8 +212,10 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
         group: GPU ids in rank order (default: every GPU of the fabric; 2 GPUs
             for sendrecv).
         algorithm: ``auto`` (the fastest simulated among the candidates whose
-            closed-form estimate is within 2x of the best; ``stats
-            ["auto_candidates"]``), ``ring``, ``tree`` (all_reduce; across
+            closed-form estimate is within 2x of the best; at packet level
+            one whose wire lower bound exceeds the best simulated time is
+            skipped, which cannot change the choice; ``stats
+            ["auto_candidates"]`` lists those simulated), ``ring``, ``tree`` (all_reduce; across
             domains NCCL's double binary tree), ``direct`` (all_to_all,
             sendrecv), ``nvls`` (all_reduce, all_gather, reduce_scatter on
             NVLS-capable switches; across domains all_reduce as NCCL's
