@@ -8,7 +8,8 @@
 Cases (packet fidelity, protocol Simple, default speed levers):
   ring-1g / nvls-1g   GB200 NVL72 all_reduce 1 GiB, ring / NVLS
   ring-64m            GB200 NVL72 all_reduce 64 MiB, ring
-  ring-8g             GB200 NVL72 all_reduce 8 GiB, ring
+  ring-8g / nvls-8g   GB200 NVL72 all_reduce 8 GiB, ring / NVLS (NVLS: one rank simulated for all 72,
+                      the rank fold of collective/run.rs, exact)
   ring-16m / ring-4m  GB200 NVL72 all_reduce 16 / 4 MiB, ring (transfers under 128 packets per lane:
                       folded only by the collective-wide chain bound, fabric/fold.rs)
   h100-ring-8m        HGX H100 all_reduce 8 MiB, ring
@@ -23,6 +24,9 @@ skipped above --max-packet-s estimated seconds).
 `--fold-check`: the balanced fold against full fidelity (every plane, 256-byte packets) where only the
 collective-wide chain bound folds (transfers under 128 packets per lane).
 
+`--rank-fold-check`: NVLS with one rank simulated for all 72 / 8 (the exact rank fold) against every rank
+simulated, 4 KiB .. 37 MiB on HGX H100, HGX B200 and NVL72 (identical time and link bytes expected).
+
 `--a2a`: the NVL72 all_to_all at packet and flow level, 16 MiB .. 1 GiB (issue 16's flow-vs-packet
 target: >= 100x faster at <= 2 % bandwidth difference).
 
@@ -36,12 +40,14 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 
 CASES = {
     "ring-1g": ("gb200-nvl72", 1 << 30, "ring"),
     "nvls-1g": ("gb200-nvl72", 1 << 30, "nvls"),
     "ring-64m": ("gb200-nvl72", 64 << 20, "ring"),
     "ring-8g": ("gb200-nvl72", 8 << 30, "ring"),
+    "nvls-8g": ("gb200-nvl72", 8 << 30, "nvls"),
     "ring-16m": ("gb200-nvl72", 16 << 20, "ring"),
     "ring-4m": ("gb200-nvl72", 4 << 20, "ring"),
     "h100-ring-8m": ("hgx-h100", 8 << 20, "ring"),
@@ -96,11 +102,14 @@ def main() -> None:
     ap.add_argument("--scaling", action="store_true", help="the scaling curves instead of the cases")
     ap.add_argument("--a2a", action="store_true", help="flow vs packet level on the NVL72 all_to_all (issue 16)")
     ap.add_argument("--fold-check", action="store_true", help="balanced fold vs full fidelity where only the chain bound folds")
+    ap.add_argument("--rank-fold-check", action="store_true", help="NVLS rank fold vs every rank simulated (must be identical)")
     args = ap.parse_args()
     if args.scaling:
         return scaling()
     if args.a2a:
         return a2a()
+    if args.rank_fold_check:
+        return rank_fold_check()
     if args.fold_check:
         return fold_check()
     for case in args.case or [*CASES, "hold-1e5", "switch"]:
@@ -162,6 +171,29 @@ def fold_check() -> None:
         (fb, fc, fp), (ub, uc, _) = o["fold"], o["full"]
         print(f"| {c[0]} | {c[1]} {c[3]} | {c[2]} | {c[4]} | {ub:.3f} ({uc:.2f}) | {fb:.3f} ({fc:.2f}, x{fp}) | "
               f"{100 * (fb / ub - 1):+.3f} % |", flush=True)
+
+
+def rank_fold_check() -> None:
+    """NVLS with one rank simulated for all (the default) against every rank simulated: time-resolved
+    counters refuse the rank fold and leave the timing alone. Prints both times and whether time and
+    every GPU's link bytes are identical (they must be: the fold is exact, not bounded)."""
+    import flitsim
+    from flitsim.hardware.fabric import CounterSpec, fabric_preset
+    print("| fabric | op | bytes | rank-folded us (CPU s) | every rank us (CPU s) | identical |")
+    print("|---|---|---:|---:|---:|---|")
+    for fab in ("hgx-h100", "hgx-b200", "gb200-nvl72"):
+        for s in (4096, 65536 + 768, (1 << 20) + 768, (3 << 20) + 4, 37 << 20):
+            for op in ("all_reduce", "all_gather"):
+                q = 8 * 72 * 4 if op == "all_gather" else (288 if fab == "gb200-nvl72" else 4)
+                s = (s // q + 1) * q
+                runs = []
+                for f in (fabric_preset(fab), fabric_preset(fab, counters=CounterSpec(interval_ps=10**9))):
+                    c0 = time.process_time()
+                    runs.append((flitsim.collective(f, op, s, algorithm="nvls", protocol="simple"), time.process_time() - c0))
+                (a, ca), (b, cb) = runs
+                same = (a.time_us == b.time_us and (a.link_bytes_sent == b.link_bytes_sent).all()
+                        and (a.link_bytes_received == b.link_bytes_received).all() and "rank fold:" in a.stats["fold_reason"])
+                print(f"| {fab} | {op} | {s} | {a.time_us:.6f} ({ca:.2f}) | {b.time_us:.6f} ({cb:.2f}) | {'yes' if same else 'NO'} |")
 
 
 def a2a() -> None:

@@ -252,3 +252,26 @@ def test_nvls_at_2_ranks_carries_1_5_S_per_gpu_each_way_from_link_statistics():
         assert r.link_bytes_sent[g] == pytest.approx(1.5 * size, rel=0.001)
         assert r.link_bytes_received[g] == pytest.approx(1.5 * size, rel=0.001)
     assert r.busbw_GBps <= 18 * 25 / 1.5  # NVLink 4: 18 links x 25 GB/s per direction
+
+
+def test_auto_skips_only_candidates_that_cannot_be_fastest():
+    # auto simulates candidates in order of their estimate and skips one whose lower bound (bytes out of the
+    # busiest GPU / its links' raw rate) already exceeds the best simulated time: the choice and its time are
+    # those of simulating every candidate. On HGX H100 at 64 MiB the tree candidates are skipped.
+    size = 64 << 20
+    auto = flitsim.collective("hgx-h100", "all_reduce", size)
+    forced = [flitsim.collective("hgx-h100", "all_reduce", size, algorithm=a, protocol=p).time_us
+              for a in ("ring", "tree") for p in ("simple", "ll128", "ll")]
+    forced.append(flitsim.collective("hgx-h100", "all_reduce", size, algorithm="nvls").time_us)
+    assert auto.time_us == min(forced)
+    assert auto.algorithm == "nvls"
+    assert "tree" not in {a for a, _, _ in auto.stats["auto_candidates"]}
+
+
+def test_auto_on_nvl72_at_1_gib_simulates_only_nvls():
+    # ring and tree (within 2x of NVLS's estimate) move >= 2 (n-1)/n x 1 GiB out of each GPU at >= 18 x 50 GB/s:
+    # their lower bound exceeds NVLS's simulated 2.03 ms, so only NVLS runs (tree there would take minutes)
+    auto = flitsim.collective("gb200-nvl72", "all_reduce", 1 << 30)
+    nvls = flitsim.collective("gb200-nvl72", "all_reduce", 1 << 30, algorithm="nvls")
+    assert auto.stats["auto_candidates"] == [("nvls", "simple", int(round(nvls.time_us * 1e6)))]
+    assert auto.time_us == nvls.time_us

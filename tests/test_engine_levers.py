@@ -73,3 +73,50 @@ def test_chain_bound_fold_is_refused_after_the_run_where_many_transfers_share_a_
     assert r.stats["folded_planes"] == 1
     assert "refused after the run: up to 71 transfers" in r.stats["fold_reason"]
     assert r.link_bytes_sent.sum() == r.link_bytes_received.sum() == 72 * (72 * 72 * 4 * 50) * 71 // 72  # (n-1)/n S leaves each of the 72 ranks
+
+
+@pytest.mark.parametrize("op,size", [("all_reduce", 288 * 14563), ("all_gather", 288 * 14563), ("reduce_scatter", 288 * 14563),
+                                     ("all_reduce", 288 * 233017)])
+def test_nvls_rank_fold_is_exact_on_nvl72(op, size):
+    # NVLS lowers to loopbacks: every rank's chain is the same and its packets
+    # enter and leave the switches by its own ports, so one simulated rank
+    # stands for all 72. Time-resolved counters are sampled per port, which
+    # refuses the rank fold (and leaves the timing alone): the reference runs
+    # every rank. Same time to the picosecond and the same bytes on every link.
+    from flitsim.hardware.fabric import CounterSpec, fabric_preset
+    one = flitsim.collective(fabric_preset("gb200-nvl72"), op, size, algorithm="nvls", protocol="simple")
+    every = flitsim.collective(fabric_preset("gb200-nvl72", counters=CounterSpec(interval_ps=10**9)), op, size,
+                               algorithm="nvls", protocol="simple")
+    assert "rank fold: 72 ranks" in one.stats["fold_reason"]
+    assert "no rank fold: the ranks are identical loopbacks, but time-resolved counters" in every.stats["fold_reason"]
+    assert one.stats["packets"] * 72 == every.stats["packets"]
+    assert one.time_us == every.time_us
+    assert (one.link_bytes_sent == every.link_bytes_sent).all()
+    assert (one.link_bytes_received == every.link_bytes_received).all()
+    # each GPU's links carried the NVLS volume: (n+1)/n x S each way for
+    # all_reduce, (n-1)/n x S for all_gather / reduce_scatter (within one
+    # rounded-up byte per plane and chunk)
+    n = 72
+    want = size * ((n + 1) if op == "all_reduce" else (n - 1)) / n
+    assert one.link_bytes_sent.min() == one.link_bytes_sent.max()
+    assert want <= one.link_bytes_sent[0] <= want + 18 * one.stats["transfers"] / n * 2
+
+
+def test_nvls_rank_fold_is_off_with_folding_off():
+    from flitsim.hardware.fabric import fabric_preset
+    r = flitsim.collective(fabric_preset("hgx-h100", fold_planes=False), "all_reduce", 1 << 20, algorithm="nvls",
+                           protocol="simple")
+    assert "no rank fold: the ranks are identical loopbacks, but folding disabled" in r.stats["fold_reason"]
+
+
+@pytest.mark.parametrize("fab", ["hgx-h100", "hgx-b200"])
+def test_nvls_rank_fold_is_exact_on_multi_switch_boxes(fab):
+    # several links per GPU per switch: no plane fold, the rank fold alone
+    from flitsim.hardware.fabric import CounterSpec, fabric_preset
+    one = flitsim.collective(fabric_preset(fab), "all_reduce", 16 << 20, algorithm="nvls", protocol="simple")
+    every = flitsim.collective(fabric_preset(fab, counters=CounterSpec(interval_ps=10**9)), "all_reduce", 16 << 20,
+                               algorithm="nvls", protocol="simple")
+    assert "rank fold: 8 ranks" in one.stats["fold_reason"] and "no rank fold" in every.stats["fold_reason"]
+    assert one.time_us == every.time_us
+    assert (one.link_bytes_sent == every.link_bytes_sent).all()
+    assert (one.link_bytes_received == every.link_bytes_received).all()

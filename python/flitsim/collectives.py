@@ -137,7 +137,8 @@ class CollectiveResult:
         link_bytes_sent, link_bytes_received: per GPU, payload bytes the
             fabric's GPU -> switch links actually carried (link statistics)
             and the bytes delivered to the GPU: the physics check of the above.
-        stats: fabric statistics (packets, events, sim_packet_bytes,
+        stats: fabric statistics (packets, events: what was simulated, i.e.
+            one plane / one rank when folded, see fold_reason; sim_packet_bytes,
             folded_planes, fold_reason, max_link_utilization,
             credit_exhaustion_episodes, arbitration_conflicts, transfers;
             ``link_class_payload_bytes``: on graph fabrics, payload bytes the
@@ -225,8 +226,10 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
         group: GPU ids in rank order (default: every GPU of the fabric; 2 GPUs
             for sendrecv).
         algorithm: ``auto`` (the fastest simulated among the candidates whose
-            closed-form estimate is within 2x of the best; ``stats
-            ["auto_candidates"]``), ``ring``, ``tree`` (all_reduce; across
+            closed-form estimate is within 2x of the best; at packet level
+            one whose wire lower bound exceeds the best simulated time is
+            skipped, which cannot change the choice; ``stats
+            ["auto_candidates"]`` lists those simulated), ``ring``, ``tree`` (all_reduce; across
             domains NCCL's double binary tree), ``direct`` (all_to_all,
             sendrecv), ``nvls`` (all_reduce, all_gather, reduce_scatter on
             NVLS-capable switches; across domains all_reduce as NCCL's

@@ -170,22 +170,57 @@ pub fn run_collective(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &mu
         return simulate(spec, req, first, interrupt);
     }
     let best_est = cands.iter().map(|c| c.2).fold(f64::INFINITY, f64::min);
-    let mut best: Option<CollectiveResult> = None;
+    // Packet level on one switch layer: candidates run in order of their
+    // estimate, and one whose lower bound (wire_lower_bound_ps) already
+    // exceeds the best simulated time is not simulated: it cannot be the
+    // fastest, so the choice and its time are what simulating all would give
+    // (ties go to the earlier candidate in plan order, as before).
+    let prune = spec.fidelity != crate::fabric::Fidelity::Flow && !spec.is_graph();
+    let mut order: Vec<usize> = (0..cands.len()).filter(|&i| cands[i].2 <= best_est * AUTO_PRUNE_FACTOR).collect();
+    if prune {
+        order.sort_by(|&i, &j| cands[i].2.total_cmp(&cands[j].2).then(i.cmp(&j)));
+    }
+    let mut best: Option<(CollectiveResult, usize)> = None;
     let mut tried = Vec::new();
-    for &(a, p, e) in &cands {
-        if e > best_est * AUTO_PRUNE_FACTOR {
-            continue;
-        }
+    for i in order {
+        let (a, p, _) = cands[i];
         let low = lower_in(req.op, &req.members, req.bytes, a, p, &req.params, &info, &reach)?;
-        let r = simulate(spec, req, low, interrupt)?;
-        tried.push((algo_name(a).to_string(), format!("{p:?}").to_lowercase(), r.time_ps));
-        if best.as_ref().is_none_or(|b| r.time_ps < b.time_ps) {
-            best = Some(r);
+        let r = if prune {
+            let low = transported(low, &reach, &req.params)?;
+            if let Some((b, _)) = &best {
+                if wire_lower_bound_ps(spec, &low.dag)? > b.time_ps as f64 {
+                    continue;
+                }
+            }
+            simulate_transported(spec, req, low, interrupt)?
+        } else {
+            simulate(spec, req, low, interrupt)?
+        };
+        tried.push((i, (algo_name(a).to_string(), format!("{p:?}").to_lowercase(), r.time_ps)));
+        if best.as_ref().is_none_or(|(b, bi)| r.time_ps < b.time_ps || (r.time_ps == b.time_ps && i < *bi)) {
+            best = Some((r, i));
         }
     }
-    let mut r = best.expect("at least the best estimate is simulated");
-    r.auto_candidates = tried;
+    let (mut r, _) = best.expect("at least the best estimate is simulated");
+    tried.sort_by_key(|t| t.0);
+    r.auto_candidates = tried.into_iter().map(|t| t.1).collect();
     Ok(r)
+}
+
+/// A lower bound on any packet-level run of `dag` on `spec` (one switch
+/// layer), ps: the most bytes its transfers push out of one GPU (loopbacks
+/// included) over that GPU's links' raw data rate. Nothing in the engine
+/// sends faster than a link's rate (headers, credits and injection caps only
+/// slow it), and folding divides bytes and ports alike.
+fn wire_lower_bound_ps(spec: &FabricSpec, dag: &super::lower::Dag) -> Result<f64> {
+    let mut rate = vec![0f64; spec.gpus as usize];
+    for w in &spec.wires {
+        if let Some(x) = rate.get_mut(w.gpu as usize) {
+            *x += spec.links[w.link as usize].derive()?.1.rate_bps as f64 / 8.0;
+        }
+    }
+    let sent = dag.bytes_sent(spec.gpus);
+    Ok(sent.iter().zip(&rate).filter(|(_, r)| **r > 0.0).map(|(&b, &r)| b as f64 / r * 1e12).fold(0.0, f64::max))
 }
 
 /// Simulate one lowered collective on the fabric, at flow level when the
@@ -196,11 +231,16 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
         return simulate_flow(spec, req, low, interrupt);
     }
     let low = transported(low, &reach_of(spec)?, &req.params)?;
-    match simulate_packet(spec, req, &low, true, interrupt)? {
+    simulate_transported(spec, req, low, interrupt)
+}
+
+/// [`simulate`] at packet level of a DAG already through [`transported`].
+fn simulate_transported(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt: &mut dyn Interrupt) -> Result<CollectiveResult> {
+    match simulate_packet(spec, req, &low, true, true, interrupt)? {
         Ok(r) => Ok(r),
         Err(why) => {
             // the chain-bound fold was refused after the run: full planes
-            let mut r = simulate_packet(spec, req, &low, false, interrupt)?.expect("no chain-bound fold to refuse");
+            let mut r = simulate_packet(spec, req, &low, false, true, interrupt)?.expect("no chain-bound fold to refuse");
             r.fold_reason = format!("{}; {why}", r.fold_reason);
             Ok(r)
         }
@@ -211,8 +251,10 @@ fn simulate(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, interrupt:
 /// balanced fold may be accepted by the collective-wide chain bound
 /// ([`fold_chain_bound`]); when the run then shows lanes shared by more
 /// concurrent transfers than the bound allows, `Ok(Err(why))` (run again
-/// with `chain_fold = false`).
-fn simulate_packet(spec: &FabricSpec, req: &CollectiveRequest, low: &Lowered, chain_fold: bool, interrupt: &mut dyn Interrupt) -> Result<std::result::Result<CollectiveResult, String>> {
+/// with `chain_fold = false`). `rank_fold`: simulate one of identical
+/// loopback-only ranks where [`rank_blocks`] and the fabric's
+/// [`crate::fabric::gpu_symmetry`] allow it (exact).
+fn simulate_packet(spec: &FabricSpec, req: &CollectiveRequest, low: &Lowered, chain_fold: bool, rank_fold: bool, interrupt: &mut dyn Interrupt) -> Result<std::result::Result<CollectiveResult, String>> {
     let spec = calibrated_spec(spec, req.params.link_efficiency)?;
     let xfers = || low.dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { src, dst, bytes, loopback, .. } = *n { Some((src, if loopback { u32::MAX } else { dst }, bytes)) } else { None });
     let list: Vec<(u32, u32, u64)> = xfers().collect();
@@ -236,6 +278,26 @@ fn simulate_packet(spec: &FabricSpec, req: &CollectiveRequest, low: &Lowered, ch
             }
         }
     }
+    // Rank folding: identical ranks that only loop back through their own
+    // switch ports never meet; one stands for all (exact, no bound needed).
+    let mut reason = reason;
+    let rank_gpus = match rank_blocks(&dag).and_then(|bg| crate::fabric::gpu_symmetry(&run_spec).map(|()| bg).map_err(|why| format!("no rank fold: the ranks are identical loopbacks, but {why}"))) {
+        Err(why) if why.starts_with("no rank fold") => {
+            reason = format!("{reason}; {why}");
+            Vec::new()
+        }
+        Ok((blk, gpus)) if rank_fold && gpus.len() > 1 => {
+            reason = format!(
+                "{reason}; rank fold: {} ranks run identical loopback-only transfer chains on interchangeable GPUs (no packet of one meets another's), so GPU {} is simulated and its link statistics stand for every rank's (exact)",
+                gpus.len(),
+                gpus[0]
+            );
+            dag.nodes.truncate(blk + 1);
+            dag.edges.retain(|&(_, b, _)| b as usize <= blk);
+            gpus
+        }
+        _ => Vec::new(),
+    };
     let sim = FabricSim::new(&run_spec, spec.gpu_ports)?;
     let mut model = DagModel { exec: DagExec::new(Backend::Fabric(sim)) };
     let mut q = EventQueue::with_capacity(4096);
@@ -286,14 +348,30 @@ fn simulate_packet(spec: &FabricSpec, req: &CollectiveRequest, low: &Lowered, ch
             *x += l.stats().payload_bytes * pl;
         }
     }
-    let link_recv: Vec<u64> = sim.delivered_bytes.iter().take(spec.gpus as usize).map(|&b| b * pl).collect();
+    let mut link_recv: Vec<u64> = sim.delivered_bytes.iter().take(spec.gpus as usize).map(|&b| b * pl).collect();
     let mut max_u: f64 = 0.0;
     let mut exh = 0;
     for (_, l) in sim.ports_iter() {
         max_u = max_u.max(l.stats().busy_ps as f64 / time_ps.max(1) as f64);
         exh += l.vc_stats().iter().map(|v| v.exhaustion_episodes).sum::<u64>();
     }
-    let conflicts = sim.switches().map(|s| s.stats().ports.iter().map(|p| p.output_conflicts).sum::<u64>()).sum();
+    let mut conflicts: u64 = sim.switches().map(|s| s.stats().ports.iter().map(|p| p.output_conflicts).sum::<u64>()).sum();
+    let mut rx_payload = gpu_rx_bytes(sim, spec.gpus, run_spec.gpu_ports);
+    let mut sent_on_fabric: u64 = sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum();
+    if let Some(&g0) = rank_gpus.first() {
+        // the simulated rank's statistics stand for every rank's
+        let g0 = g0 as usize;
+        for &g in &rank_gpus[1..] {
+            let g = g as usize;
+            link_sent[g] = link_sent[g0];
+            link_recv[g] = link_recv[g0];
+            rx_payload[g] = rx_payload[g0];
+        }
+        let k = rank_gpus.len() as u64;
+        exh *= k;
+        conflicts *= k;
+        sent_on_fabric *= k;
+    }
     Ok(Ok(CollectiveResult {
         time_ps,
         algorithm: low.algorithm,
@@ -317,8 +395,8 @@ fn simulate_packet(spec: &FabricSpec, req: &CollectiveRequest, low: &Lowered, ch
         estimate_ps: low.estimate_ps,
         auto_candidates: Vec::new(),
         faults: sim.fault_stats(),
-        sent_bytes_on_fabric: sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum(),
-        rx_payload_bytes: gpu_rx_bytes(sim, spec.gpus, run_spec.gpu_ports),
+        sent_bytes_on_fabric: sent_on_fabric,
+        rx_payload_bytes: rx_payload,
         link_class_payload_bytes: by_link_class(&crate::fabric::stats_of(sim, run_spec.gpu_ports, 0), spec.links.len()),
         fidelity: "packet".into(),
         fidelity_reason: String::new(),
@@ -411,6 +489,76 @@ fn packet_time_ps(spec: &FabricSpec) -> std::result::Result<u64, String> {
         t_pkt = t_pkt.max(((pay + spec.gpu.injection_packet_overhead_bytes as u64) as f64 * 1e12 / lane).ceil() as u64);
     }
     Ok(t_pkt)
+}
+
+/// Rank blocks of a DAG lowered as one start node (node 0, a delay nothing
+/// precedes) followed by one contiguous block of nodes per rank, each block's
+/// transfers all loopbacks of that rank's GPU (NVLS), the blocks identical
+/// node for node and edge for edge up to the GPU, and no edge between blocks.
+/// `Ok((block length, GPU of each block))` or why not. Such ranks interact
+/// only through the fabric, and on a GPU-symmetric fabric
+/// ([`crate::fabric::gpu_symmetry`]) loopbacks of different GPUs share no
+/// port, so every rank's timing equals the first's.
+fn rank_blocks(dag: &super::lower::Dag) -> std::result::Result<(usize, Vec<u32>), String> {
+    let n = dag.nodes.len();
+    if n < 3 || !matches!(dag.nodes[0], NodeKind::Delay { .. }) {
+        return Err("no start node".into());
+    }
+    // the GPU of each block, in order: a new block starts where the src changes
+    let mut gpus: Vec<u32> = Vec::new();
+    for nd in &dag.nodes[1..] {
+        match *nd {
+            NodeKind::Transfer { src, dst, loopback: true, .. } if src == dst => {
+                if gpus.last() != Some(&src) {
+                    if gpus.contains(&src) {
+                        return Err(format!("GPU {src}'s transfers are not one block"));
+                    }
+                    gpus.push(src);
+                }
+            }
+            NodeKind::Transfer { .. } => return Err("a transfer that is not a loopback".into()),
+            NodeKind::Delay { .. } => {}
+        }
+    }
+    let k = gpus.len();
+    if k < 2 || (n - 1) % k != 0 {
+        return Err("ranks of unequal node counts".into());
+    }
+    let blk = (n - 1) / k;
+    let block_of = |v: usize| (v - 1) / blk;
+    for j in 0..blk {
+        let a = dag.nodes[1 + j];
+        for (b, &g) in gpus.iter().enumerate() {
+            let same = match (a, dag.nodes[1 + b * blk + j]) {
+                (NodeKind::Transfer { bytes, min_ps, .. }, NodeKind::Transfer { src, bytes: b2, min_ps: m2, .. }) => bytes == b2 && min_ps == m2 && src == g,
+                (x, y) => x == y,
+            };
+            if !same {
+                return Err(format!("rank {b}'s node {j} differs from rank 0's"));
+            }
+        }
+    }
+    // edges: per block, in order, the same (from offset, to offset, delay); none between blocks
+    let mut per: Vec<Vec<(usize, usize, u64)>> = vec![Vec::new(); k];
+    for &(a, c, d) in &dag.edges {
+        let (a, c) = (a as usize, c as usize);
+        if c == 0 {
+            return Err("an edge into the start node".into());
+        }
+        let b = block_of(c);
+        let from = if a == 0 {
+            usize::MAX
+        } else if block_of(a) == b {
+            a - 1 - b * blk
+        } else {
+            return Err("an edge between ranks".into());
+        };
+        per[b].push((from, c - 1 - b * blk, d));
+    }
+    if per.iter().any(|e| *e != per[0]) {
+        return Err("ranks with different dependencies".into());
+    }
+    Ok((blk, gpus))
 }
 
 /// Most fabric transfers on one dependency chain of `dag`.
@@ -705,5 +853,88 @@ pub(crate) fn choose_sim_packets(spec: FabricSpec, requested: u64, xfers: &[(u32
         spec.max_sim_packet_bytes = AUTO_MAX_SIM_PACKET.max(pay).div_ceil(pay) * pay;
         let note = format!("adaptive coalescing: {MIN_PACKETS_PER_LANE} packets per lane of every transfer, {pay}..{} bytes each", spec.max_sim_packet_bytes);
         (spec, note)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use super::super::params::Op;
+    use crate::engine::NoInterrupt;
+
+    fn nvls_fabric(gpus: u32, planes: u32) -> FabricSpec {
+        let mut s = crate::presets::planar(gpus, planes, true);
+        s.switch.nvls = true;
+        s
+    }
+
+    fn run(spec: &FabricSpec, op: Op, members: &[u32], bytes: u64, rank_fold: bool) -> CollectiveResult {
+        let req = CollectiveRequest { op, members: members.to_vec(), bytes, params: CollectiveParams { algorithm: Algorithm::Nvls, protocol: Protocol::Simple, ..Default::default() } };
+        let info = fabric_info(spec).unwrap();
+        let reach = reach_of(spec).unwrap();
+        let low = lower_in(op, members, bytes, Algorithm::Nvls, Protocol::Simple, &req.params, &info, &reach).unwrap();
+        let low = transported(low, &reach, &req.params).unwrap();
+        simulate_packet(spec, &req, &low, true, rank_fold, &mut NoInterrupt).unwrap().unwrap()
+    }
+
+    /// Rank folding is exact: one simulated rank gives the same time and the
+    /// same per-GPU link statistics as all ranks simulated (NVLS, the
+    /// plane fold on in both; sizes on both sides of the balanced fold's
+    /// per-transfer threshold, uneven chunks, a subset of the GPUs).
+    #[test]
+    fn rank_fold_is_bit_identical_to_every_rank() {
+        let cases: [(u32, u32, Op, u64, Vec<u32>); 5] = [
+            (8, 18, Op::AllReduce, 64 << 10, (0..8).collect()),
+            (8, 18, Op::AllReduce, (5 << 20) + 768, (0..8).collect()),
+            (8, 4, Op::AllGather, 3 << 20, (0..8).collect()),
+            (8, 4, Op::ReduceScatter, 3 << 20, (0..8).collect()),
+            (72, 18, Op::AllReduce, 16 << 20, (0..72).collect()),
+        ];
+        for (g, p, op, bytes, members) in cases.iter().cloned().chain([(8, 4, Op::AllReduce, 2 << 20, vec![1, 3, 4, 6])]) {
+            let spec = nvls_fabric(g, p);
+            let one = run(&spec, op, &members, bytes, true);
+            let all = run(&spec, op, &members, bytes, false);
+            assert!(one.fold_reason.contains("rank fold"), "{}", one.fold_reason);
+            assert!(!all.fold_reason.contains("rank fold"));
+            assert!(one.packets * (members.len() as u64) == all.packets, "{g}x{p} {op:?} {bytes}: packets {} vs {}", one.packets, all.packets);
+            let what = format!("{g}x{p} {op:?} {bytes} over {members:?}");
+            assert_eq!(one.time_ps, all.time_ps, "{what}");
+            assert_eq!(one.link_bytes_sent, all.link_bytes_sent, "{what}");
+            assert_eq!(one.link_bytes_received, all.link_bytes_received, "{what}");
+            assert_eq!(one.rx_payload_bytes, all.rx_payload_bytes, "{what}");
+            assert_eq!(one.sent_bytes_on_fabric, all.sent_bytes_on_fabric, "{what}");
+            assert_eq!(one.credit_exhaustion_episodes, all.credit_exhaustion_episodes, "{what}");
+            assert_eq!(one.arbitration_conflicts, all.arbitration_conflicts, "{what}");
+            assert_eq!(one.max_link_utilization, all.max_link_utilization, "{what}");
+        }
+    }
+
+    /// Refused where ranks can meet or differ: a ring (transfers between
+    /// GPUs), faults, the pim allocator, folding off.
+    #[test]
+    fn rank_fold_is_refused_where_ranks_can_meet() {
+        let spec = nvls_fabric(8, 4);
+        let members: Vec<u32> = (0..8).collect();
+        let low = lower_in(Op::AllReduce, &members, 1 << 20, Algorithm::Ring, Protocol::Simple, &CollectiveParams::default(), &fabric_info(&spec).unwrap(), &reach_of(&spec).unwrap()).unwrap();
+        assert!(rank_blocks(&low.dag).unwrap_err().contains("not a loopback"));
+        let nv = lower_in(Op::AllReduce, &members, 1 << 20, Algorithm::Nvls, Protocol::Simple, &CollectiveParams::default(), &fabric_info(&spec).unwrap(), &reach_of(&spec).unwrap()).unwrap();
+        assert_eq!(rank_blocks(&nv.dag).unwrap().1, members);
+        let mut d = nv.dag.clone();
+        if let Some(NodeKind::Transfer { bytes, .. }) = d.nodes.iter_mut().rev().find(|n| matches!(n, NodeKind::Transfer { .. })) {
+            *bytes += 1;
+        }
+        assert!(rank_blocks(&d).unwrap_err().contains("differs"));
+        let mut pim = spec.clone();
+        pim.switch.allocator = "pim".into();
+        assert!(crate::fabric::gpu_symmetry(&pim).is_err());
+        let mut off = spec.clone();
+        off.fold_planes = false;
+        assert!(crate::fabric::gpu_symmetry(&off).is_err());
+        let r = run(&off, Op::AllReduce, &members, 1 << 20, true);
+        assert!(r.fold_reason.contains("no rank fold: the ranks are identical loopbacks, but folding disabled"), "{}", r.fold_reason);
+        let mut faulty = spec.clone();
+        faulty.faults.push(crate::fabric::Fault::Link { gpu: 0, port: 0, at_ps: 1000 });
+        assert!(crate::fabric::gpu_symmetry(&faulty).unwrap_err().contains("faults"));
+        assert!(crate::fabric::gpu_symmetry(&spec).is_ok());
     }
 }

@@ -113,6 +113,57 @@ impl FoldPlan {
     }
 }
 
+/// Whether every GPU of `spec` is interchangeable with every other for
+/// traffic that stays within one GPU's own ports (a loopback through the
+/// switches, as NVLS is lowered): one switch layer, every GPU wired with the
+/// same count of the same link spec, nothing sampled or timed per component
+/// (faults, bit errors, counters), round-robin spray and a deterministic
+/// allocator. Traffic of one GPU then meets no other GPU's anywhere (its
+/// packets enter and leave by its own switch ports; a conflict-free
+/// permutation for every allocator here), so GPUs with identical traffic run
+/// identically and one of them can stand for all (`collective::run`, rank
+/// folding). `Err(why not)`.
+pub fn gpu_symmetry(spec: &FabricSpec) -> std::result::Result<(), String> {
+    if spec.is_graph() {
+        return Err("graph fabric (trunks, element kinds, hosts or static routes)".into());
+    }
+    if !spec.fold_planes {
+        return Err("folding disabled (fold_planes = false)".into());
+    }
+    if !spec.faults.is_empty() {
+        return Err("faults".into());
+    }
+    if spec.links.iter().any(|l| l.replay.is_some_and(|r| r.ber > 0.0)) {
+        return Err("bit errors are sampled per link".into());
+    }
+    if !spec.counters.is_off() {
+        return Err("time-resolved counters are sampled per port".into());
+    }
+    if spec.spray != Spray::RoundRobin {
+        return Err(format!("spray {:?}", spec.spray));
+    }
+    if spec.switch.allocator == "pim" {
+        return Err("the pim allocator draws random numbers shared by all ports".into());
+    }
+    let Some(w0) = spec.wires.first() else {
+        return Err("no wires".into());
+    };
+    if spec.wires.iter().any(|w| w.link != w0.link || w.switch_link != w0.switch_link) {
+        return Err("GPUs are wired with different link specs".into());
+    }
+    let mut per_gpu = vec![0u32; spec.gpus as usize];
+    for w in &spec.wires {
+        match per_gpu.get_mut(w.gpu as usize) {
+            Some(x) => *x += 1,
+            None => return Err(format!("wire to endpoint {} beyond the GPUs", w.gpu)),
+        }
+    }
+    if per_gpu.iter().any(|&k| k != spec.gpu_ports) {
+        return Err("not every GPU port is wired".into());
+    }
+    Ok(())
+}
+
 /// The one-plane spec of a plane-symmetric fabric, the plane count, and the
 /// unit (planes x links x simulated packet bytes) every transfer must be a
 /// multiple of for folding to be exact; or why the fabric cannot fold.

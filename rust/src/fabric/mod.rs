@@ -11,7 +11,7 @@ mod topology;
 mod validate;
 
 pub(crate) use fold::fold_spec;
-pub use fold::{FoldPlan, BALANCED_MIN_PACKETS};
+pub use fold::{gpu_symmetry, FoldPlan, BALANCED_MIN_PACKETS};
 pub(crate) use run::validate_batch;
 pub use run::{run_batch, BatchResult, TransferBatch};
 pub use stats::{stats_of, FabricStats, PortLinkStats, SwitchLinkStats};
