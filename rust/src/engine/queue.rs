@@ -208,6 +208,21 @@ impl<E> EventQueue<E> {
         }
     }
 
+    /// Remove every pending event, returned in pop order (time, then
+    /// scheduling order); the clock is kept, so scheduling them again in
+    /// this order restores the queue (the task-graph executor's periodic
+    /// skip reads and shifts the queue this way).
+    pub fn take_all(&mut self) -> Vec<(TimePs, E)> {
+        let mut all: Vec<(TimePs, E)> = self.now.drain(..).collect();
+        for b in 1..BUCKETS {
+            all.append(&mut self.buckets[b]);
+        }
+        // one time lives in one bucket, in scheduling order: a stable sort keeps ties FIFO
+        all.sort_by_key(|e| e.0);
+        self.clear();
+        all
+    }
+
     /// Drop every pending event (time is kept).
     pub fn clear(&mut self) {
         self.now.clear();

@@ -550,6 +550,42 @@ impl FlowSim {
         self.replayed_sent_bytes += r.sent_bytes;
     }
 
+    /// Counters a run grows (solves, solve generation, transfers, per-resource
+    /// bytes in fixed point), for the task-graph executor's periodic skip.
+    pub fn periodic_counters(&self, out: &mut Vec<i64>) {
+        out.push(self.diagnosis.solves as i64);
+        out.push(self.gen as i64);
+        out.push(self.xfers.len() as i64);
+        out.push(self.replayed_sent_bytes as i64);
+        out.extend_from_slice(&self.res_fixed);
+    }
+
+    /// Add `m` periods of growth (`delta`: a difference of two
+    /// [`FlowSim::periodic_counters`], the later taken now): the transfers of
+    /// the last period count `m` times more in sent bytes. The simulator must
+    /// be idle (no flow, no solve, nothing uncollected). False, nothing
+    /// changed, if it is not or the counters do not fit.
+    pub fn periodic_advance(&mut self, delta: &[i64], m: u64) -> bool {
+        if !self.is_idle() || delta.len() != 4 + self.res_fixed.len() || delta[2] < 0 || delta[3] < 0 || delta[2] as usize > self.xfers.len() {
+            return false;
+        }
+        let m = m as i64;
+        let last = &self.xfers[self.xfers.len() - delta[2] as usize..];
+        let sent: u64 = last.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum::<u64>() + delta[3] as u64;
+        let Some(sent) = sent.checked_mul(m as u64).and_then(|s| s.checked_add(self.replayed_sent_bytes)) else { return false };
+        let ok = self.res_fixed.iter().zip(&delta[4..]).all(|(&r, &d)| d.checked_mul(m).and_then(|x| x.checked_add(r)).is_some());
+        if !ok {
+            return false;
+        }
+        self.replayed_sent_bytes = sent;
+        self.diagnosis.solves += (delta[0] * m) as u64;
+        self.gen += (delta[1] * m) as u64;
+        for (r, &d) in self.res_fixed.iter_mut().zip(&delta[4..]) {
+            *r += d * m;
+        }
+        true
+    }
+
     /// Transfers not finished: a description, or None.
     pub fn describe_incomplete(&self) -> Option<String> {
         let open: Vec<usize> = (0..self.xfers.len()).filter(|&x| !self.xfers[x].done && self.xfers[x].lanes > 0).collect();

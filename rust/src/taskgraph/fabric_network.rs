@@ -152,6 +152,9 @@ pub struct FabricNetwork {
     /// Collectives replayed / recorded (statistics).
     pub replayed: u64,
     pub recorded: u64,
+    /// [`FabricNetwork::all_pairs_rotation`], once computed.
+    rotation_lcm: Option<u32>,
+    hash_spray: bool,
 }
 
 impl FabricNetwork {
@@ -198,6 +201,8 @@ impl FabricNetwork {
             recording: None,
             replayed: 0,
             recorded: 0,
+            rotation_lcm: None,
+            hash_spray: s.spray == crate::fabric::Spray::Hash,
         })
     }
 
@@ -209,6 +214,30 @@ impl FabricNetwork {
 
     fn flow_idle(&self) -> bool {
         self.exec.flow().is_some_and(|f| f.is_idle())
+    }
+
+    /// A multiple of every transfer's rotation period on this fabric: the
+    /// lcm over GPU pairs of their eligible-port counts (1 collapsed; 0 when
+    /// over 2^20, or not at flow level).
+    fn all_pairs_rotation(&self) -> u32 {
+        let Backend::Flow(f) = &self.exec.backend else { return 0 };
+        if f.fab.collapsed {
+            return 1;
+        }
+        let g = f.fab.endpoints();
+        let mut ports = Vec::new();
+        let mut l: u64 = 1;
+        for s in 0..g {
+            for d in 0..g {
+                f.fab.topo.eligible_ports(s, d, &mut ports);
+                let e = ports.len().max(1) as u64;
+                l = l / gcd(l, e) * e;
+                if l > 1 << 20 {
+                    return 0;
+                }
+            }
+        }
+        l as u32
     }
 
     /// Rotation period of a DAG's transfers: the lcm over their GPU pairs of
@@ -509,6 +538,68 @@ impl Network for FabricNetwork {
 
     fn replayed_events(&self) -> u64 {
         self.replayed_events
+    }
+
+    fn periodic_state(&mut self, _now: TimePs, out: &mut Vec<u64>) -> bool {
+        // Flow level only (the packet level's live state is not encoded), and
+        // only when idle: no operation running or checked, no flow, nothing
+        // recorded; then what comes next depends only on what starts next, on
+        // the spray rotation (the next DAG node's index modulo the ports'
+        // rotation period) and on the memos (choices, records: the counts
+        // must match, so the same ones exist).
+        if self.running != 0 || !self.pending.is_empty() || self.recording.is_some() || !self.flow_idle() {
+            return false;
+        }
+        let Backend::Flow(f) = &self.exec.backend else { return false };
+        let _ = f;
+        if self.hash_spray {
+            return false; // the hash spreads by transfer id
+        }
+        let l = match self.rotation_lcm {
+            Some(l) => l,
+            None => {
+                let l = self.all_pairs_rotation();
+                self.rotation_lcm = Some(l);
+                l
+            }
+        };
+        if l == 0 {
+            return false;
+        }
+        let f = self.exec.flow().expect("flow backend");
+        out.extend_from_slice(&[
+            (self.vnext % l) as u64,
+            (self.vnext >= 1 << 31) as u64,
+            self.records.values().map(|v| v.len()).sum::<usize>() as u64,
+            self.choices.len() as u64,
+            f.diagnosis.outside.is_some() as u64,
+            self.replay_on as u64,
+        ]);
+        true
+    }
+
+    fn periodic_counters(&self, out: &mut Vec<i64>) {
+        out.extend_from_slice(&[self.vnext as i64, self.scheduled as i64, self.replayed_events as i64, self.replayed as i64, self.recorded as i64]);
+        if let Some(f) = self.exec.flow() {
+            f.periodic_counters(out);
+        }
+    }
+
+    fn periodic_advance(&mut self, _now: TimePs, delta: &[i64], m: u64, _dt_ps: u64) -> bool {
+        let v = self.vnext as u64 + delta[0] as u64 * m;
+        if delta[0] < 0 || v >= 1 << 32 || (self.vnext < 1 << 31 && v >= 1 << 31) || delta[1..5].iter().any(|&d| d < 0) {
+            return false;
+        }
+        let Backend::Flow(f) = &mut self.exec.backend else { return false };
+        if !f.periodic_advance(&delta[5..], m) {
+            return false;
+        }
+        self.vnext = v as u32;
+        self.scheduled += delta[1] as u64 * m;
+        self.replayed_events += delta[2] as u64 * m;
+        self.replayed += delta[3] as u64 * m;
+        self.recorded += delta[4] as u64 * m;
+        true
     }
 
     fn finish(&mut self, end_ps: TimePs) {
