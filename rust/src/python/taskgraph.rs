@@ -95,6 +95,7 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
     d.set_item("credit_ready_ps", r.credit_ready_ps.into_pyarray(py))?;
     d.set_item("makespan_ps", r.makespan_ps)?;
     d.set_item("events", r.events)?;
+    d.set_item("periodic", r.periodic)?;
     d.set_item("network", net_stats)?;
     Ok(d)
 }
