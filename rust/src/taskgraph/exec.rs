@@ -92,6 +92,7 @@ struct Per {
     anchors_idle: u64,
     skipped_periods: u64,
     refusal: String,
+    dbg: HashMap<usize, Vec<u64>>,
 }
 
 struct Snap {
@@ -396,9 +397,6 @@ impl<N: Network> Exec<'_, N> {
     fn skip_at(&mut self, now: TimePs, q: &mut EventQueue<Ev<N::Event>>, p: &mut Per) -> Result<()> {
         p.anchors_tried += 1;
         let n = self.g.len();
-        if q.len() as u64 != self.pending {
-            return Ok(()); // network events queued
-        }
         while p.low < n && p.end_ord[p.low] != NONE {
             p.low += 1;
         }
@@ -413,7 +411,14 @@ impl<N: Network> Exec<'_, N> {
         }
         let mut key = std::mem::take(&mut p.key);
         key.clear();
-        if !self.net.periodic_state(now, &mut key) {
+        let evs = q.take_all();
+        let nev: Vec<&N::Event> = evs.iter().filter_map(|(_, e)| if let Ev::Net(x) = e { Some(x) } else { None }).collect();
+        let net_ok = self.net.periodic_state(now, base as u32, &nev, &mut key);
+        drop(nev);
+        if !net_ok {
+            for (t, e) in evs {
+                q.schedule(t, e);
+            }
             p.key = key;
             return Ok(());
         }
@@ -433,13 +438,13 @@ impl<N: Network> Exec<'_, N> {
                 key.extend_from_slice(&[3, now - self.res.start_ps[j]]);
             }
         }
-        let evs = q.take_all();
         let mut ok = true;
         for (t, e) in &evs {
             let (code, task, valid) = match e {
                 Ev::End(x) => (1, *x, 1),
                 Ev::ComputeEnd(x, gen) => (2, *x, self.steal.as_ref().is_some_and(|st| st.generation[*x as usize] == *gen) as u64),
-                _ => (3, 0, 0),
+                Ev::Net(_) => (4, base as u32, 0),
+                Ev::Release(_) => (3, 0, 0),
             };
             if code == 3 || (task as usize) < lo || task as usize >= hi {
                 ok = false;
@@ -468,6 +473,14 @@ impl<N: Network> Exec<'_, N> {
         }
         p.counters.clear();
         self.net.periodic_counters(&mut p.counters);
+        if std::env::var("FLITSIM_PERIODIC_DEBUG").is_ok() {
+            let off = (now, base);
+            if let Some(prev) = p.dbg.get(&key.len()) {
+                let d: Vec<(usize, u64, u64)> = prev.iter().zip(&key).enumerate().filter(|(_, (a, b))| a != b).map(|(i, (a, b))| (i, *a, *b)).take(12).collect();
+                eprintln!("anchor t={} base={} len={} diffs={:?}", off.0, off.1, key.len(), d);
+            }
+            p.dbg.insert(key.len(), key.clone());
+        }
         let Some(snap) = p.table.get(&key) else {
             if p.table.len() < 256 {
                 p.table.insert(key.clone(), Snap { base, now, handled: p.handled, start_cnt: p.start_cnt, end_cnt: p.end_cnt, counters: p.counters.clone() });
@@ -553,7 +566,14 @@ impl<N: Network> Exec<'_, N> {
         if outside.iter().any(|(&x, &c)| self.remaining[x] <= c) {
             return Ok(());
         }
-        if !self.net.periodic_advance(now, delta, m as u64, big_dt) {
+        let evs = q.take_all();
+        let nev: Vec<&N::Event> = evs.iter().filter_map(|(_, e)| if let Ev::Net(x) = e { Some(x) } else { None }).collect();
+        let net_ok = self.net.periodic_advance(now, delta, m as u64, big_dt, sh as u32, &nev);
+        drop(nev);
+        if !net_ok {
+            for (t, e) in evs {
+                q.schedule(t, e);
+            }
             p.refusal = "the network refused to skip (a counter would overflow or the spray numbering would change)".into();
             return Ok(());
         }
@@ -618,7 +638,6 @@ impl<N: Network> Exec<'_, N> {
                 }
             }
         }
-        let evs = q.take_all();
         for (t, e) in evs {
             let e = match e {
                 Ev::End(x) => Ev::End(x + sh as u32),
@@ -758,6 +777,7 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
                     anchors_idle: 0,
                     skipped_periods: 0,
                     refusal: String::new(),
+                    dbg: HashMap::new(),
                 }));
                 None
             }
@@ -792,10 +812,10 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
         ),
         (None, Some(p)) if !p.refusal.is_empty() => format!("not periodic: {}", p.refusal),
         (None, Some(p)) if p.anchors_idle == 0 => format!(
-            "not periodic: the network was never idle at an anchor ({} anchors tried; communication in flight, or a network that cannot encode its state, e.g. packet level)",
+            "not periodic: the network could not encode its state at any anchor ({} anchors tried; e.g. packet level, a start check or a recording in flight)",
             p.anchors_tried
         ),
-        (None, Some(p)) => format!("not periodic: no state repeated within the region ({} of {} anchors had an idle network)", p.anchors_idle, p.anchors_tried),
+        (None, Some(p)) => format!("not periodic: no state repeated within the region ({} of {} anchors encoded)", p.anchors_idle, p.anchors_tried),
         (None, None) => String::new(),
     };
     Ok(ex.res)

@@ -540,20 +540,19 @@ impl Network for FabricNetwork {
         self.replayed_events
     }
 
-    fn periodic_state(&mut self, _now: TimePs, out: &mut Vec<u64>) -> bool {
-        // Flow level only (the packet level's live state is not encoded), and
-        // only when idle: no operation running or checked, no flow, nothing
-        // recorded; then what comes next depends only on what starts next, on
-        // the spray rotation (the next DAG node's index modulo the ports'
-        // rotation period) and on the memos (choices, records: the counts
-        // must match, so the same ones exist).
-        if self.running != 0 || !self.pending.is_empty() || self.recording.is_some() || !self.flow_idle() {
-            return false;
-        }
-        let Backend::Flow(f) = &self.exec.backend else { return false };
-        let _ = f;
-        if self.hash_spray {
+    fn periodic_state(&mut self, now: TimePs, task_base: u32, events: &[&NetEv], out: &mut Vec<u64>) -> bool {
+        // Flow level only (the packet level's live state is not encoded); no
+        // start check queued, nothing being recorded. The live state: running
+        // operations, the DAGs and flows in flight (relative: tags to
+        // `task_base`, nodes to their instance, times to now, work and rates
+        // bit for bit), the spray rotation of the next DAG node (its index
+        // modulo the ports' rotation period) and the memos (choices, records:
+        // equal counts, so the same ones exist).
+        if !self.pending.is_empty() || self.recording.is_some() || self.hash_spray {
             return false; // the hash spreads by transfer id
+        }
+        if !matches!(self.exec.backend, Backend::Flow(_)) {
+            return false;
         }
         let l = match self.rotation_lcm {
             Some(l) => l,
@@ -566,16 +565,22 @@ impl Network for FabricNetwork {
         if l == 0 {
             return false;
         }
-        let f = self.exec.flow().expect("flow backend");
+        let mut cevs = Vec::with_capacity(events.len());
+        for e in events {
+            match e {
+                NetEv::C(c) => cevs.push(c),
+                NetEv::Check(_) => return false,
+            }
+        }
         out.extend_from_slice(&[
+            self.running,
             (self.vnext % l) as u64,
             (self.vnext >= 1 << 31) as u64,
             self.records.values().map(|v| v.len()).sum::<usize>() as u64,
             self.choices.len() as u64,
-            f.diagnosis.outside.is_some() as u64,
             self.replay_on as u64,
         ]);
-        true
+        self.exec.periodic_encode(now, task_base, l, &cevs, out)
     }
 
     fn periodic_counters(&self, out: &mut Vec<i64>) {
@@ -585,14 +590,21 @@ impl Network for FabricNetwork {
         }
     }
 
-    fn periodic_advance(&mut self, _now: TimePs, delta: &[i64], m: u64, _dt_ps: u64) -> bool {
+    fn periodic_advance(&mut self, _now: TimePs, delta: &[i64], m: u64, dt_ps: u64, sh: u32, events: &[&NetEv]) -> bool {
         let v = self.vnext as u64 + delta[0] as u64 * m;
         if delta[0] < 0 || v >= 1 << 32 || (self.vnext < 1 << 31 && v >= 1 << 31) || delta[1..5].iter().any(|&d| d < 0) {
+            return false;
+        }
+        let cevs: Vec<&CEv> = events.iter().filter_map(|e| if let NetEv::C(c) = e { Some(c) } else { None }).collect();
+        if cevs.len() != events.len() {
             return false;
         }
         let Backend::Flow(f) = &mut self.exec.backend else { return false };
         if !f.periodic_advance(&delta[5..], m) {
             return false;
+        }
+        if !self.exec.periodic_shift(&cevs, sh, dt_ps) {
+            return false; // not reached: periodic_state encoded this state
         }
         self.vnext = v as u32;
         self.scheduled += delta[1] as u64 * m;
