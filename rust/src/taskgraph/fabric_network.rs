@@ -155,6 +155,8 @@ pub struct FabricNetwork {
     /// [`FabricNetwork::all_pairs_rotation`], once computed.
     rotation_lcm: Option<u32>,
     hash_spray: bool,
+    pairs_seen: HashSet<(u32, u32)>,
+    pairs_lcm: u32,
 }
 
 impl FabricNetwork {
@@ -203,6 +205,8 @@ impl FabricNetwork {
             recorded: 0,
             rotation_lcm: None,
             hash_spray: s.spray == crate::fabric::Spray::Hash,
+            pairs_seen: HashSet::new(),
+            pairs_lcm: 1,
         })
     }
 
@@ -214,6 +218,42 @@ impl FabricNetwork {
 
     fn flow_idle(&self) -> bool {
         self.exec.flow().is_some_and(|f| f.is_idle())
+    }
+
+    /// Record the GPU pairs of a DAG's transfers (their rotation periods,
+    /// as [`FabricNetwork::rotation_period`]) for the periodic skip: the
+    /// spray of a later DAG node depends on its index only modulo the lcm of
+    /// these (`pairs_lcm`; 0 once over 2^20 or where unknown).
+    fn note_pairs(&mut self, dag: &Dag) {
+        if self.pairs_lcm == 0 {
+            return;
+        }
+        let Backend::Flow(f) = &mut self.exec.backend else {
+            self.pairs_lcm = 0;
+            return;
+        };
+        if f.fab.collapsed {
+            return;
+        }
+        let graph = f.fab.graph.is_some();
+        let mut ports = Vec::new();
+        for n in &dag.nodes {
+            if let NodeKind::Transfer { src, dst, .. } = *n {
+                if self.pairs_seen.contains(&(src, dst)) {
+                    continue;
+                }
+                self.pairs_seen.insert((src, dst));
+                f.fab.topo.eligible_ports(src, dst, &mut ports);
+                let e = ports.len().max(1) as u32;
+                let d = if graph && src != dst { path_period(&mut f.fab, src, dst, e) } else { e } as u64;
+                let l = self.pairs_lcm as u64;
+                let l = l / gcd(l, d) * d;
+                self.pairs_lcm = if l > 1 << 20 { 0 } else { l as u32 };
+                if self.pairs_lcm == 0 {
+                    return;
+                }
+            }
+        }
     }
 
     /// A multiple of every transfer's rotation period on this fabric: the
@@ -309,6 +349,7 @@ impl FabricNetwork {
             Some(_) => {
                 let low = self.lower(p.op, &p.key.1, p.key.2, p.algorithm, p.protocol)?;
                 let mut cap = Capture(Vec::new());
+                self.note_pairs(&low.dag);
                 self.exec.start_virtual(now, p.tag, &low.dag, &mut cap, p.vbase)?;
                 self.run_readys(now, cap.0, sched)
             }
@@ -469,14 +510,18 @@ impl Network for FabricNetwork {
         // its transport's sub-DAG (Simple protocol overheads: a bulk copy).
         let one = Dag { nodes: vec![NodeKind::Transfer { src, dst, bytes, loopback: false, min_ps: 0 }], edges: Vec::new() };
         self.running += 1;
-        let mut f = Fwd { q: sched, n: &mut self.scheduled };
         match expand(&one, &self.reach, &self.params.transport_params(), Protocol::Simple)? {
             Some(d) => {
                 let vbase = self.vnext;
                 self.vnext = self.vnext.wrapping_add(d.nodes.len() as u32);
+                self.note_pairs(&d);
+                let mut f = Fwd { q: sched, n: &mut self.scheduled };
                 self.exec.start_virtual(now, tag, &d, &mut f, vbase)?
             }
-            None => self.exec.start_plain(now, tag, src, dst, bytes, &mut f)?,
+            None => {
+                let mut f = Fwd { q: sched, n: &mut self.scheduled };
+                self.exec.start_plain(now, tag, src, dst, bytes, &mut f)?
+            }
         }
         self.drain(done);
         Ok(())
@@ -508,12 +553,14 @@ impl Network for FabricNetwork {
         if candidate && m > 0 {
             let period = self.rotation_period(&low.dag);
             let mut cap = Capture(Vec::new());
+            self.note_pairs(&low.dag);
             self.exec.start_virtual(now, tag, &low.dag, &mut cap, vbase)?;
             let id = self.pending.len() as u32;
             self.pending.push(Some(Pending { tag, key, op, algorithm: a, protocol: pr, vbase, replay: None, readys: cap.0, period, nodes: m }));
             sched.schedule(now, NetEv::Check(id));
             return Ok(());
         }
+        self.note_pairs(&low.dag);
         let mut f = Fwd { q: sched, n: &mut self.scheduled };
         self.exec.start_virtual(now, tag, &low.dag, &mut f, vbase)?;
         self.drain(done);
@@ -554,12 +601,18 @@ impl Network for FabricNetwork {
         if !matches!(self.exec.backend, Backend::Flow(_)) {
             return false;
         }
-        let l = match self.rotation_lcm {
-            Some(l) => l,
-            None => {
-                let l = self.all_pairs_rotation();
-                self.rotation_lcm = Some(l);
-                l
+        // the pairs' rotations seen so far (equal at two anchors: no new pair
+        // in between, so the same ones repeat), else the whole fabric's
+        let l = if self.pairs_lcm > 0 {
+            self.pairs_lcm
+        } else {
+            match self.rotation_lcm {
+                Some(l) => l,
+                None => {
+                    let l = self.all_pairs_rotation();
+                    self.rotation_lcm = Some(l);
+                    l
+                }
             }
         };
         if l == 0 {
@@ -574,6 +627,8 @@ impl Network for FabricNetwork {
         }
         out.extend_from_slice(&[
             self.running,
+            l as u64,
+            self.pairs_seen.len() as u64,
             (self.vnext % l) as u64,
             (self.vnext >= 1 << 31) as u64,
             self.records.values().map(|v| v.len()).sum::<usize>() as u64,
