@@ -93,6 +93,10 @@ struct Per {
     skipped_periods: u64,
     refusal: String,
     dbg: HashMap<usize, Vec<u64>>,
+    hint_off: usize,
+    /// FLITSIM_PERIODIC_DEBUG set: print, per anchor offset, where the state
+    /// differs from the same offset's previous anchor (stderr).
+    debug: bool,
 }
 
 struct Snap {
@@ -176,6 +180,7 @@ impl<'g, N: Network> Exec<'g, N> {
             p.max_touched = p.max_touched.max(i);
             if i >= p.r.lo && i < p.r.hi && p.anchor[(i - p.r.lo) % p.r.p] {
                 p.hint = true;
+                p.hint_off = (i - p.r.lo) % p.r.p;
             }
         }
         let g = self.g;
@@ -473,13 +478,13 @@ impl<N: Network> Exec<'_, N> {
         }
         p.counters.clear();
         self.net.periodic_counters(&mut p.counters);
-        if std::env::var("FLITSIM_PERIODIC_DEBUG").is_ok() {
+        if p.debug {
             let off = (now, base);
-            if let Some(prev) = p.dbg.get(&key.len()) {
+            if let Some(prev) = p.dbg.get(&p.hint_off) {
                 let d: Vec<(usize, u64, u64)> = prev.iter().zip(&key).enumerate().filter(|(_, (a, b))| a != b).map(|(i, (a, b))| (i, *a, *b)).take(12).collect();
-                eprintln!("anchor t={} base={} len={} diffs={:?}", off.0, off.1, key.len(), d);
+                eprintln!("anchor off={} t={} base={} len={}/{} diffs={:?}", p.hint_off, off.0, off.1, key.len(), prev.len(), d);
             }
-            p.dbg.insert(key.len(), key.clone());
+            p.dbg.insert(p.hint_off, key.clone());
         }
         let Some(snap) = p.table.get(&key) else {
             if p.table.len() < 256 {
@@ -778,6 +783,8 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
                     skipped_periods: 0,
                     refusal: String::new(),
                     dbg: HashMap::new(),
+                    hint_off: 0,
+                    debug: std::env::var("FLITSIM_PERIODIC_DEBUG").is_ok(),
                 }));
                 None
             }
