@@ -277,7 +277,8 @@ class GraphBuilder:
         """The finished :class:`Schedule` (the hardware's options merged into ``options``)."""
         graph = self.tg.build()
         graph.columns["steal_ppm"] = np.array(self.steal, np.uint32)
-        graph.columns["period_tasks"] = np.array([step_period(self.step)], np.uint32)
+        # steps repeat (DiT denoising, decode); else layers may (LLM prefill)
+        graph.columns["period_tasks"] = np.array([step_period(self.step) or step_period(self.layer)], np.uint32)
         return Schedule(name, graph, tuple(devices), stages,
                         np.array(self.phase, np.int64), np.array(self.item, np.int64), np.array(self.step, np.int64),
                         np.array(self.layer, np.int64), steps, {**self.hw.options(), **options},
@@ -285,7 +286,8 @@ class GraphBuilder:
 
 
 def step_period(step: Sequence[int]) -> int:
-    """Tasks per denoising / decode step where the steps repeat (0: none): the
+    """Tasks per denoising / decode step (or per layer, given the layer column)
+    where they repeat (0: none): the
     distance between the first tasks of consecutive middle steps, when the two
     middle distances agree. A declaration only: the executor verifies task by
     task that task i + P is task i one step later and refuses otherwise
