@@ -252,6 +252,23 @@ mod tests {
     }
 
     #[test]
+    fn take_all_returns_pop_order_and_rescheduling_restores_it() {
+        let mut q = EventQueue::new();
+        for (t, e) in [(10, 'a'), (5, 'b'), (10, 'c'), (5, 'd'), (7, 'e')] {
+            q.schedule(t, e);
+        }
+        q.pop(); // 'b' at 5
+        let all = q.take_all();
+        assert_eq!(all, vec![(5, 'd'), (7, 'e'), (10, 'a'), (10, 'c')]);
+        assert!(q.is_empty());
+        for (t, e) in all {
+            q.schedule(t, e);
+        }
+        let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|s| s.event)).collect();
+        assert_eq!(order, vec!['d', 'e', 'a', 'c']);
+    }
+
+    #[test]
     fn past_is_clamped_to_now() {
         let mut q = EventQueue::new();
         q.schedule(100, 1);

@@ -487,7 +487,11 @@ impl<N: Network> Exec<'_, N> {
             p.dbg.insert(p.hint_off, key.clone());
         }
         let Some(snap) = p.table.get(&key) else {
-            if p.table.len() < 256 {
+            // bounded memory; a full table held the transient's states: start afresh
+            if p.table.len() >= 384 {
+                p.table.clear();
+            }
+            {
                 p.table.insert(key.clone(), Snap { base, now, handled: p.handled, start_cnt: p.start_cnt, end_cnt: p.end_cnt, counters: p.counters.clone() });
             }
             p.key = key;
