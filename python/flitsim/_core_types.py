@@ -275,4 +275,6 @@ class TaskGraphResult(TypedDict):
     credit_ready_ps: npt.NDArray[np.uint64]
     makespan_ps: int
     events: int
+    #: the executor's exact periodic skip: "periodic: skipped ..." or "not periodic: <why>"
+    periodic: str
     network: TaskGraphNetworkStats

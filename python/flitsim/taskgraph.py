@@ -289,6 +289,7 @@ def execute(graph: TaskGraph, network: Any = None) -> TaskGraphRun:
         "stream_wait_ps": start - np.maximum(dready, cready),
     })
     net: dict[str, Any] = dict(r["network"])
+    net["periodic"] = str(r.get("periodic", ""))  # the executor's exact periodic skip: applied, or why not
     if net.get("kind") == "fabric":
         fab = net.pop("fabric")
         net["links"], net["switch_ports"], net["reorder"] = fabric_frames(fab, network.fabric)

@@ -85,6 +85,9 @@ class CandidateRun:
     card: Any = None
     fidelity: str = ""
     fidelity_reason: str = ""
+    #: whether the executor's exact periodic skip applied ("periodic: skipped
+    #: ..." / "not periodic: <why>"; rust/src/taskgraph/exec.rs)
+    periodic: str = ""
     peak_memory_bytes: float = float("nan")
     hbm_capacity_bytes: float = float("nan")
     memory_broken_by: str | None = None
@@ -323,6 +326,7 @@ def evaluate(run: CandidateRun, per: list[Any], *, workload: dict[str, Any], bre
     nets = [s.run.network if isinstance(s.run.network, dict) else {} for s in per]
     run.fidelity = " + ".join(sorted({str(n.get("fidelity", "analytic")) for n in nets}))
     run.fidelity_reason = "; ".join(sorted({str(n.get("fidelity_reason", "")) for n in nets} - {""}))
+    run.periodic = "; ".join(sorted({str(n.get("periodic", "")) for n in nets} - {""}))
     if decode:
         out_tok = float(np.sum(rep.options.get("output_tokens", [])))
         run.throughput_tokens_per_s = out_tok / run.latency_s if run.latency_s else float("nan")
@@ -441,7 +445,7 @@ class MapResult:
                         "fidelity": r.fidelity, "peak_memory_bytes": r.peak_memory_bytes,
                         "hbm_capacity_bytes": r.hbm_capacity_bytes, "memory_broken_by": r.memory_broken_by,
                         "throughput_tokens_per_s": r.throughput_tokens_per_s, "wall_s": r.wall_s,
-                        "cpu_s": r.cpu_s})
+                        "cpu_s": r.cpu_s, "periodic": r.periodic})
         return pd.DataFrame(out)
 
     def scorecards(self) -> pd.DataFrame:

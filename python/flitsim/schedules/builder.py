@@ -281,10 +281,31 @@ class GraphBuilder:
         """The finished :class:`Schedule` (the hardware's options merged into ``options``)."""
         graph = self.tg.build()
         graph.columns["steal_ppm"] = np.array(self.steal, np.uint32)
+        # steps repeat (DiT denoising, decode); else layers may (LLM prefill)
+        graph.columns["period_tasks"] = np.array([step_period(self.step) or step_period(self.layer)], np.uint32)
         return Schedule(name, graph, tuple(devices), stages,
                         np.array(self.phase, np.int64), np.array(self.item, np.int64), np.array(self.step, np.int64),
                         np.array(self.layer, np.int64), steps, {**self.hw.options(), **options},
                         task_measured_ps=np.array(self.measured, np.int64))
+
+
+def step_period(step: Sequence[int]) -> int:
+    """Tasks per denoising / decode step (or per layer, given the layer column)
+    where they repeat (0: none): the
+    distance between the first tasks of consecutive middle steps, when the two
+    middle distances agree. A declaration only: the executor verifies task by
+    task that task i + P is task i one step later and refuses otherwise
+    (rust/src/taskgraph/periodic.rs), so a wrong value costs nothing but the
+    check."""
+    st = np.asarray(step, np.int64)
+    steps, first = np.unique(st, return_index=True)
+    keep = steps >= 0
+    steps, first = steps[keep], np.sort(first[keep])
+    if len(steps) < 4:
+        return 0
+    mid = len(first) // 2
+    p = int(first[mid + 1] - first[mid]) if mid + 1 < len(first) else 0
+    return p if p > 0 and p == int(first[mid] - first[mid - 1]) else 0
 
 
 def new_builder(fabric_devices: int, hw: Hardware, comm_streams: int = 1) -> GraphBuilder:

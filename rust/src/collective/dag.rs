@@ -371,3 +371,119 @@ impl DagExec {
         Ok(())
     }
 }
+
+/// The task-graph executor's periodic skip (rust/src/taskgraph/exec.rs):
+/// the live DAG state encoded relative, and moved.
+impl DagExec {
+    /// First node and node count of the instance node `i` belongs to.
+    fn inst_range(&self, i: u32) -> (u32, u32) {
+        let inst = self.inst_of[i as usize];
+        let mut a = i as usize;
+        while a > 0 && self.inst_of[a - 1] == inst {
+            a -= 1;
+        }
+        let mut b = i as usize + 1;
+        while b < self.inst_of.len() && self.inst_of[b] == inst {
+            b += 1;
+        }
+        (a as u32, (b - a) as u32)
+    }
+
+    /// Live instances (index, first node) and live transfers (id, plain)
+    /// found from the queued events `evs` and the running flows; None at
+    /// packet level or with uncollected completions.
+    #[allow(clippy::type_complexity)]
+    fn live(&self, evs: &[&CEv]) -> Option<(Vec<(u32, u32)>, Vec<(u32, bool)>)> {
+        let Backend::Flow(f) = &self.backend else { return None };
+        if !self.done.is_empty() || !self.plain_done.is_empty() || !f.completed.is_empty() {
+            return None;
+        }
+        let mut xs: Vec<u32> = f.periodic_active().to_vec();
+        let mut nodes: Vec<u32> = Vec::new();
+        for e in evs {
+            match e {
+                CEv::Ready(i) | CEv::Done(i) => nodes.push(*i),
+                CEv::Flow(crate::flow::FlowEv::Start(x)) | CEv::Flow(crate::flow::FlowEv::Done(x)) => xs.push(*x),
+                CEv::Flow(_) => {}
+                CEv::Fab(_) => return None,
+            }
+        }
+        xs.sort_unstable();
+        xs.dedup();
+        let mut out_x = Vec::with_capacity(xs.len());
+        for &x in &xs {
+            let node = self.xfer_node.get(x as usize).copied().unwrap_or(NONE);
+            if node != NONE {
+                nodes.push(node);
+            }
+            out_x.push((x, node == NONE));
+        }
+        let mut insts: Vec<(u32, u32)> = nodes.iter().map(|&i| (self.inst_of[i as usize], i)).collect();
+        insts.sort_unstable();
+        insts.dedup_by_key(|e| e.0);
+        let insts = insts.into_iter().map(|(k, i)| (k, self.inst_range(i).0)).collect();
+        Some((insts, out_x))
+    }
+
+    /// Encode the live state relative to `now` and to task `task_base`
+    /// (tags relative, nodes as (live instance, offset), spray modulo `l`).
+    /// False where it cannot be (packet level, a transfer not found).
+    pub(crate) fn periodic_encode(&self, now: TimePs, task_base: u32, l: u32, evs: &[&CEv], out: &mut Vec<u64>) -> bool {
+        let Some((insts, _)) = self.live(evs) else { return false };
+        let Backend::Flow(f) = &self.backend else { return false };
+        let ord = |i: u32| -> Option<[u64; 2]> {
+            let k = self.inst_of[i as usize];
+            let p = insts.binary_search_by_key(&k, |e| e.0).ok()?;
+            Some([1 + p as u64, (i - insts[p].1) as u64])
+        };
+        let xref = |x: u32| -> Option<[u64; 2]> {
+            match self.xfer_node.get(x as usize).copied().unwrap_or(NONE) {
+                NONE => Some([0, f.xfers[x as usize].tag.wrapping_sub(task_base) as u64]),
+                node => ord(node),
+            }
+        };
+        out.push(insts.len() as u64);
+        for &(k, a) in &insts {
+            let inst = &self.insts[k as usize];
+            let (_, m) = self.inst_range(a);
+            out.extend_from_slice(&[inst.tag.wrapping_sub(task_base) as u64, inst.remaining as u64, m as u64, (a.wrapping_add(inst.voff) % l) as u64]);
+            for i in a..a + m {
+                out.extend_from_slice(&[self.pending[i as usize] as u64, self.ready_ps[i as usize].wrapping_sub(now)]);
+            }
+        }
+        for e in evs {
+            let r = match e {
+                CEv::Ready(i) => ord(*i).map(|r| [1, r[0], r[1]]),
+                CEv::Done(i) => ord(*i).map(|r| [2, r[0], r[1]]),
+                CEv::Flow(crate::flow::FlowEv::Start(x)) => xref(*x).map(|r| [3, r[0], r[1]]),
+                CEv::Flow(crate::flow::FlowEv::Done(x)) => xref(*x).map(|r| [4, r[0], r[1]]),
+                CEv::Flow(crate::flow::FlowEv::Solve { deferred }) => Some([5, *deferred as u64, 0]),
+                CEv::Flow(crate::flow::FlowEv::Drain { gen }) => Some([6, f.periodic_drain_valid(*gen) as u64, 0]),
+                CEv::Fab(_) => None,
+            };
+            let Some(r) = r else { return false };
+            out.extend_from_slice(&r);
+        }
+        let mut xr = |x: u32| xref(x);
+        f.periodic_encode(now, l, &mut xr, out)
+    }
+
+    /// Move the live state `dt_ps` later and its tasks `sh` later: live
+    /// instances' tags and node ready times, live transfers (as
+    /// [`crate::flow::FlowSim::periodic_shift`]). Node and transfer ids stay
+    /// (later ones are numbered after them, as in the run skipped).
+    pub(crate) fn periodic_shift(&mut self, evs: &[&CEv], sh: u32, dt_ps: u64) -> bool {
+        let Some((insts, xs)) = self.live(evs) else { return false };
+        for &(k, a) in &insts {
+            let (_, m) = self.inst_range(a);
+            self.insts[k as usize].tag += sh;
+            for i in a..a + m {
+                self.ready_ps[i as usize] += dt_ps;
+            }
+        }
+        if let Backend::Flow(f) = &mut self.backend {
+            f.periodic_shift(dt_ps, &xs, sh);
+        }
+        true
+    }
+}

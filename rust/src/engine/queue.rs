@@ -208,6 +208,21 @@ impl<E> EventQueue<E> {
         }
     }
 
+    /// Remove every pending event, returned in pop order (time, then
+    /// scheduling order); the clock is kept, so scheduling them again in
+    /// this order restores the queue (the task-graph executor's periodic
+    /// skip reads and shifts the queue this way).
+    pub fn take_all(&mut self) -> Vec<(TimePs, E)> {
+        let mut all: Vec<(TimePs, E)> = self.now.drain(..).collect();
+        for b in 1..BUCKETS {
+            all.append(&mut self.buckets[b]);
+        }
+        // one time lives in one bucket, in scheduling order: a stable sort keeps ties FIFO
+        all.sort_by_key(|e| e.0);
+        self.clear();
+        all
+    }
+
     /// Drop every pending event (time is kept).
     pub fn clear(&mut self) {
         self.now.clear();
@@ -234,6 +249,23 @@ mod tests {
         q.schedule(5, 'd');
         let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|s| s.event)).collect();
         assert_eq!(order, vec!['b', 'd', 'a', 'c']);
+    }
+
+    #[test]
+    fn take_all_returns_pop_order_and_rescheduling_restores_it() {
+        let mut q = EventQueue::new();
+        for (t, e) in [(10, 'a'), (5, 'b'), (10, 'c'), (5, 'd'), (7, 'e')] {
+            q.schedule(t, e);
+        }
+        q.pop(); // 'b' at 5
+        let all = q.take_all();
+        assert_eq!(all, vec![(5, 'd'), (7, 'e'), (10, 'a'), (10, 'c')]);
+        assert!(q.is_empty());
+        for (t, e) in all {
+            q.schedule(t, e);
+        }
+        let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|s| s.event)).collect();
+        assert_eq!(order, vec!['d', 'e', 'a', 'c']);
     }
 
     #[test]

@@ -803,6 +803,106 @@ impl FlowSim {
         self.replayed_sent_bytes += r.sent_bytes;
     }
 
+    /// Counters a run grows (solves, solve generation, transfers, per-resource
+    /// bytes in fixed point), for the task-graph executor's periodic skip.
+    pub fn periodic_counters(&self, out: &mut Vec<i64>) {
+        out.push(self.diagnosis.solves as i64);
+        out.push(self.gen as i64);
+        out.push(self.xfers.len() as i64);
+        out.push(self.replayed_sent_bytes as i64);
+        out.extend_from_slice(&self.res_fixed);
+    }
+
+    /// Add `m` periods of growth (`delta`: a difference of two
+    /// [`FlowSim::periodic_counters`], the later taken now): the transfers of
+    /// the last period count `m` times more in sent bytes. Nothing may be
+    /// uncollected. False, nothing changed, if it is or the counters do not fit.
+    pub fn periodic_advance(&mut self, delta: &[i64], m: u64) -> bool {
+        if !self.completed.is_empty() || delta.len() != 4 + self.res_fixed.len() || delta[2] < 0 || delta[3] < 0 || delta[2] as usize > self.xfers.len() {
+            return false;
+        }
+        let m = m as i64;
+        let last = &self.xfers[self.xfers.len() - delta[2] as usize..];
+        let sent: u64 = last.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum::<u64>() + delta[3] as u64;
+        let Some(sent) = sent.checked_mul(m as u64).and_then(|s| s.checked_add(self.replayed_sent_bytes)) else { return false };
+        let ok = self.res_fixed.iter().zip(&delta[4..]).all(|(&r, &d)| d.checked_mul(m).and_then(|x| x.checked_add(r)).is_some());
+        if !ok {
+            return false;
+        }
+        self.replayed_sent_bytes = sent;
+        self.diagnosis.solves += (delta[0] * m) as u64;
+        // `gen` is not moved: queued drains are valid by equality with it
+        for (r, &d) in self.res_fixed.iter_mut().zip(&delta[4..]) {
+            *r += d * m;
+        }
+        true
+    }
+
+    /// The live flow state relative to `now` for the task-graph executor's
+    /// periodic skip: per running flow (in id order) `xref` of its id (who it
+    /// belongs to, relative), endpoints, size, spray rotation modulo `l`,
+    /// remaining work and rate (f64 bits: bit for bit), time since start;
+    /// the time since the last drain accounting, a pending solve, the flows
+    /// fresh since the last solve. False when completions are uncollected or
+    /// the incremental filling is on.
+    pub fn periodic_encode(&self, now: TimePs, l: u32, xref: &mut dyn FnMut(u32) -> Option<[u64; 2]>, out: &mut Vec<u64>) -> bool {
+        // the opt-in incremental filling keeps per-component state (kept rates, dirty marks,
+        // the analysis skip count) that this encoding does not hold: no skip with it on
+        if self.incremental || !self.completed.is_empty() || self.last_ps > now || l == 0 {
+            return false;
+        }
+        // with no flow running the drain clock does not matter (the next start resets it)
+        let since = if self.active.is_empty() { 0 } else { now - self.last_ps };
+        out.extend_from_slice(&[self.active.len() as u64, since, self.solve_at.map_or(u64::MAX, |t| now.wrapping_sub(t)), self.diagnosis.outside.is_some() as u64, self.rate.len() as u64]);
+        for (k, &x) in self.active.iter().enumerate() {
+            let t = &self.xfers[x as usize];
+            let Some(r) = xref(x) else { return false };
+            out.extend_from_slice(&r);
+            out.extend_from_slice(&[
+                t.src as u64,
+                t.dst as u64,
+                t.bytes,
+                t.loopback as u64,
+                (t.spray_offset % l) as u64,
+                t.work.to_bits(),
+                self.rate.get(k).copied().unwrap_or(0.0).to_bits(),
+                now.wrapping_sub(t.start_ps),
+            ]);
+        }
+        out.push(self.fresh.len() as u64);
+        for f in &self.fresh {
+            out.extend_from_slice(&[f.0 as u64, f.1 as u64, f.2 as u64]);
+        }
+        true
+    }
+
+    /// Running flows' ids (periodic skip).
+    pub fn periodic_active(&self) -> &[u32] {
+        &self.active
+    }
+
+    /// Whether a queued `Drain { gen }` is still valid (periodic skip).
+    pub fn periodic_drain_valid(&self, gen: u64) -> bool {
+        gen == self.gen
+    }
+
+    /// Move the live state `dt_ps` later (periodic skip): the drain clock, a
+    /// pending solve, the start times of the transfers `xs`; plain ones
+    /// (`true`) get their task tag moved by `sh` tasks.
+    pub fn periodic_shift(&mut self, dt_ps: u64, xs: &[(u32, bool)], sh: u32) {
+        self.last_ps += dt_ps;
+        if let Some(t) = self.solve_at.as_mut() {
+            *t += dt_ps;
+        }
+        for &(x, plain) in xs {
+            let t = &mut self.xfers[x as usize];
+            t.start_ps += dt_ps;
+            if plain {
+                t.tag += sh;
+            }
+        }
+    }
+
     /// Transfers not finished: a description, or None.
     pub fn describe_incomplete(&self) -> Option<String> {
         let open: Vec<usize> = (0..self.xfers.len()).filter(|&x| !self.xfers[x].done && self.xfers[x].lanes > 0).collect();

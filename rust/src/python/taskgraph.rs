@@ -57,6 +57,7 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
         group_members: col(graph, "group_members")?,
         release_ps: if graph.contains("release_ps")? { col(graph, "release_ps")? } else { Vec::new() },
         steal_ppm: if graph.contains("steal_ppm")? { col(graph, "steal_ppm")? } else { Vec::new() },
+        period_tasks: if graph.contains("period_tasks")? { col::<u32>(graph, "period_tasks")?.first().copied().unwrap_or(0) } else { 0 },
         edge_src: col(graph, "edge_src")?,
         edge_dst: col(graph, "edge_dst")?,
         edge_kind: col(graph, "edge_kind")?,
@@ -94,6 +95,7 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
     d.set_item("credit_ready_ps", r.credit_ready_ps.into_pyarray(py))?;
     d.set_item("makespan_ps", r.makespan_ps)?;
     d.set_item("events", r.events)?;
+    d.set_item("periodic", r.periodic)?;
     d.set_item("network", net_stats)?;
     Ok(d)
 }

@@ -6,7 +6,8 @@ use super::network::{Network, NetworkDone};
 use crate::engine::{self, EventQueue, Interrupt, Mapped, Model, TimePs};
 use crate::error::{ensure, Result};
 use serde::Serialize;
-use std::collections::BTreeSet;
+use super::periodic::{self, Adj, Region};
+use std::collections::{BTreeSet, HashMap};
 
 /// Per-task timing of an executed graph (arrays indexed by task).
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -24,6 +25,9 @@ pub struct TaskGraphResult {
     pub makespan_ps: u64,
     /// Events handled (tasks and network).
     pub events: u64,
+    /// Whether the periodic skip applied ("periodic: skipped ..."), or why
+    /// not ("not periodic: ..."); the results are identical either way.
+    pub periodic: String,
 }
 
 enum Ev<N> {
@@ -55,6 +59,53 @@ struct Exec<'g, N: Network> {
     steal: Option<Steal>,
     /// Executor events (End, ComputeEnd, Release) queued and not yet handled.
     pending: u64,
+    per: Option<Box<Per>>,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// The periodic skip's state (see [`Exec::try_skip`]).
+struct Per {
+    r: Region,
+    pred: Adj,
+    indeg: Vec<u32>,
+    /// Offsets (task index - lo, mod p) whose start is an anchor.
+    anchor: Vec<bool>,
+    /// Per task: the order of its start / end among all starts / ends (NONE: not yet).
+    start_ord: Vec<u32>,
+    end_ord: Vec<u32>,
+    start_cnt: u32,
+    end_cnt: u32,
+    /// All tasks below `low` are done.
+    low: usize,
+    /// Highest task index touched (a predecessor done, or started).
+    max_touched: usize,
+    /// Events handled (the engine's count, kept here).
+    handled: u64,
+    extra_events: u64,
+    hint: bool,
+    /// Anchor states seen: relative state words -> the anchor.
+    table: HashMap<Vec<u64>, Snap>,
+    key: Vec<u64>,
+    counters: Vec<i64>,
+    anchors_tried: u64,
+    anchors_idle: u64,
+    skipped_periods: u64,
+    refusal: String,
+    dbg: HashMap<usize, Vec<u64>>,
+    hint_off: usize,
+    /// FLITSIM_PERIODIC_DEBUG set: print, per anchor offset, where the state
+    /// differs from the same offset's previous anchor (stderr).
+    debug: bool,
+}
+
+struct Snap {
+    base: usize,
+    now: u64,
+    handled: u64,
+    start_cnt: u32,
+    end_cnt: u32,
+    counters: Vec<i64>,
 }
 
 /// Communication steals compute (active only when the graph has a nonzero
@@ -122,6 +173,16 @@ impl<'g, N: Network> Exec<'g, N> {
             self.waiting[c][d as usize].remove(&t);
         }
         self.res.start_ps[t as usize] = now;
+        if let Some(p) = self.per.as_mut() {
+            let i = t as usize;
+            p.start_ord[i] = p.start_cnt;
+            p.start_cnt += 1;
+            p.max_touched = p.max_touched.max(i);
+            if i >= p.r.lo && i < p.r.hi && p.anchor[(i - p.r.lo) % p.r.p] {
+                p.hint = true;
+                p.hint_off = (i - p.r.lo) % p.r.p;
+            }
+        }
         let g = self.g;
         let i = t as usize;
         if c == COMM {
@@ -219,6 +280,13 @@ impl<'g, N: Network> Exec<'g, N> {
         let i = t as usize;
         self.res.end_ps[i] = now;
         self.res.makespan_ps = self.res.makespan_ps.max(now);
+        if let Some(p) = self.per.as_mut() {
+            p.end_ord[i] = p.end_cnt;
+            p.end_cnt += 1;
+            if let Some(&m) = self.succ.get(self.succ_off[i] as usize..self.succ_off[i + 1] as usize).and_then(|x| x.iter().max()) {
+                p.max_touched = p.max_touched.max(m as usize);
+            }
+        }
         self.done_tasks += 1;
         let (c, devs) = self.needs(t);
         for &d in devs {
@@ -272,6 +340,20 @@ impl<N: Network> Model for Exec<'_, N> {
         if !matches!(ev, Ev::Net(_)) {
             self.pending -= 1;
         }
+        if let Some(p) = self.per.as_mut() {
+            p.handled += 1;
+        }
+        self.dispatch(now, ev, q)?;
+        if self.per.as_ref().is_some_and(|p| p.hint) {
+            self.per.as_mut().expect("checked").hint = false;
+            self.try_skip(now, q)?;
+        }
+        Ok(())
+    }
+}
+
+impl<N: Network> Exec<'_, N> {
+    fn dispatch(&mut self, now: TimePs, ev: Ev<N::Event>, q: &mut EventQueue<Ev<N::Event>>) -> Result<()> {
         match ev {
             Ev::End(t) => self.finish_task(now, t, q),
             Ev::ComputeEnd(t, gen) => match &self.steal {
@@ -287,6 +369,332 @@ impl<N: Network> Model for Exec<'_, N> {
                 Ok(())
             }
         }
+    }
+}
+
+impl<N: Network> Exec<'_, N> {
+    /// The periodic skip, tried at an anchor (the end of an event in which an
+    /// anchor task of the verified region started).
+    ///
+    /// The live state is encoded relative to the anchor: `base` (the region
+    /// index below which every task is done, a whole number of periods past
+    /// `lo`), per task of the window `base..=max_touched` its status
+    /// (done / untouched / waiting or running, predecessors left, time since
+    /// its start), the stream counts, the queued executor events (kind, task
+    /// - base, time - now, still valid), the compute-steal work, and the
+    /// network's own words ([`Network::periodic_state`]; only when none of its
+    /// events are queued). The executor and the flow level are deterministic
+    /// and shift-invariant (integer ps, rates from differences of times,
+    /// ties by index order), so two anchors with equal words `s` tasks and
+    /// `dt` ps apart evolve identically, shifted. At the second one the run
+    /// jumps `m` such strides ahead: every task a stride later starts and
+    /// ends `dt` later (times filled from the recorded stride), the live
+    /// state moves by `m s` tasks and `m dt` ps, and every counter grows by
+    /// `m` times its growth over the stride. The result is the plain run's,
+    /// bit for bit (tests/periodic.rs).
+    fn try_skip(&mut self, now: TimePs, q: &mut EventQueue<Ev<N::Event>>) -> Result<()> {
+        let mut p = self.per.take().expect("periodic on");
+        let r = self.skip_at(now, q, &mut p);
+        self.per = Some(p);
+        r
+    }
+
+    fn skip_at(&mut self, now: TimePs, q: &mut EventQueue<Ev<N::Event>>, p: &mut Per) -> Result<()> {
+        p.anchors_tried += 1;
+        let n = self.g.len();
+        while p.low < n && p.end_ord[p.low] != NONE {
+            p.low += 1;
+        }
+        let (lo, hi, pp) = (p.r.lo, p.r.hi, p.r.p);
+        if p.low < lo || p.low >= hi {
+            return Ok(());
+        }
+        let base = lo + (p.low - lo) / pp * pp;
+        let wend = p.max_touched + 1;
+        if wend + p.r.span + pp >= hi {
+            return Ok(());
+        }
+        let mut key = std::mem::take(&mut p.key);
+        key.clear();
+        let evs = q.take_all();
+        let nev: Vec<&N::Event> = evs.iter().filter_map(|(_, e)| if let Ev::Net(x) = e { Some(x) } else { None }).collect();
+        let net_ok = self.net.periodic_state(now, base as u32, &nev, &mut key);
+        drop(nev);
+        if !net_ok {
+            for (t, e) in evs {
+                q.schedule(t, e);
+            }
+            p.key = key;
+            return Ok(());
+        }
+        p.anchors_idle += 1;
+        for c in 0..2 {
+            key.extend(self.free[c].iter().map(|&f| f as u64));
+        }
+        key.push((wend - base) as u64);
+        for j in base..wend {
+            if p.end_ord[j] != NONE {
+                key.push(0);
+            } else if p.start_ord[j] == NONE && self.remaining[j] == p.indeg[j] {
+                key.push(1);
+            } else if p.start_ord[j] == NONE {
+                key.extend_from_slice(&[2, self.remaining[j] as u64]);
+            } else {
+                key.extend_from_slice(&[3, now - self.res.start_ps[j]]);
+            }
+        }
+        let mut ok = true;
+        for (t, e) in &evs {
+            let (code, task, valid) = match e {
+                Ev::End(x) => (1, *x, 1),
+                Ev::ComputeEnd(x, gen) => (2, *x, self.steal.as_ref().is_some_and(|st| st.generation[*x as usize] == *gen) as u64),
+                Ev::Net(_) => (4, base as u32, 0),
+                Ev::Release(_) => (3, 0, 0),
+            };
+            if code == 3 || (task as usize) < lo || task as usize >= hi {
+                ok = false;
+            }
+            key.extend_from_slice(&[code, (task as i64 - base as i64) as u64, t - now, valid]);
+        }
+        for (t, e) in evs {
+            q.schedule(t, e);
+        }
+        if let Some(st) = &self.steal {
+            key.extend_from_slice(&st.device_ppm);
+            for run in &st.running {
+                key.push(run.len() as u64);
+                for &x in run {
+                    let x = x as usize;
+                    if x < base || x >= wend {
+                        ok = false;
+                    }
+                    key.extend_from_slice(&[(x - base.min(x)) as u64, (st.work[x] >> 64) as u64, st.work[x] as u64, now - st.since[x]]);
+                }
+            }
+        }
+        if !ok {
+            p.key = key;
+            return Ok(());
+        }
+        p.counters.clear();
+        self.net.periodic_counters(&mut p.counters);
+        if p.debug {
+            let off = (now, base);
+            if let Some(prev) = p.dbg.get(&p.hint_off) {
+                let d: Vec<(usize, u64, u64)> = prev.iter().zip(&key).enumerate().filter(|(_, (a, b))| a != b).map(|(i, (a, b))| (i, *a, *b)).take(12).collect();
+                eprintln!("anchor off={} t={} base={} len={}/{} diffs={:?}", p.hint_off, off.0, off.1, key.len(), prev.len(), d);
+            }
+            p.dbg.insert(p.hint_off, key.clone());
+        }
+        let Some(snap) = p.table.get(&key) else {
+            // bounded memory; a full table held the transient's states: start afresh
+            if p.table.len() >= 384 {
+                p.table.clear();
+            }
+            {
+                p.table.insert(key.clone(), Snap { base, now, handled: p.handled, start_cnt: p.start_cnt, end_cnt: p.end_cnt, counters: p.counters.clone() });
+            }
+            p.key = key;
+            return Ok(());
+        };
+        p.key = key;
+        let (s, dt) = (base - snap.base, now - snap.now);
+        if s == 0 || dt == 0 {
+            return Ok(());
+        }
+        let wlen = wend - base;
+        // m strides: the moved window must not overlap the current one and
+        // must stay a period plus the longest edge inside the region.
+        let m_min = wlen.div_ceil(s).max(1);
+        let room = hi.saturating_sub(base + wlen + p.r.span + pp + 1);
+        let m = room / s;
+        if m < m_min {
+            return Ok(());
+        }
+        let delta: Vec<i64> = p.counters.iter().zip(&snap.counters).map(|(a, b)| a - b).collect();
+        let (snap_start, snap_end, ev_stride) = (snap.start_cnt, snap.end_cnt, p.handled - snap.handled);
+        self.jump(now, q, p, base, wend, s, dt, m, &delta, snap_start, snap_end, ev_stride)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn jump(&mut self, now: TimePs, q: &mut EventQueue<Ev<N::Event>>, p: &mut Per, base: usize, wend: usize, s: usize, dt: u64, m: usize, delta: &[i64], snap_start: u32, snap_end: u32, ev_stride: u64) -> Result<()> {
+        let sh = m * s;
+        let vend = wend + sh; // the moved window ends here
+        let big_dt = dt * m as u64;
+        let vb = base + sh;
+        // virtual status of j in base..vend at the moved anchor
+        let vstarted = |p: &Per, j: usize| j < vb || p.start_ord[j - sh] != NONE;
+        let vdone = |p: &Per, j: usize| j < vb || p.end_ord[j - sh] != NONE;
+        // Checks first (nothing changed until all pass).
+        let mut filled_start = Vec::new();
+        let mut filled_end = Vec::new();
+        for j in base..vend {
+            if vstarted(p, j) && p.start_ord[j] == NONE {
+                let mut i = 1;
+                let t = loop {
+                    let Some(x) = j.checked_sub(i * s) else { return Ok(()) };
+                    if p.start_ord[x] != NONE {
+                        if p.start_ord[x] < snap_start {
+                            return Ok(());
+                        }
+                        break self.res.start_ps[x] + i as u64 * dt;
+                    }
+                    i += 1;
+                };
+                filled_start.push((j, t));
+            }
+            if vdone(p, j) && p.end_ord[j] == NONE {
+                let mut i = 1;
+                let t = loop {
+                    let Some(x) = j.checked_sub(i * s) else { return Ok(()) };
+                    if p.end_ord[x] != NONE {
+                        if p.end_ord[x] < snap_end {
+                            return Ok(());
+                        }
+                        break self.res.end_ps[x] + i as u64 * dt;
+                    }
+                    i += 1;
+                };
+                filled_end.push((j, t));
+            }
+        }
+        // successors of the newly done: inside the moved window, or past the
+        // region (their counts drop; none may become ready in the skipped time)
+        let mut outside: HashMap<usize, u32> = HashMap::new();
+        for &(j, _) in &filled_end {
+            for k in self.succ_off[j] as usize..self.succ_off[j + 1] as usize {
+                let x = self.succ[k] as usize;
+                if x >= vend || x < base {
+                    if x < p.r.hi {
+                        return Ok(());
+                    }
+                    *outside.entry(x).or_default() += 1;
+                }
+            }
+        }
+        if outside.iter().any(|(&x, &c)| self.remaining[x] <= c) {
+            return Ok(());
+        }
+        let evs = q.take_all();
+        let nev: Vec<&N::Event> = evs.iter().filter_map(|(_, e)| if let Ev::Net(x) = e { Some(x) } else { None }).collect();
+        let net_ok = self.net.periodic_advance(now, delta, m as u64, big_dt, sh as u32, &nev);
+        drop(nev);
+        if !net_ok {
+            for (t, e) in evs {
+                q.schedule(t, e);
+            }
+            p.refusal = "the network refused to skip (a counter would overflow or the spray numbering would change)".into();
+            return Ok(());
+        }
+        // Apply.
+        for (&x, &c) in &outside {
+            self.remaining[x] -= c;
+        }
+        // the live window moves: remaining counts, stream waits, running tasks
+        for j in base..wend {
+            self.remaining[j + sh] = self.remaining[j];
+        }
+        for j in base..vb {
+            self.remaining[j] = 0;
+        }
+        for c in 0..2 {
+            for w in &mut self.waiting[c] {
+                if !w.is_empty() {
+                    let moved: Vec<u32> = w.iter().map(|&t| t + sh as u32).collect();
+                    w.clear();
+                    w.extend(moved);
+                }
+            }
+        }
+        for j in base..wend {
+            if p.start_ord[j] != NONE && p.end_ord[j] == NONE {
+                self.res.start_ps[j + sh] = self.res.start_ps[j] + big_dt;
+            }
+        }
+        for &(j, t) in &filled_start {
+            if j >= vb && p.start_ord[j - sh] != NONE && p.end_ord[j - sh] == NONE {
+                continue; // a running task of the moved window: set above
+            }
+            self.res.start_ps[j] = t;
+        }
+        for &(j, t) in &filled_end {
+            self.res.end_ps[j] = t;
+            self.res.makespan_ps = self.res.makespan_ps.max(t);
+        }
+        // orders: everything filled is before the moved anchor
+        let mut started_moved = Vec::new();
+        for &(j, _) in &filled_start {
+            started_moved.push(j);
+        }
+        for j in started_moved {
+            p.start_ord[j] = p.start_cnt;
+        }
+        p.start_cnt += 1;
+        for &(j, _) in &filled_end {
+            p.end_ord[j] = p.end_cnt;
+        }
+        p.end_cnt += 1;
+        self.done_tasks += filled_end.len();
+        p.max_touched += sh;
+        if let Some(st) = self.steal.as_mut() {
+            for run in &mut st.running {
+                for x in run.iter_mut() {
+                    let (a, b) = (*x as usize, *x as usize + sh);
+                    st.work[b] = st.work[a];
+                    st.since[b] = st.since[a] + big_dt;
+                    st.generation[b] = st.generation[a];
+                    *x = b as u32;
+                }
+            }
+        }
+        for (t, e) in evs {
+            let e = match e {
+                Ev::End(x) => Ev::End(x + sh as u32),
+                Ev::ComputeEnd(x, gen) => {
+                    if let Some(st) = self.steal.as_mut() {
+                        st.generation[x as usize + sh] = st.generation[x as usize];
+                    }
+                    Ev::ComputeEnd(x + sh as u32, gen)
+                }
+                other => other,
+            };
+            q.schedule(t + big_dt, e);
+        }
+        // data / credit ready from the (virtually) done predecessors
+        for j in base..vend {
+            let (mut d, mut c) = (0u64, 0u64);
+            for &(x, kind) in p.pred.of(j) {
+                let x = x as usize;
+                if p.end_ord[x] != NONE {
+                    if kind == EdgeKind::Credit as u8 {
+                        c = c.max(self.res.end_ps[x]);
+                    } else {
+                        d = d.max(self.res.end_ps[x]);
+                    }
+                }
+            }
+            self.res.data_ready_ps[j] = d;
+            self.res.credit_ready_ps[j] = c;
+        }
+        for (&x, _) in &outside {
+            let (mut d, mut c) = (0u64, 0u64);
+            for &(y, kind) in p.pred.of(x) {
+                let y = y as usize;
+                if p.end_ord[y] != NONE {
+                    if kind == EdgeKind::Credit as u8 {
+                        c = c.max(self.res.end_ps[y]);
+                    } else {
+                        d = d.max(self.res.end_ps[y]);
+                    }
+                }
+            }
+            self.res.data_ready_ps[x] = d;
+            self.res.credit_ready_ps[x] = c;
+        }
+        p.extra_events += ev_stride * m as u64;
+        p.skipped_periods += (sh / p.r.p) as u64;
+        p.table.clear();
+        Ok(())
     }
 }
 
@@ -320,6 +728,7 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
         remaining,
         free: [vec![graph.compute_streams; nd], vec![graph.comm_streams; nd]],
         waiting: [vec![BTreeSet::new(); nd], vec![BTreeSet::new(); nd]],
+        per: None,
         res: TaskGraphResult {
             start_ps: crate::error::try_vec(n, 0, "tasks")?,
             end_ps: crate::error::try_vec(n, 0, "tasks")?,
@@ -327,6 +736,7 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
             credit_ready_ps: crate::error::try_vec(n, 0, "tasks")?,
             makespan_ps: 0,
             events: 0,
+            periodic: String::new(),
         },
         done_tasks: 0,
         done_buf: Vec::new(),
@@ -339,6 +749,50 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
             since: vec![0; n],
             generation: vec![0; n],
         }),
+    };
+    let why_not = if graph.period_tasks == 0 {
+        Some("no period declared".to_string())
+    } else if std::env::var("FLITSIM_PERIODIC").is_ok_and(|v| v == "0") {
+        Some("turned off (FLITSIM_PERIODIC=0)".to_string())
+    } else {
+        let pred = periodic::preds(graph);
+        match periodic::verify(graph, &pred) {
+            Err(w) => Some(w),
+            Ok(r) => {
+                let mut indeg = vec![0u32; n];
+                for &d in &graph.edge_dst {
+                    indeg[d as usize] += 1;
+                }
+                let every = (r.p / 16).max(1);
+                let anchor = (0..r.p).map(|k| k % every == 0).collect();
+                ex.per = Some(Box::new(Per {
+                    r,
+                    pred,
+                    indeg,
+                    anchor,
+                    start_ord: vec![NONE; n],
+                    end_ord: vec![NONE; n],
+                    start_cnt: 0,
+                    end_cnt: 0,
+                    low: 0,
+                    max_touched: 0,
+                    handled: 0,
+                    extra_events: 0,
+                    hint: false,
+                    table: HashMap::new(),
+                    key: Vec::new(),
+                    counters: Vec::new(),
+                    anchors_tried: 0,
+                    anchors_idle: 0,
+                    skipped_periods: 0,
+                    refusal: String::new(),
+                    dbg: HashMap::new(),
+                    hint_off: 0,
+                    debug: std::env::var("FLITSIM_PERIODIC_DEBUG").is_ok(),
+                }));
+                None
+            }
+        }
     };
     let mut q: EventQueue<Ev<N::Event>> = EventQueue::with_capacity(1024);
     for t in 0..n as u32 {
@@ -355,7 +809,26 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
         ));
     }
     ex.net.finish(summary.end_ps);
-    ex.res.events = summary.events + ex.net.replayed_events();
+    let extra = ex.per.as_ref().map_or(0, |p| p.extra_events);
+    ex.res.events = summary.events + extra + ex.net.replayed_events();
+    ex.res.periodic = match (&why_not, &ex.per) {
+        (Some(w), _) => format!("not periodic: {w}"),
+        (None, Some(p)) if p.skipped_periods > 0 => format!(
+            "periodic: skipped {} of {} periods ({} tasks each, region tasks {}..{}; exact)",
+            p.skipped_periods,
+            (p.r.hi - p.r.lo) / p.r.p,
+            p.r.p,
+            p.r.lo,
+            p.r.hi
+        ),
+        (None, Some(p)) if !p.refusal.is_empty() => format!("not periodic: {}", p.refusal),
+        (None, Some(p)) if p.anchors_idle == 0 => format!(
+            "not periodic: the network could not encode its state at any anchor ({} anchors tried; e.g. packet level, a start check or a recording in flight)",
+            p.anchors_tried
+        ),
+        (None, Some(p)) => format!("not periodic: no state repeated within the region ({} of {} anchors encoded)", p.anchors_idle, p.anchors_tried),
+        (None, None) => String::new(),
+    };
     Ok(ex.res)
 }
 

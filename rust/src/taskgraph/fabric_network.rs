@@ -152,6 +152,11 @@ pub struct FabricNetwork {
     /// Collectives replayed / recorded (statistics).
     pub replayed: u64,
     pub recorded: u64,
+    /// [`FabricNetwork::all_pairs_rotation`], once computed.
+    rotation_lcm: Option<u32>,
+    hash_spray: bool,
+    pairs_seen: HashSet<(u32, u32)>,
+    pairs_lcm: u32,
 }
 
 impl FabricNetwork {
@@ -198,6 +203,10 @@ impl FabricNetwork {
             recording: None,
             replayed: 0,
             recorded: 0,
+            rotation_lcm: None,
+            hash_spray: s.spray == crate::fabric::Spray::Hash,
+            pairs_seen: HashSet::new(),
+            pairs_lcm: 1,
         })
     }
 
@@ -209,6 +218,66 @@ impl FabricNetwork {
 
     fn flow_idle(&self) -> bool {
         self.exec.flow().is_some_and(|f| f.is_idle())
+    }
+
+    /// Record the GPU pairs of a DAG's transfers (their rotation periods,
+    /// as [`FabricNetwork::rotation_period`]) for the periodic skip: the
+    /// spray of a later DAG node depends on its index only modulo the lcm of
+    /// these (`pairs_lcm`; 0 once over 2^20 or where unknown).
+    fn note_pairs(&mut self, dag: &Dag) {
+        if self.pairs_lcm == 0 {
+            return;
+        }
+        let Backend::Flow(f) = &mut self.exec.backend else {
+            self.pairs_lcm = 0;
+            return;
+        };
+        if f.fab.collapsed {
+            return;
+        }
+        let graph = f.fab.graph.is_some();
+        let mut ports = Vec::new();
+        for n in &dag.nodes {
+            if let NodeKind::Transfer { src, dst, .. } = *n {
+                if self.pairs_seen.contains(&(src, dst)) {
+                    continue;
+                }
+                self.pairs_seen.insert((src, dst));
+                f.fab.topo.eligible_ports(src, dst, &mut ports);
+                let e = ports.len().max(1) as u32;
+                let d = if graph && src != dst { path_period(&mut f.fab, src, dst, e) } else { e } as u64;
+                let l = self.pairs_lcm as u64;
+                let l = l / gcd(l, d) * d;
+                self.pairs_lcm = if l > 1 << 20 { 0 } else { l as u32 };
+                if self.pairs_lcm == 0 {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A multiple of every transfer's rotation period on this fabric: the
+    /// lcm over GPU pairs of their eligible-port counts (1 collapsed; 0 when
+    /// over 2^20, or not at flow level).
+    fn all_pairs_rotation(&self) -> u32 {
+        let Backend::Flow(f) = &self.exec.backend else { return 0 };
+        if f.fab.collapsed {
+            return 1;
+        }
+        let g = f.fab.endpoints();
+        let mut ports = Vec::new();
+        let mut l: u64 = 1;
+        for s in 0..g {
+            for d in 0..g {
+                f.fab.topo.eligible_ports(s, d, &mut ports);
+                let e = ports.len().max(1) as u64;
+                l = l / gcd(l, e) * e;
+                if l > 1 << 20 {
+                    return 0;
+                }
+            }
+        }
+        l as u32
     }
 
     /// Rotation period of a DAG's transfers: the lcm over their GPU pairs of
@@ -280,6 +349,7 @@ impl FabricNetwork {
             Some(_) => {
                 let low = self.lower(p.op, &p.key.1, p.key.2, p.algorithm, p.protocol)?;
                 let mut cap = Capture(Vec::new());
+                self.note_pairs(&low.dag);
                 self.exec.start_virtual(now, p.tag, &low.dag, &mut cap, p.vbase)?;
                 self.run_readys(now, cap.0, sched)
             }
@@ -440,14 +510,18 @@ impl Network for FabricNetwork {
         // its transport's sub-DAG (Simple protocol overheads: a bulk copy).
         let one = Dag { nodes: vec![NodeKind::Transfer { src, dst, bytes, loopback: false, min_ps: 0 }], edges: Vec::new() };
         self.running += 1;
-        let mut f = Fwd { q: sched, n: &mut self.scheduled };
         match expand(&one, &self.reach, &self.params.transport_params(), Protocol::Simple)? {
             Some(d) => {
                 let vbase = self.vnext;
                 self.vnext = self.vnext.wrapping_add(d.nodes.len() as u32);
+                self.note_pairs(&d);
+                let mut f = Fwd { q: sched, n: &mut self.scheduled };
                 self.exec.start_virtual(now, tag, &d, &mut f, vbase)?
             }
-            None => self.exec.start_plain(now, tag, src, dst, bytes, &mut f)?,
+            None => {
+                let mut f = Fwd { q: sched, n: &mut self.scheduled };
+                self.exec.start_plain(now, tag, src, dst, bytes, &mut f)?
+            }
         }
         self.drain(done);
         Ok(())
@@ -479,12 +553,14 @@ impl Network for FabricNetwork {
         if candidate && m > 0 {
             let period = self.rotation_period(&low.dag);
             let mut cap = Capture(Vec::new());
+            self.note_pairs(&low.dag);
             self.exec.start_virtual(now, tag, &low.dag, &mut cap, vbase)?;
             let id = self.pending.len() as u32;
             self.pending.push(Some(Pending { tag, key, op, algorithm: a, protocol: pr, vbase, replay: None, readys: cap.0, period, nodes: m }));
             sched.schedule(now, NetEv::Check(id));
             return Ok(());
         }
+        self.note_pairs(&low.dag);
         let mut f = Fwd { q: sched, n: &mut self.scheduled };
         self.exec.start_virtual(now, tag, &low.dag, &mut f, vbase)?;
         self.drain(done);
@@ -509,6 +585,88 @@ impl Network for FabricNetwork {
 
     fn replayed_events(&self) -> u64 {
         self.replayed_events
+    }
+
+    fn periodic_state(&mut self, now: TimePs, task_base: u32, events: &[&NetEv], out: &mut Vec<u64>) -> bool {
+        // Flow level only (the packet level's live state is not encoded); no
+        // start check queued, nothing being recorded. The live state: running
+        // operations, the DAGs and flows in flight (relative: tags to
+        // `task_base`, nodes to their instance, times to now, work and rates
+        // bit for bit), the spray rotation of the next DAG node (its index
+        // modulo the ports' rotation period) and the memos (choices, records:
+        // equal counts, so the same ones exist).
+        if !self.pending.is_empty() || self.recording.is_some() || self.hash_spray {
+            return false; // the hash spreads by transfer id
+        }
+        if !matches!(self.exec.backend, Backend::Flow(_)) {
+            return false;
+        }
+        // the pairs' rotations seen so far (equal at two anchors: no new pair
+        // in between, so the same ones repeat), else the whole fabric's
+        let l = if self.pairs_lcm > 0 {
+            self.pairs_lcm
+        } else {
+            match self.rotation_lcm {
+                Some(l) => l,
+                None => {
+                    let l = self.all_pairs_rotation();
+                    self.rotation_lcm = Some(l);
+                    l
+                }
+            }
+        };
+        if l == 0 {
+            return false;
+        }
+        let mut cevs = Vec::with_capacity(events.len());
+        for e in events {
+            match e {
+                NetEv::C(c) => cevs.push(c),
+                NetEv::Check(_) => return false,
+            }
+        }
+        out.extend_from_slice(&[
+            self.running,
+            l as u64,
+            self.pairs_seen.len() as u64,
+            (self.vnext % l) as u64,
+            (self.vnext >= 1 << 31) as u64,
+            self.records.values().map(|v| v.len()).sum::<usize>() as u64,
+            self.choices.len() as u64,
+            self.replay_on as u64,
+        ]);
+        self.exec.periodic_encode(now, task_base, l, &cevs, out)
+    }
+
+    fn periodic_counters(&self, out: &mut Vec<i64>) {
+        out.extend_from_slice(&[self.vnext as i64, self.scheduled as i64, self.replayed_events as i64, self.replayed as i64, self.recorded as i64]);
+        if let Some(f) = self.exec.flow() {
+            f.periodic_counters(out);
+        }
+    }
+
+    fn periodic_advance(&mut self, _now: TimePs, delta: &[i64], m: u64, dt_ps: u64, sh: u32, events: &[&NetEv]) -> bool {
+        let v = self.vnext as u64 + delta[0] as u64 * m;
+        if delta[0] < 0 || v >= 1 << 32 || (self.vnext < 1 << 31 && v >= 1 << 31) || delta[1..5].iter().any(|&d| d < 0) {
+            return false;
+        }
+        let cevs: Vec<&CEv> = events.iter().filter_map(|e| if let NetEv::C(c) = e { Some(c) } else { None }).collect();
+        if cevs.len() != events.len() {
+            return false;
+        }
+        let Backend::Flow(f) = &mut self.exec.backend else { return false };
+        if !f.periodic_advance(&delta[5..], m) {
+            return false;
+        }
+        if !self.exec.periodic_shift(&cevs, sh, dt_ps) {
+            return false; // not reached: periodic_state encoded this state
+        }
+        self.vnext = v as u32;
+        self.scheduled += delta[1] as u64 * m;
+        self.replayed_events += delta[2] as u64 * m;
+        self.replayed += delta[3] as u64 * m;
+        self.recorded += delta[4] as u64 * m;
+        true
     }
 
     fn finish(&mut self, end_ps: TimePs) {

@@ -103,6 +103,12 @@ pub struct TaskGraph {
     /// overlapping communication tasks add, capped at [`MAX_STEAL_PPM`].
     #[serde(default)]
     pub steal_ppm: Vec<u32>,
+    /// Declared period in tasks (0 = none): a schedule of identical steps
+    /// says task i + P is task i one step later (same kind, device, size,
+    /// predecessors shifted by P). The executor verifies it and, where the
+    /// run's state repeats, skips whole periods exactly ([`super::periodic`]).
+    #[serde(default)]
+    pub period_tasks: u32,
     pub edge_src: Vec<u32>,
     pub edge_dst: Vec<u32>,
     /// [`EdgeKind`] codes.

@@ -20,6 +20,7 @@ mod fabric_network;
 mod fidelity;
 mod graph;
 mod network;
+mod periodic;
 
 pub use exec::{execute, TaskGraphResult};
 pub use fabric_network::FabricNetwork;

@@ -50,6 +50,29 @@ pub trait Network {
     fn replayed_events(&self) -> u64 {
         0
     }
+
+    /// The executor's periodic skip (exec.rs): push words describing the
+    /// network's live state relative to `now_ps` such that two states with
+    /// equal words evolve identically (the second shifted in time). False:
+    /// not supported, or not provably so now (then no skip is tried here).
+    /// `events`: the network's queued events in queue order (their times are
+    /// the executor's to encode); task tags are encoded relative to `task_base`.
+    fn periodic_state(&mut self, _now_ps: TimePs, _task_base: u32, _events: &[&Self::Event], _out: &mut Vec<u64>) -> bool {
+        false
+    }
+
+    /// Counters that grow over a run (statistics, numbering), for the skip
+    /// to add `m` times their per-period growth.
+    fn periodic_counters(&self, _out: &mut Vec<i64>) {}
+
+    /// Skip `m` periods: add `m` x `delta` (a difference of two
+    /// [`Network::periodic_counters`]), shift live absolute times by `dt_ps`
+    /// and live task tags by `sh` (the queued `events` keep their payload;
+    /// the executor moves their times). False (and nothing changed) where
+    /// that cannot be done exactly.
+    fn periodic_advance(&mut self, _now_ps: TimePs, _delta: &[i64], _m: u64, _dt_ps: u64, _sh: u32, _events: &[&Self::Event]) -> bool {
+        false
+    }
 }
 
 /// Alpha-beta network: every device has one injection port of
@@ -126,5 +149,26 @@ impl Network for AnalyticNetwork {
 
     fn handle(&mut self, _now: TimePs, _e: (), _s: &mut dyn Scheduler<()>, _d: &mut NetworkDone) -> Result<()> {
         Ok(())
+    }
+
+    fn periodic_state(&mut self, now: TimePs, _base: u32, _e: &[&()], out: &mut Vec<u64>) -> bool {
+        // a port free before now is free now: only the time left matters
+        out.extend(self.port_free_ps.iter().map(|&f| f.saturating_sub(now)));
+        true
+    }
+
+    fn periodic_counters(&self, out: &mut Vec<i64>) {
+        out.push(self.bytes_moved as i64);
+    }
+
+    fn periodic_advance(&mut self, now: TimePs, delta: &[i64], m: u64, dt_ps: u64, _sh: u32, _e: &[&()]) -> bool {
+        let Some(add) = (delta[0] as u64).checked_mul(m).and_then(|a| a.checked_add(self.bytes_moved)) else { return false };
+        self.bytes_moved = add;
+        for f in &mut self.port_free_ps {
+            if *f > now {
+                *f += dt_ps;
+            }
+        }
+        true
     }
 }

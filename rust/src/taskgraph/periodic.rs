@@ -1,0 +1,117 @@
+//! The periodic region of a task graph: where a schedule of identical steps
+//! declares (`TaskGraph::period_tasks` = P) that task i + P is task i one
+//! step later. Verified structurally here, task by task (O(tasks + edges));
+//! the executor ([`super::exec`]) uses a verified region to skip whole
+//! periods once the run's live state repeats (exact; see its module doc).
+
+use super::graph::TaskGraph;
+
+/// A verified periodic region: tasks `lo..hi`, where task i and i + `p`
+/// agree for every i in `lo..hi - p` (kind, device, peer, duration, bytes,
+/// collective and its members, release 0, steal) and their predecessor and
+/// successor lists are each other's shifted by `p` (edge kinds included).
+#[derive(Debug, Clone)]
+pub(crate) struct Region {
+    pub lo: usize,
+    pub hi: usize,
+    pub p: usize,
+    /// Longest edge (|dst - src|, tasks) touching the region.
+    pub span: usize,
+}
+
+/// Adjacency in CSR form, each list sorted by (task, edge kind).
+pub(crate) struct Adj {
+    pub off: Vec<u32>,
+    pub list: Vec<(u32, u8)>,
+}
+
+impl Adj {
+    pub fn of(&self, i: usize) -> &[(u32, u8)] {
+        &self.list[self.off[i] as usize..self.off[i + 1] as usize]
+    }
+}
+
+fn csr(n: usize, from: &[u32], to: &[u32], kind: &[u8]) -> Adj {
+    let mut off = vec![0u32; n + 1];
+    for &a in from {
+        off[a as usize + 1] += 1;
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    let mut fill = off.clone();
+    let mut list = vec![(0u32, 0u8); from.len()];
+    for e in 0..from.len() {
+        let a = from[e] as usize;
+        list[fill[a] as usize] = (to[e], kind[e]);
+        fill[a] += 1;
+    }
+    for i in 0..n {
+        list[off[i] as usize..off[i + 1] as usize].sort_unstable();
+    }
+    Adj { off, list }
+}
+
+/// Predecessor lists (per task: (predecessor, edge kind)).
+pub(crate) fn preds(g: &TaskGraph) -> Adj {
+    csr(g.len(), &g.edge_dst, &g.edge_src, &g.edge_kind)
+}
+
+/// The declared period verified: the longest run of tasks i with i ~ i + P
+/// (at least 3 periods long), or why there is none.
+pub(crate) fn verify(g: &TaskGraph, pred: &Adj) -> Result<Region, String> {
+    let n = g.len();
+    let p = g.period_tasks as usize;
+    if p == 0 {
+        return Err("no period declared".into());
+    }
+    if 3 * p > n {
+        return Err(format!("declared period {p} tasks: the graph has only {n} tasks (fewer than 3 periods)"));
+    }
+    let succ = csr(n, &g.edge_src, &g.edge_dst, &g.edge_kind);
+    let rel = |i: usize| g.release_ps.get(i).copied().unwrap_or(0);
+    let steal = |i: usize| g.steal_ppm.get(i).copied().unwrap_or(0);
+    let shifted = |a: &[(u32, u8)], b: &[(u32, u8)]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.0 as usize + p == y.0 as usize && x.1 == y.1);
+    let same = |i: usize| {
+        let j = i + p;
+        g.kind[i] == g.kind[j]
+            && g.device[i] == g.device[j]
+            && g.peer[i] == g.peer[j]
+            && g.duration_ps[i] == g.duration_ps[j]
+            && g.bytes[i] == g.bytes[j]
+            && (g.kind[i] != 2 || (g.collective[i] == g.collective[j] && g.members(g.group[i]) == g.members(g.group[j])))
+            && rel(i) == 0
+            && rel(j) == 0
+            && steal(i) == steal(j)
+            && shifted(pred.of(i), pred.of(j))
+            && shifted(succ.of(i), succ.of(j))
+    };
+    let (mut best, mut run) = ((0usize, 0usize), 0usize);
+    for i in 0..n - p {
+        if same(i) {
+            run += 1;
+            if run > best.1 - best.0 {
+                best = (i + 1 - run, i + 1);
+            }
+        } else {
+            run = 0;
+        }
+    }
+    if best.1 - best.0 < 3 * p {
+        return Err(format!(
+            "declared period {p} tasks does not hold: the longest run of tasks i matching i + {p} is {} tasks (tasks {}..{}), under 3 periods",
+            best.1 - best.0,
+            best.0,
+            best.1
+        ));
+    }
+    let (lo, hi) = (best.0, best.1 + p);
+    let mut span = 0usize;
+    for (&a, &b) in g.edge_src.iter().zip(&g.edge_dst) {
+        let (a, b) = (a as usize, b as usize);
+        if (lo..hi).contains(&a) || (lo..hi).contains(&b) {
+            span = span.max(a.abs_diff(b));
+        }
+    }
+    Ok(Region { lo, hi, p, span })
+}

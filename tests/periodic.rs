@@ -1,0 +1,226 @@
+//! The task-graph executor's periodic skip (rust/src/taskgraph/exec.rs,
+//! `Exec::try_skip`): a graph of identical steps declared periodic runs to
+//! the same result, bit for bit, as the same graph undeclared (every task's
+//! start, end, data and credit readiness, the makespan, the event count, the
+//! link statistics and validation findings), on the analytic network and at
+//! flow level; a false declaration is refused and says why.
+
+use flitsim::collective::CollectiveParams;
+use flitsim::engine::NoInterrupt;
+use flitsim::fabric::{FabricSpec, Fidelity};
+use flitsim::presets;
+use flitsim::taskgraph::{execute, AnalyticNetwork, CollectiveKind, FabricNetwork, TaskGraph, TaskGraphResult, TaskKind};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Comm {
+    /// A collective after each layer, the next layer waits for it (Ulysses / TP).
+    Sync,
+    /// The collective of layer l in step k is needed only by layer l of step
+    /// k + 1 (DistriFusion's stale activations): communication overlaps the
+    /// next layers and crosses the step boundary.
+    Async,
+    /// Device d sends to d + 1 after each layer; the receiver's next layer
+    /// waits for it (Ring attention / PipeFusion stage hand-offs).
+    Ring,
+}
+
+/// `steps` x `layers` x (one compute per device + communication), one step
+/// after another (a per-step reduction on device 0 joins them); the first
+/// `warm` steps run synchronously with longer compute (a warm-up that is
+/// not periodic). Tasks of one step are contiguous: period = tasks per step.
+fn dit_graph(devices: u32, steps: u32, layers: u32, warm: u32, comm: Comm, steal_ppm: u32, bytes: u64) -> (TaskGraph, u32) {
+    let mut g = TaskGraph { devices, compute_streams: 1, comm_streams: 1, ..Default::default() };
+    g.group_offsets = vec![0, devices];
+    g.group_members = (0..devices).collect();
+    let push = |g: &mut TaskGraph, kind: TaskKind, device: u32, peer: u32, dur: u64, bytes: u64| -> u32 {
+        g.kind.push(kind as u8);
+        g.device.push(device);
+        g.peer.push(peer);
+        g.duration_ps.push(dur);
+        g.bytes.push(bytes);
+        g.collective.push(CollectiveKind::AllGather as u8);
+        g.group.push(0);
+        g.steal_ppm.push(if kind == TaskKind::Compute { 0 } else { steal_ppm });
+        (g.kind.len() - 1) as u32
+    };
+    let edge = |g: &mut TaskGraph, a: u32, b: u32, kind: u8| {
+        g.edge_src.push(a);
+        g.edge_dst.push(b);
+        g.edge_kind.push(kind);
+    };
+    let mut step_end: Option<u32> = None;
+    let mut stale: Vec<Option<u32>> = vec![None; layers as usize];
+    let mut per_step = 0;
+    for k in 0..steps {
+        let first = g.kind.len();
+        let is_warm = k < warm;
+        let c = if is_warm { Comm::Sync } else { comm };
+        let dur = if is_warm { 9_000_000 } else { 7_000_000 + 500_000 * (devices as u64 % 3) };
+        let mut prev: Vec<Option<u32>> = vec![step_end; devices as usize];
+        let mut last = Vec::new();
+        for l in 0..layers as usize {
+            let cs: Vec<u32> = (0..devices)
+                .map(|d| {
+                    let t = push(&mut g, TaskKind::Compute, d, 0, dur + 100_000 * l as u64, 0);
+                    if let Some(p) = prev[d as usize] {
+                        edge(&mut g, p, t, 0);
+                    }
+                    t
+                })
+                .collect();
+            match c {
+                Comm::Sync => {
+                    let a = push(&mut g, TaskKind::Collective, 0, 0, 0, bytes);
+                    for &t in &cs {
+                        edge(&mut g, t, a, 0);
+                    }
+                    prev = vec![Some(a); devices as usize];
+                }
+                Comm::Async => {
+                    let a = push(&mut g, TaskKind::Collective, 0, 0, 0, bytes);
+                    for &t in &cs {
+                        edge(&mut g, t, a, 0);
+                    }
+                    if let Some(s) = stale[l] {
+                        for &t in &cs {
+                            edge(&mut g, s, t, 0);
+                        }
+                    }
+                    stale[l] = Some(a);
+                    prev = cs.iter().map(|&t| Some(t)).collect();
+                    last.push(a);
+                }
+                Comm::Ring => {
+                    let mut next = vec![None; devices as usize];
+                    for d in 0..devices {
+                        let x = push(&mut g, TaskKind::Transfer, d, (d + 1) % devices, 0, bytes);
+                        edge(&mut g, cs[d as usize], x, 0);
+                        next[((d + 1) % devices) as usize] = Some(x);
+                    }
+                    for d in 0..devices as usize {
+                        // the sender's next layer also waits for its own compute (stream order)
+                        let _ = d;
+                    }
+                    prev = next;
+                }
+            }
+            if c != Comm::Sync {
+                last.extend(cs.iter().copied());
+            }
+        }
+        // the scheduler step on device 0 joins the step (a credit edge from the
+        // previous step's join: one step in flight)
+        let j = push(&mut g, TaskKind::Compute, 0, 0, 1_000_000, 0);
+        for p in prev.iter().flatten() {
+            edge(&mut g, *p, j, 0);
+        }
+        if let Some(s) = step_end {
+            edge(&mut g, s, j, 1);
+        }
+        step_end = Some(j);
+        per_step = (g.kind.len() - first) as u32;
+    }
+    (g, per_step)
+}
+
+fn same(a: &TaskGraphResult, b: &TaskGraphResult) {
+    assert_eq!(a.start_ps, b.start_ps, "start times differ");
+    assert_eq!(a.end_ps, b.end_ps, "end times differ");
+    assert_eq!(a.data_ready_ps, b.data_ready_ps, "data-ready times differ");
+    assert_eq!(a.credit_ready_ps, b.credit_ready_ps, "credit-ready times differ");
+    assert_eq!(a.makespan_ps, b.makespan_ps);
+    assert_eq!(a.events, b.events, "event counts differ");
+}
+
+/// Plain (undeclared) vs declared on the analytic network; returns the declared run's report.
+fn analytic(g: &TaskGraph, period: u32) -> String {
+    let net = || AnalyticNetwork::new(g.devices, 2_000_000, 50_000_000_000);
+    let plain = execute(g, &mut net(), &mut NoInterrupt).unwrap();
+    assert_eq!(plain.periodic, "not periodic: no period declared");
+    let mut d = g.clone();
+    d.period_tasks = period;
+    let mut n = net();
+    let skip = execute(&d, &mut n, &mut NoInterrupt).unwrap();
+    same(&plain, &skip);
+    let mut n0 = net();
+    execute(g, &mut n0, &mut NoInterrupt).unwrap();
+    assert_eq!(n.bytes_moved, n0.bytes_moved, "bytes moved differ");
+    skip.periodic
+}
+
+/// Plain vs declared at flow level on `spec`; returns the declared run's report.
+fn flow(spec: &FabricSpec, g: &TaskGraph, period: u32) -> String {
+    let mut spec = spec.clone();
+    spec.fidelity = Fidelity::Flow;
+    let run = |g: &TaskGraph| {
+        let mut net = FabricNetwork::with_params(&spec, CollectiveParams::default(), true).unwrap();
+        let r = execute(g, &mut net, &mut NoInterrupt).unwrap();
+        let st = serde_json::to_string(&net.stats(r.makespan_ps, r.events)).unwrap();
+        (r, st, net.flow_outside_validation(), net.packets_sent())
+    };
+    let (a, sa, wa, pa) = run(g);
+    let mut d = g.clone();
+    d.period_tasks = period;
+    let (b, sb, wb, pb) = run(&d);
+    same(&a, &b);
+    assert_eq!(sa, sb, "link statistics differ");
+    assert_eq!(wa, wb, "validation findings differ");
+    assert_eq!(pa, pb, "packets differ");
+    b.periodic
+}
+
+fn skipped(report: &str) -> bool {
+    report.starts_with("periodic: skipped")
+}
+
+#[test]
+fn analytic_every_pattern_is_bit_identical_and_skips() {
+    for (comm, steal) in [(Comm::Sync, 0), (Comm::Async, 0), (Comm::Ring, 0), (Comm::Sync, 120_000), (Comm::Async, 120_000), (Comm::Ring, 120_000)] {
+        let (g, p) = dit_graph(4, 20, 3, 0, comm, steal, 4 << 20);
+        let rep = analytic(&g, p);
+        assert!(skipped(&rep), "{rep}");
+    }
+}
+
+#[test]
+fn becomes_periodic_after_a_warm_up() {
+    // two synchronous warm-up steps with other durations: the region starts after them
+    let (g, p) = dit_graph(4, 16, 3, 2, Comm::Async, 120_000, 4 << 20);
+    let rep = analytic(&g, p);
+    assert!(skipped(&rep), "{rep}");
+    let lo: usize = rep.split("region tasks ").nth(1).unwrap().split("..").next().unwrap().parse().unwrap();
+    assert!(lo >= p as usize, "region starts at {lo}, inside the warm-up: {rep}");
+}
+
+#[test]
+fn a_false_declaration_is_refused() {
+    let (mut g, p) = dit_graph(4, 12, 3, 0, Comm::Sync, 0, 4 << 20);
+    // every step's compute a little longer than the last: not periodic
+    for (i, d) in g.duration_ps.iter_mut().enumerate() {
+        *d += (i / p as usize) as u64 * 1000;
+    }
+    let rep = analytic(&g, p);
+    assert!(rep.contains("does not hold"), "{rep}");
+    // a wrong period on a periodic graph
+    let (g, p) = dit_graph(4, 12, 3, 0, Comm::Sync, 0, 4 << 20);
+    let rep = analytic(&g, p + 1);
+    assert!(rep.contains("does not hold"), "{rep}");
+}
+
+#[test]
+fn short_runs_and_off_switch_say_so() {
+    let (g, p) = dit_graph(2, 2, 2, 0, Comm::Sync, 0, 1 << 20);
+    let rep = analytic(&g, p);
+    assert!(rep.starts_with("not periodic:"), "{rep}");
+}
+
+#[test]
+fn flow_level_sync_ring_async_are_bit_identical() {
+    let spec = presets::planar(8, 2, false);
+    for (comm, steal) in [(Comm::Sync, 0), (Comm::Ring, 0), (Comm::Sync, 120_000), (Comm::Async, 120_000)] {
+        let (g, p) = dit_graph(8, 14, 2, 1, comm, steal, 2 << 20);
+        let rep = flow(&spec, &g, p);
+        eprintln!("{rep}");
+        assert!(skipped(&rep), "{rep}");
+    }
+}

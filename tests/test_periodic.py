@@ -1,0 +1,100 @@
+"""The executor's exact periodic skip on the diffusion-transformer schedules
+(rust/src/taskgraph/exec.rs; Rust-side tests in tests/periodic.rs): every
+builder declares its step period, and a run with the skip gives the same task
+table, makespan, event count and link statistics as the run without
+(FLITSIM_PERIODIC=0), at flow level and on the analytic network."""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import flitsim.schedules as S
+from flitsim.hardware.fabric import fabric_preset
+from flitsim.networks import AnalyticNetwork, FabricNetwork
+from flitsim.schedules.builder import step_period
+from flitsim.workloads import dit_workload
+
+CASES = [
+    ("distrifusion", {"degree": 4}),
+    ("pipefusion", {"stages": 4, "patches": 4}),
+    ("ring_attention", {"degree": 4}),
+    ("ulysses", {"degree": 4}),
+    ("tensor_parallel", {"degree": 4}),
+    ("usp", {"ulysses": 2, "ring": 2}),
+]
+DRIFTING = ("pipefusion", {"stages": 2, "patches": 2, "ulysses": 2})
+"""PipeFusion x Ulysses2 on 10 steps: its pipeline lags 10 tasks further behind
+its step each step (FLITSIM_PERIODIC_DEBUG=1 shows it), so no state repeats and
+nothing is skipped; the run must still be the plain one."""
+
+
+def _run(sched, net, on: bool):
+    old = os.environ.get("FLITSIM_PERIODIC")
+    os.environ["FLITSIM_PERIODIC"] = "1" if on else "0"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return S.simulate(sched, net)
+    finally:
+        if old is None:
+            del os.environ["FLITSIM_PERIODIC"]
+        else:
+            os.environ["FLITSIM_PERIODIC"] = old
+
+
+def _same(a, b) -> None:
+    ta, tb = a.run.tasks, b.run.tasks
+    pd.testing.assert_frame_equal(ta, tb)
+    assert a.run.makespan_ps == b.run.makespan_ps
+    assert a.run.events == b.run.events
+    na, nb = a.run.network, b.run.network
+    for k in ("links", "switch_ports"):
+        if k in na:
+            pd.testing.assert_frame_equal(na[k], nb[k])
+    for k in ("packets", "fidelity", "fidelity_reason", "bytes_moved"):
+        assert na.get(k) == nb.get(k), k
+
+
+@pytest.mark.parametrize("name,opts", CASES, ids=[f"{n}-{'-'.join(map(str, o.values()))}" for n, o in CASES])
+def test_dit_schedules_skip_exactly_at_flow_level(name, opts):
+    d = dit_workload("pixart-alpha-xl/2", 512, steps=10)
+    fab = fabric_preset("hgx-h100", fidelity="flow")
+    sched = S.build(name, None, d, fabric=fab, **opts)
+    assert sched.graph.columns["period_tasks"][0] > 0
+    on = _run(sched, FabricNetwork(fab), True)
+    off = _run(sched, FabricNetwork(fab), False)
+    assert off.run.network["periodic"] == "not periodic: turned off (FLITSIM_PERIODIC=0)"
+    _same(on, off)
+    assert on.run.network["periodic"].startswith("periodic: skipped"), on.run.network["periodic"]
+
+
+def test_a_drifting_schedule_is_not_skipped_and_unchanged():
+    name, opts = DRIFTING
+    d = dit_workload("pixart-alpha-xl/2", 512, steps=10)
+    fab = fabric_preset("hgx-h100", fidelity="flow")
+    sched = S.build(name, None, d, fabric=fab, **opts)
+    on = _run(sched, FabricNetwork(fab), True)
+    off = _run(sched, FabricNetwork(fab), False)
+    _same(on, off)
+    assert on.run.network["periodic"].startswith("not periodic: no state repeated"), on.run.network["periodic"]
+
+
+def test_distrifusion_skips_exactly_on_the_analytic_network():
+    d = dit_workload("pixart-alpha-xl/2", 512, steps=10)
+    sched = S.build("distrifusion", None, d, degree=4)
+    net = AnalyticNetwork(alpha_ps=3_000_000, bandwidth_GBps=50.0)
+    on = _run(sched, net, True)
+    off = _run(sched, net, False)
+    _same(on, off)
+    assert on.run.network["periodic"].startswith("periodic: skipped"), on.run.network["periodic"]
+
+
+def test_step_period_declaration():
+    # four steps of 5 tasks after a 3-task prologue: 5; uneven steps or too few: 0
+    assert step_period([-1, -1, -1] + [0] * 5 + [1] * 5 + [2] * 5 + [3] * 5) == 5
+    assert step_period([0] * 5 + [1] * 6 + [2] * 5 + [3] * 5) == 0
+    assert step_period([0, 0, 1, 1, 2, 2]) == 0
