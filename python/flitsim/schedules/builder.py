@@ -24,6 +24,7 @@ from flitsim.errors import config_error
 from flitsim.hardware import Efficiency, GpuSpec, fabric_gpu, gpu_preset
 from flitsim.models.kernels import Kernels
 from flitsim.schedules.schedule import PHASES, Schedule
+from flitsim.limits import MAX_TASKS
 from flitsim.taskgraph import TaskGraphBuilder
 
 __all__ = ["Hardware", "GraphBuilder", "new_builder", "check_int", "resolve_devices", "split_layers",
@@ -178,6 +179,42 @@ _PHASE_CODE = {p: i for i, p in enumerate(PHASES)}
 """Phase name -> code (index into PHASES), looked up once per task."""
 
 
+_FAST_APPEND = True
+"""Append plain in-range tasks and edges straight to the builder's columns
+(same rows as :meth:`TaskGraphBuilder.add_compute` / ``add_transfer`` /
+``add_edge``; ``tests/test_build_speed.py`` builds with it off and compares)."""
+
+_MAX_VALUE = 2**62
+"""Durations and sizes stay below this (TaskGraphBuilder's bound, exact in u64/int64)."""
+
+
+def _append_task(tg: TaskGraphBuilder, kind: int, device: int, peer: int, dur: int, nbytes: int, label: str,
+                 stage: int, flops: float, mem: float) -> int:
+    """One task row of ``tg`` (no collective, no group, release 0); its index."""
+    tg._kind.append(kind)
+    tg._release.append(0)
+    tg._device.append(device)
+    tg._peer.append(peer)
+    tg._dur.append(dur)
+    tg._bytes.append(nbytes)
+    tg._coll.append(0)
+    tg._group.append(0)
+    tg._label.append(label)
+    tg._stage.append(stage)
+    tg._flops.append(flops)
+    tg._mem.append(mem)
+    return len(tg._kind) - 1
+
+
+def _append_meta(gb: "GraphBuilder", code: int, item: int, step: int, layer: int, steal: int, measured: int) -> None:
+    gb.phase.append(code)
+    gb.item.append(item)
+    gb.step.append(step)
+    gb.layer.append(layer)
+    gb.steal.append(steal)
+    gb.measured.append(measured)
+
+
 @dataclass
 class GraphBuilder:
     """A :class:`TaskGraphBuilder` plus per-task schedule metadata: phase,
@@ -224,6 +261,14 @@ class GraphBuilder:
             dur, meas = int(duration_ps or 0), 0
             flops = kernels.total_flops() if kernels is not None else 0.0
             mem = kernels.total_bytes() if kernels is not None else 0.0
+        tg = self.tg
+        code = _PHASE_CODE.get(phase)
+        if (_FAST_APPEND and code is not None and type(device) is int and 0 <= device < tg.devices
+                and type(dur) is int and 0 <= dur < _MAX_VALUE and len(tg._kind) < MAX_TASKS):
+            # the same rows add_compute + _meta append, without their per-call checks (all hold here)
+            t = _append_task(tg, 0, device, 0, dur, 0, label, stage, float(flops), float(mem))
+            _append_meta(self, code, item, step, layer, 0, meas)
+            return t
         t = self.tg.add_compute(device, dur, label=label, stage=stage, flops=flops, mem_bytes=mem)
         self._meta(phase, item, step, layer, 0, meas)
         return t
@@ -238,9 +283,17 @@ class GraphBuilder:
         Returns the task ids in device order."""
         dur, meas, flops, mem = self._timed(kernels)
         out = []
+        tg = self.tg
+        code = _PHASE_CODE.get(phase)
+        fast = (_FAST_APPEND and code is not None and type(dur) is int and 0 <= dur < _MAX_VALUE)
+        flops_f, mem_f = float(flops), float(mem)
         for r, d in enumerate(devices):
-            t = self.tg.add_compute(d, dur, label=f"{label}.d{r}", stage=stage, flops=flops, mem_bytes=mem)
-            self._meta(phase, r if item is None else item, step, layer, 0, meas)
+            if fast and type(d) is int and 0 <= d < tg.devices and len(tg._kind) < MAX_TASKS:
+                t = _append_task(tg, 0, d, 0, dur, 0, f"{label}.d{r}", stage, flops_f, mem_f)
+                _append_meta(self, code, r if item is None else item, step, layer, 0, meas)
+            else:
+                t = self.tg.add_compute(d, dur, label=f"{label}.d{r}", stage=stage, flops=flops, mem_bytes=mem)
+                self._meta(phase, r if item is None else item, step, layer, 0, meas)
             if after is not None:
                 if isinstance(after, (int, np.integer)):
                     deps: Sequence[int] = [int(after)]
@@ -250,12 +303,22 @@ class GraphBuilder:
                     deps = [after[r]]
                 for b in deps:
                     if b >= 0:
-                        self.tg.add_edge(int(b), t)
+                        self.edge(int(b), t)
             out.append(t)
         return out
 
     def transfer(self, src: int, dst: int, nbytes: int, *, stage: int = -1, item: int = -1, step: int = -1,
                  layer: int = -1, phase: str = "pipeline", label: str = "") -> int:
+        tg = self.tg
+        code = _PHASE_CODE.get(phase)
+        n = tg.devices
+        if (_FAST_APPEND and code is not None and type(src) is int and type(dst) is int and 0 <= src < n
+                and 0 <= dst < n and type(nbytes) is int and 0 <= nbytes < _MAX_VALUE
+                and len(tg._kind) < MAX_TASKS):
+            # the same rows add_transfer + _meta append, without their per-call checks (all hold here)
+            t = _append_task(tg, 1, src, dst, 0, nbytes, label, stage, 0.0, 0.0)
+            _append_meta(self, code, item, step, layer, self.hw.steal_ppm("transfer") if nbytes and src != dst else 0, 0)
+            return t
         t = self.tg.add_transfer(src, dst, int(nbytes), label=label, stage=stage)
         self._meta(phase, item, step, layer, self.hw.steal_ppm("transfer") if nbytes and src != dst else 0)
         return t
@@ -267,11 +330,19 @@ class GraphBuilder:
         return t
 
     def edge(self, before: int, after: int, kind: str = "data") -> None:
-        self.tg.add_edge(before, after, kind)  # type: ignore[arg-type]
+        tg = self.tg
+        n = len(tg._kind)
+        if _FAST_APPEND and type(before) is int and type(after) is int and 0 <= before < n and 0 <= after < n \
+                and kind == "data":
+            tg._esrc.append(before)  # add_edge's own fast path, without the call
+            tg._edst.append(after)
+            tg._ekind.append(0)
+            return
+        tg.add_edge(before, after, kind)  # type: ignore[arg-type]
 
     def edges(self, befores: Sequence[int], after: int) -> None:
         for b in befores:
-            self.tg.add_edge(b, after)
+            self.edge(b, after)
 
     def freeze(self, name: str, devices: Sequence[int], stages: int, steps: int, options: dict[str, Any]) -> Schedule:
         """The finished :class:`Schedule` (the hardware's options merged into ``options``)."""
