@@ -344,6 +344,38 @@ class GraphBuilder:
         for b in befores:
             self.edge(b, after)
 
+    def repeat(self, key: Any, fn: Any, ext: Sequence[int], *, step: int, layer: int, prefix: str) -> list[int]:
+        """``fn(gb, ext, step, layer, prefix)`` (adds tasks and edges through
+        :meth:`compute` / :meth:`transfer` / :meth:`edge` only, labels
+        ``prefix + ...``, and returns a list of its task ids), recorded once
+        per ``key`` and then appended as whole columns: the same rows, edges
+        and labels as calling ``fn`` itself, when what ``fn`` adds depends on
+        ``step``, ``layer`` and ``prefix`` only through the tasks' step and
+        layer columns and the label prefix, and on ``ext`` (ids of earlier
+        tasks) only through edges from them. Returns ``fn``'s task ids."""
+        tg = self.tg
+        base = len(tg._kind)
+        ok = _FAST_APPEND and all(type(e) is int and 0 <= e < base for e in ext)
+        blk = self.__dict__.setdefault("_blocks", {}).get(key) if ok else None
+        if ok and blk is None:
+            blk = self.__dict__["_blocks"][key] = _record_block(self, fn, len(ext))
+        if blk is None or base + blk.n > MAX_TASKS:
+            return fn(self, ext, step, layer, prefix)
+        for name, vals in blk.rows.items():
+            getattr(tg, name).extend(vals)
+        tg._label.extend([prefix + x for x in blk.labels])
+        self.phase.extend(blk.phase)
+        self.item.extend(blk.item)
+        self.step.extend([step] * blk.n)
+        self.layer.extend([layer] * blk.n)
+        self.steal.extend(blk.steal)
+        self.measured.extend(blk.measured)
+        ext_l = list(ext)
+        tg._esrc.extend([base + r if r >= 0 else ext_l[-1 - r] for r in blk.esrc])
+        tg._edst.extend([base + r for r in blk.edst])
+        tg._ekind.extend(blk.ekind)
+        return [base + r for r in blk.out]
+
     def freeze(self, name: str, devices: Sequence[int], stages: int, steps: int, options: dict[str, Any]) -> Schedule:
         """The finished :class:`Schedule` (the hardware's options merged into ``options``)."""
         graph = self.tg.build()
@@ -352,6 +384,50 @@ class GraphBuilder:
                         np.array(self.phase, np.int64), np.array(self.item, np.int64), np.array(self.step, np.int64),
                         np.array(self.layer, np.int64), steps, {**self.hw.options(), **options},
                         task_measured_ps=np.array(self.measured, np.int64))
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Tasks and edges of :meth:`GraphBuilder.repeat`, relative to the block's
+    first task; an edge source < 0 is ``ext[-1 - src]``."""
+
+    n: int
+    rows: dict[str, list[Any]]
+    labels: list[str]
+    phase: list[int]
+    item: list[int]
+    steal: list[int]
+    measured: list[int]
+    esrc: list[int]
+    edst: list[int]
+    ekind: list[int]
+    out: list[int]
+
+
+def _record_block(gb: GraphBuilder, fn: Any, n_ext: int) -> "_Block | None":
+    """Run ``fn`` once on a scratch builder (same hardware and kernel timings)
+    after ``n_ext`` placeholder tasks; None if it adds a collective (group ids
+    are per graph) or edges it cannot relocate."""
+    tg = gb.tg
+    sb = GraphBuilder(TaskGraphBuilder(tg.devices, tg.compute_streams, tg.comm_streams), gb.hw)
+    sb._kernel_memo = gb._kernel_memo
+    ext = [_append_task(sb.tg, 0, 0, 0, 0, 0, "", -1, 0.0, 0.0) for _ in range(n_ext)]
+    sb.phase.extend([0] * n_ext)
+    sb.item.extend([0] * n_ext)
+    sb.step.extend([0] * n_ext)
+    sb.layer.extend([0] * n_ext)
+    sb.steal.extend([0] * n_ext)
+    sb.measured.extend([0] * n_ext)
+    out = fn(sb, ext, 0, 0, "")
+    st = sb.tg
+    if st._groups or 2 in st._kind or not all(d >= n_ext for d in st._edst):
+        return None
+    k = n_ext
+    rows = {name: getattr(st, name)[k:] for name in ("_kind", "_release", "_device", "_peer", "_dur", "_bytes",
+                                                      "_coll", "_group", "_stage", "_flops", "_mem")}
+    return _Block(len(st._kind) - k, rows, st._label[k:], sb.phase[k:], sb.item[k:], sb.steal[k:], sb.measured[k:],
+                  [s_ - k if s_ >= k else -1 - s_ for s_ in st._esrc], [d - k for d in st._edst], list(st._ekind),
+                  [t - k for t in out])
 
 
 def new_builder(fabric_devices: int, hw: Hardware, comm_streams: int = 1) -> GraphBuilder:
