@@ -99,3 +99,16 @@ def test_out_of_range_device_still_refused_with_direct_appends():
     t = gb.compute(0, None, duration_ps=5)
     with pytest.raises(ConfigError, match="after"):
         gb.edge(t, 9)
+
+
+def test_entry_table_memo_returns_the_computed_table_as_a_fresh_list():
+    from flitsim.models import MODEL_PRESETS, as_model
+    from flitsim.models.entries import _entries, _entries_of
+
+    for name in MODEL_PRESETS:
+        cfg = as_model(name)
+        first = _entries(cfg)
+        first.clear()  # a caller's list is its own
+        assert _entries(cfg) == _entries_of(cfg)
+        changed = cfg.model_copy(update={"n_layers": cfg.n_layers + 1})
+        assert len(_entries(changed)) == len(_entries_of(cfg)) + 1
