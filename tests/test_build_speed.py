@@ -14,6 +14,7 @@ import pytest
 
 import flitsim.schedules as S
 import flitsim.schedules.builder as B
+import flitsim.taskgraph as TG
 from flitsim.workloads import dit_workload
 from flitsim.scenario.map import candidates
 
@@ -32,6 +33,7 @@ def _same(a, b):
     for k in A:
         assert A[k].dtype == Bb[k].dtype, k
         assert np.array_equal(A[k], Bb[k]), k
+        assert A[k].flags.writeable and A[k].flags.c_contiguous, k
     assert (a.graph.devices, a.devices, a.stages, a.steps) == (b.graph.devices, b.devices, b.stages, b.steps)
     assert repr(a.options) == repr(b.options)
 
@@ -48,8 +50,10 @@ def _llm_requests(inp, out):
 def _both(monkeypatch, build):
     fast = build()
     monkeypatch.setattr(B, "_FAST_APPEND", False)
+    monkeypatch.setattr(TG, "_BUFFER_COLUMNS", False)
     slow = build()
     monkeypatch.setattr(B, "_FAST_APPEND", True)
+    monkeypatch.setattr(TG, "_BUFFER_COLUMNS", True)
     return fast, slow
 
 
@@ -76,6 +80,7 @@ def test_direct_appends_build_identical_graphs(monkeypatch, kind, cand):
         fast, slow = _both(monkeypatch, build)
     except Exception as e:  # noqa: BLE001 -- a candidate the builder refuses must refuse the same way both times
         monkeypatch.setattr(B, "_FAST_APPEND", False)
+        monkeypatch.setattr(TG, "_BUFFER_COLUMNS", False)
         with pytest.raises(type(e)):
             build()
         return
@@ -112,3 +117,23 @@ def test_entry_table_memo_returns_the_computed_table_as_a_fresh_list():
         assert _entries(cfg) == _entries_of(cfg)
         changed = cfg.model_copy(update={"n_layers": cfg.n_layers + 1})
         assert len(_entries(changed)) == len(_entries_of(cfg)) + 1
+
+
+@pytest.mark.parametrize("values,dtype", [([1, 2, 3], np.uint32), ([], np.uint64), ([1.5, 2], np.float64),
+                                          ([-1, 5], np.int64), ([5.0], np.uint64), ([2**40], np.uint64),
+                                          ([np.int64(3), True], np.uint8), (["7"], np.uint64)])
+def test_buffer_columns_equal_np_array(monkeypatch, values, dtype):
+    a = TG.column(values, dtype)
+    monkeypatch.setattr(TG, "_BUFFER_COLUMNS", False)
+    b = TG.column(values, dtype)
+    assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("values,dtype", [([-1], np.uint32), ([2**32], np.uint32), ([None], np.uint64)])
+def test_buffer_columns_refuse_like_np_array(monkeypatch, values, dtype):
+    with pytest.raises(Exception) as fast:
+        TG.column(values, dtype)
+    monkeypatch.setattr(TG, "_BUFFER_COLUMNS", False)
+    with pytest.raises(Exception) as slow:
+        TG.column(values, dtype)
+    assert type(fast.value) is type(slow.value)
