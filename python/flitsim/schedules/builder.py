@@ -344,7 +344,8 @@ class GraphBuilder:
         for b in befores:
             self.edge(b, after)
 
-    def repeat(self, key: Any, fn: Any, ext: Sequence[int], *, step: int, layer: int, prefix: str) -> list[int]:
+    def repeat(self, key: Any, fn: Any, ext: Sequence[int], *, step: int, layer: int, prefix: str,
+               item: int | None = None, stage: int | None = None) -> list[int]:
         """``fn(gb, ext, step, layer, prefix)`` (adds tasks and edges through
         :meth:`compute` / :meth:`transfer` / :meth:`edge` only, labels
         ``prefix + ...``, and returns a list of its task ids), recorded once
@@ -352,20 +353,26 @@ class GraphBuilder:
         and labels as calling ``fn`` itself, when what ``fn`` adds depends on
         ``step``, ``layer`` and ``prefix`` only through the tasks' step and
         layer columns and the label prefix, and on ``ext`` (ids of earlier
-        tasks) only through edges from them. Returns ``fn``'s task ids."""
+        tasks) only through edges from them. ``item`` / ``stage`` given: every
+        task of ``fn`` has that item / stage (``fn`` is then called with
+        ``item=..., stage=...`` too). Collectives get the group ids
+        ``add_collective`` would give them. Returns ``fn``'s task ids."""
         tg = self.tg
         base = len(tg._kind)
         ok = _FAST_APPEND and all(type(e) is int and 0 <= e < base for e in ext)
         blk = self.__dict__.setdefault("_blocks", {}).get(key) if ok else None
+        over = {} if item is None and stage is None else {"item": item, "stage": stage}
         if ok and blk is None:
-            blk = self.__dict__["_blocks"][key] = _record_block(self, fn, len(ext))
+            blk = self.__dict__["_blocks"][key] = _record_block(self, fn, len(ext), over)
         if blk is None or base + blk.n > MAX_TASKS:
-            return fn(self, ext, step, layer, prefix)
+            return fn(self, ext, step, layer, prefix, **over)
         for name, vals in blk.rows.items():
-            getattr(tg, name).extend(vals)
+            getattr(tg, name).extend(vals if name != "_stage" or stage is None else [stage] * blk.n)
+        for r, members in blk.colls:
+            tg._group[base + r] = tg._groups.setdefault(members, len(tg._groups))
         tg._label.extend([prefix + x for x in blk.labels])
         self.phase.extend(blk.phase)
-        self.item.extend(blk.item)
+        self.item.extend(blk.item if item is None else [item] * blk.n)
         self.step.extend([step] * blk.n)
         self.layer.extend([layer] * blk.n)
         self.steal.extend(blk.steal)
@@ -402,12 +409,12 @@ class _Block:
     edst: list[int]
     ekind: list[int]
     out: list[int]
+    colls: list[tuple[int, tuple[int, ...]]]  # (task, group members) of each collective
 
 
-def _record_block(gb: GraphBuilder, fn: Any, n_ext: int) -> "_Block | None":
+def _record_block(gb: GraphBuilder, fn: Any, n_ext: int, over: dict[str, Any]) -> "_Block | None":
     """Run ``fn`` once on a scratch builder (same hardware and kernel timings)
-    after ``n_ext`` placeholder tasks; None if it adds a collective (group ids
-    are per graph) or edges it cannot relocate."""
+    after ``n_ext`` placeholder tasks; None if it adds edges into earlier tasks."""
     tg = gb.tg
     sb = GraphBuilder(TaskGraphBuilder(tg.devices, tg.compute_streams, tg.comm_streams), gb.hw)
     sb._kernel_memo = gb._kernel_memo
@@ -418,16 +425,18 @@ def _record_block(gb: GraphBuilder, fn: Any, n_ext: int) -> "_Block | None":
     sb.layer.extend([0] * n_ext)
     sb.steal.extend([0] * n_ext)
     sb.measured.extend([0] * n_ext)
-    out = fn(sb, ext, 0, 0, "")
+    out = fn(sb, ext, 0, 0, "", **over)
     st = sb.tg
-    if st._groups or 2 in st._kind or not all(d >= n_ext for d in st._edst):
+    if not all(d >= n_ext for d in st._edst):
         return None
     k = n_ext
+    members_of = {g: m for m, g in st._groups.items()}
+    colls = [(i - k, members_of[st._group[i]]) for i in range(k, len(st._kind)) if st._kind[i] == 2]
     rows = {name: getattr(st, name)[k:] for name in ("_kind", "_release", "_device", "_peer", "_dur", "_bytes",
                                                       "_coll", "_group", "_stage", "_flops", "_mem")}
     return _Block(len(st._kind) - k, rows, st._label[k:], sb.phase[k:], sb.item[k:], sb.steal[k:], sb.measured[k:],
                   [s_ - k if s_ >= k else -1 - s_ for s_ in st._esrc], [d - k for d in st._edst], list(st._ekind),
-                  [t - k for t in out])
+                  [t - k for t in out], colls)
 
 
 def new_builder(fabric_devices: int, hw: Hardware, comm_streams: int = 1) -> GraphBuilder:
