@@ -3,8 +3,12 @@ every case of a scenario, plus the 1-GPU baselines, as ``flitsim run`` builds
 them. Used to check the compute model's cost (issue 12: at most 20 % slower).
 
     PYTHONPATH=python python3 benches/graph_build_bench.py [examples/nvl72.toml] [--repeat 3]
+    PYTHONPATH=python python3 benches/graph_build_bench.py examples/main.toml --map [--top 10]
 
-Prints the best-of-N wall time and the task count.
+Prints the best-of-N wall time and the task count. ``--map``: every candidate
+of the scenario's ``[map]`` (as :func:`flitsim.scenario.map.run_map` builds
+them, with the memory check, no simulation), the CPU seconds in all and the
+``--top`` most expensive candidates.
 """
 
 from __future__ import annotations
@@ -57,11 +61,60 @@ def build_all(path: str) -> int:
     return tasks
 
 
+def build_map(path: str, top: int) -> int:
+    """Build every map candidate once; print CPU s in all and the ``top`` slowest. Returns tasks."""
+    import flitsim.scenario.map as M
+    import flitsim.schedules as S
+    from flitsim.errors import ConfigError
+    from flitsim.scenario.spec import load_scenario
+
+    sc = load_scenario(path)
+    cols, rows = M._columns(sc.map), M._rows(sc.map, sc)
+    plan = []
+    for row in rows:
+        w = sc.map.workloads[row.index]
+        for col in cols:
+            model = row.model if row.kind != "dit" else row.workload.model
+            cfgw = row.kind == "dit" and bool(getattr(row.workload, "uses_cfg", False))
+            for cand in M.candidates(row.kind, model, col.devices, restrict=w.schedules, requests=M._requests(row),
+                                     cfg_workload=cfgw):
+                plan.append((row, col, cand))
+    times, tasks, c_all = [], 0, time.process_time()
+    for row, col, cand in plan:
+        c0 = time.process_time()
+        opts = {**cand.options, "gpu": col.gpu, "fabric_devices": col.fabric.gpus}
+        for tok in (row.info["reps"] if row.kind == "prefill" else [None]):
+            o = dict(opts)
+            if cand.name == "terapipe" and o.get("slicing") == "dp":
+                o["grid_tokens"] = M._grid_tokens(int(tok))
+            try:
+                if row.kind == "dit":
+                    b = S.build(cand.name, None, row.workload, **o)
+                elif row.kind == "decode":
+                    b = S.build(cand.name, row.model, row.info["workload"], **o)
+                else:
+                    b = S.build(cand.name, row.model, int(tok), **o)
+            except ConfigError:
+                break  # the map records it as infeasible
+            b.footprint()
+            tasks += len(b.graph)
+        times.append((time.process_time() - c0, f"{row.name} | {col.label} | {cand.label}"))
+    print(f"map: {len(plan)} candidates, {tasks} tasks, {time.process_time() - c_all:.1f} CPU s building")
+    for t, what in sorted(times, reverse=True)[:top]:
+        print(f"  {t:6.2f} CPU s  {what}")
+    return tasks
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", nargs="?", default="examples/nvl72.toml")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--map", action="store_true", help="build every candidate of the scenario's [map] once")
+    ap.add_argument("--top", type=int, default=10)
     a = ap.parse_args(argv)
+    if a.map:
+        build_map(a.scenario, a.top)
+        return 0
     best = float("inf")
     n = 0
     for _ in range(a.repeat):

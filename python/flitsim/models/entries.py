@@ -21,7 +21,25 @@ class _Entry:
     macs_sample: int      # matmul MACs per sample (conditioning-vector linears)
 
 
+_ENTRY_MEMO: dict[int, tuple[ModelConfig, tuple[_Entry, ...]]] = {}
+"""id(cfg) -> (cfg, its entries): builders look the table up once per task
+(frozen configs and entries, so one table serves every call; the entry holds
+the config, so its id is not reused)."""
+
+
 def _entries(cfg: ModelConfig) -> list[_Entry]:
+    """The entry table of ``cfg`` (a new list each call; the entries are frozen)."""
+    hit = _ENTRY_MEMO.get(id(cfg))
+    if hit is not None and hit[0] is cfg:
+        return list(hit[1])
+    out = _entries_of(cfg)
+    if len(_ENTRY_MEMO) >= 256:
+        _ENTRY_MEMO.clear()
+    _ENTRY_MEMO[id(cfg)] = (cfg, tuple(out))
+    return out
+
+
+def _entries_of(cfg: ModelConfig) -> list[_Entry]:
     d, f, aw, kw = cfg.hidden, cfg.ffn_hidden, cfg.attn_width, cfg.kv_width
     mlp = (3 if cfg.ffn_act == "swiglu" else 2) * d * f
     out: list[_Entry] = []

@@ -24,6 +24,7 @@ from flitsim.errors import config_error
 from flitsim.hardware import Efficiency, GpuSpec, fabric_gpu, gpu_preset
 from flitsim.models.kernels import Kernels
 from flitsim.schedules.schedule import PHASES, Schedule
+from flitsim.limits import MAX_TASKS
 from flitsim.taskgraph import TaskGraphBuilder
 
 __all__ = ["Hardware", "GraphBuilder", "new_builder", "check_int", "resolve_devices", "split_layers",
@@ -182,6 +183,42 @@ _PHASE_CODE = {p: i for i, p in enumerate(PHASES)}
 """Phase name -> code (index into PHASES), looked up once per task."""
 
 
+_FAST_APPEND = True
+"""Append plain in-range tasks and edges straight to the builder's columns
+(same rows as :meth:`TaskGraphBuilder.add_compute` / ``add_transfer`` /
+``add_edge``; ``tests/test_build_speed.py`` builds with it off and compares)."""
+
+_MAX_VALUE = 2**62
+"""Durations and sizes stay below this (TaskGraphBuilder's bound, exact in u64/int64)."""
+
+
+def _append_task(tg: TaskGraphBuilder, kind: int, device: int, peer: int, dur: int, nbytes: int, label: str,
+                 stage: int, flops: float, mem: float) -> int:
+    """One task row of ``tg`` (no collective, no group, release 0); its index."""
+    tg._kind.append(kind)
+    tg._release.append(0)
+    tg._device.append(device)
+    tg._peer.append(peer)
+    tg._dur.append(dur)
+    tg._bytes.append(nbytes)
+    tg._coll.append(0)
+    tg._group.append(0)
+    tg._label.append(label)
+    tg._stage.append(stage)
+    tg._flops.append(flops)
+    tg._mem.append(mem)
+    return len(tg._kind) - 1
+
+
+def _append_meta(gb: "GraphBuilder", code: int, item: int, step: int, layer: int, steal: int, measured: int) -> None:
+    gb.phase.append(code)
+    gb.item.append(item)
+    gb.step.append(step)
+    gb.layer.append(layer)
+    gb.steal.append(steal)
+    gb.measured.append(measured)
+
+
 @dataclass
 class GraphBuilder:
     """A :class:`TaskGraphBuilder` plus per-task schedule metadata: phase,
@@ -228,6 +265,14 @@ class GraphBuilder:
             dur, meas = int(duration_ps or 0), 0
             flops = kernels.total_flops() if kernels is not None else 0.0
             mem = kernels.total_bytes() if kernels is not None else 0.0
+        tg = self.tg
+        code = _PHASE_CODE.get(phase)
+        if (_FAST_APPEND and code is not None and type(device) is int and 0 <= device < tg.devices
+                and type(dur) is int and 0 <= dur < _MAX_VALUE and len(tg._kind) < MAX_TASKS):
+            # the same rows add_compute + _meta append, without their per-call checks (all hold here)
+            t = _append_task(tg, 0, device, 0, dur, 0, label, stage, float(flops), float(mem))
+            _append_meta(self, code, item, step, layer, 0, meas)
+            return t
         t = self.tg.add_compute(device, dur, label=label, stage=stage, flops=flops, mem_bytes=mem)
         self._meta(phase, item, step, layer, 0, meas)
         return t
@@ -242,9 +287,17 @@ class GraphBuilder:
         Returns the task ids in device order."""
         dur, meas, flops, mem = self._timed(kernels)
         out = []
+        tg = self.tg
+        code = _PHASE_CODE.get(phase)
+        fast = (_FAST_APPEND and code is not None and type(dur) is int and 0 <= dur < _MAX_VALUE)
+        flops_f, mem_f = float(flops), float(mem)
         for r, d in enumerate(devices):
-            t = self.tg.add_compute(d, dur, label=f"{label}.d{r}", stage=stage, flops=flops, mem_bytes=mem)
-            self._meta(phase, r if item is None else item, step, layer, 0, meas)
+            if fast and type(d) is int and 0 <= d < tg.devices and len(tg._kind) < MAX_TASKS:
+                t = _append_task(tg, 0, d, 0, dur, 0, f"{label}.d{r}", stage, flops_f, mem_f)
+                _append_meta(self, code, r if item is None else item, step, layer, 0, meas)
+            else:
+                t = self.tg.add_compute(d, dur, label=f"{label}.d{r}", stage=stage, flops=flops, mem_bytes=mem)
+                self._meta(phase, r if item is None else item, step, layer, 0, meas)
             if after is not None:
                 if isinstance(after, (int, np.integer)):
                     deps: Sequence[int] = [int(after)]
@@ -254,12 +307,22 @@ class GraphBuilder:
                     deps = [after[r]]
                 for b in deps:
                     if b >= 0:
-                        self.tg.add_edge(int(b), t)
+                        self.edge(int(b), t)
             out.append(t)
         return out
 
     def transfer(self, src: int, dst: int, nbytes: int, *, stage: int = -1, item: int = -1, step: int = -1,
                  layer: int = -1, phase: str = "pipeline", label: str = "") -> int:
+        tg = self.tg
+        code = _PHASE_CODE.get(phase)
+        n = tg.devices
+        if (_FAST_APPEND and code is not None and type(src) is int and type(dst) is int and 0 <= src < n
+                and 0 <= dst < n and type(nbytes) is int and 0 <= nbytes < _MAX_VALUE
+                and len(tg._kind) < MAX_TASKS):
+            # the same rows add_transfer + _meta append, without their per-call checks (all hold here)
+            t = _append_task(tg, 1, src, dst, 0, nbytes, label, stage, 0.0, 0.0)
+            _append_meta(self, code, item, step, layer, self.hw.steal_ppm("transfer") if nbytes and src != dst else 0, 0)
+            return t
         t = self.tg.add_transfer(src, dst, int(nbytes), label=label, stage=stage)
         self._meta(phase, item, step, layer, self.hw.steal_ppm("transfer") if nbytes and src != dst else 0)
         return t
@@ -271,11 +334,58 @@ class GraphBuilder:
         return t
 
     def edge(self, before: int, after: int, kind: str = "data") -> None:
-        self.tg.add_edge(before, after, kind)  # type: ignore[arg-type]
+        tg = self.tg
+        n = len(tg._kind)
+        if _FAST_APPEND and type(before) is int and type(after) is int and 0 <= before < n and 0 <= after < n \
+                and kind == "data":
+            tg._esrc.append(before)  # add_edge's own fast path, without the call
+            tg._edst.append(after)
+            tg._ekind.append(0)
+            return
+        tg.add_edge(before, after, kind)  # type: ignore[arg-type]
 
     def edges(self, befores: Sequence[int], after: int) -> None:
         for b in befores:
-            self.tg.add_edge(b, after)
+            self.edge(b, after)
+
+    def repeat(self, key: Any, fn: Any, ext: Sequence[int], *, step: int, layer: int, prefix: str,
+               item: int | None = None, stage: int | None = None) -> list[int]:
+        """``fn(gb, ext, step, layer, prefix)`` (adds tasks and edges through
+        :meth:`compute` / :meth:`transfer` / :meth:`edge` only, labels
+        ``prefix + ...``, and returns a list of its task ids), recorded once
+        per ``key`` and then appended as whole columns: the same rows, edges
+        and labels as calling ``fn`` itself, when what ``fn`` adds depends on
+        ``step``, ``layer`` and ``prefix`` only through the tasks' step and
+        layer columns and the label prefix, and on ``ext`` (ids of earlier
+        tasks) only through edges from them. ``item`` / ``stage`` given: every
+        task of ``fn`` has that item / stage (``fn`` is then called with
+        ``item=..., stage=...`` too). Collectives get the group ids
+        ``add_collective`` would give them. Returns ``fn``'s task ids."""
+        tg = self.tg
+        base = len(tg._kind)
+        ok = _FAST_APPEND and all(type(e) is int and 0 <= e < base for e in ext)
+        blk = self.__dict__.setdefault("_blocks", {}).get(key) if ok else None
+        over = {} if item is None and stage is None else {"item": item, "stage": stage}
+        if ok and blk is None:
+            blk = self.__dict__["_blocks"][key] = _record_block(self, fn, len(ext), over)
+        if blk is None or base + blk.n > MAX_TASKS:
+            return fn(self, ext, step, layer, prefix, **over)
+        for name, vals in blk.rows.items():
+            getattr(tg, name).extend(vals if name != "_stage" or stage is None else [stage] * blk.n)
+        for r, members in blk.colls:
+            tg._group[base + r] = tg._groups.setdefault(members, len(tg._groups))
+        tg._label.extend([prefix + x for x in blk.labels])
+        self.phase.extend(blk.phase)
+        self.item.extend(blk.item if item is None else [item] * blk.n)
+        self.step.extend([step] * blk.n)
+        self.layer.extend([layer] * blk.n)
+        self.steal.extend(blk.steal)
+        self.measured.extend(blk.measured)
+        ext_l = list(ext)
+        tg._esrc.extend([base + r if r >= 0 else ext_l[-1 - r] for r in blk.esrc])
+        tg._edst.extend([base + r for r in blk.edst])
+        tg._ekind.extend(blk.ekind)
+        return [base + r for r in blk.out]
 
     def freeze(self, name: str, devices: Sequence[int], stages: int, steps: int, options: dict[str, Any]) -> Schedule:
         """The finished :class:`Schedule` (the hardware's options merged into ``options``)."""
@@ -306,6 +416,52 @@ def step_period(step: Sequence[int]) -> int:
     mid = len(first) // 2
     p = int(first[mid + 1] - first[mid]) if mid + 1 < len(first) else 0
     return p if p > 0 and p == int(first[mid] - first[mid - 1]) else 0
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Tasks and edges of :meth:`GraphBuilder.repeat`, relative to the block's
+    first task; an edge source < 0 is ``ext[-1 - src]``."""
+
+    n: int
+    rows: dict[str, list[Any]]
+    labels: list[str]
+    phase: list[int]
+    item: list[int]
+    steal: list[int]
+    measured: list[int]
+    esrc: list[int]
+    edst: list[int]
+    ekind: list[int]
+    out: list[int]
+    colls: list[tuple[int, tuple[int, ...]]]  # (task, group members) of each collective
+
+
+def _record_block(gb: GraphBuilder, fn: Any, n_ext: int, over: dict[str, Any]) -> "_Block | None":
+    """Run ``fn`` once on a scratch builder (same hardware and kernel timings)
+    after ``n_ext`` placeholder tasks; None if it adds edges into earlier tasks."""
+    tg = gb.tg
+    sb = GraphBuilder(TaskGraphBuilder(tg.devices, tg.compute_streams, tg.comm_streams), gb.hw)
+    sb._kernel_memo = gb._kernel_memo
+    ext = [_append_task(sb.tg, 0, 0, 0, 0, 0, "", -1, 0.0, 0.0) for _ in range(n_ext)]
+    sb.phase.extend([0] * n_ext)
+    sb.item.extend([0] * n_ext)
+    sb.step.extend([0] * n_ext)
+    sb.layer.extend([0] * n_ext)
+    sb.steal.extend([0] * n_ext)
+    sb.measured.extend([0] * n_ext)
+    out = fn(sb, ext, 0, 0, "", **over)
+    st = sb.tg
+    if not all(d >= n_ext for d in st._edst):
+        return None
+    k = n_ext
+    members_of = {g: m for m, g in st._groups.items()}
+    colls = [(i - k, members_of[st._group[i]]) for i in range(k, len(st._kind)) if st._kind[i] == 2]
+    rows = {name: getattr(st, name)[k:] for name in ("_kind", "_release", "_device", "_peer", "_dur", "_bytes",
+                                                      "_coll", "_group", "_stage", "_flops", "_mem")}
+    return _Block(len(st._kind) - k, rows, st._label[k:], sb.phase[k:], sb.item[k:], sb.steal[k:], sb.measured[k:],
+                  [s_ - k if s_ >= k else -1 - s_ for s_ in st._esrc], [d - k for d in st._edst], list(st._ekind),
+                  [t - k for t in out], colls)
 
 
 def new_builder(fabric_devices: int, hw: Hardware, comm_streams: int = 1) -> GraphBuilder:

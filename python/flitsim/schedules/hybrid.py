@@ -123,7 +123,21 @@ class _SP:
 def _sp_layer(gb: GraphBuilder, grid: np.ndarray, sp: _SP, after: list[int], *, u: int, r: int, stage: int,
               item: int, step: int, layer: int, phase: str, label: str, ep: Any = None) -> list[int]:
     """One block on the r x u group ``grid`` (shape (r, u)); ``after``: one task
-    per device in grid order (< 0: none). Returns the tails, same order."""
+    per device in grid order (< 0: none). Returns the tails, same order.
+    Without ``ep``, recorded once per (block kernels, grid, phase) and
+    appended as columns (:meth:`GraphBuilder.repeat`; the same rows)."""
+    if ep is not None:
+        return _sp_layer_tasks(gb, grid, sp, after, u=u, r=r, stage=stage, item=item, step=step, layer=layer,
+                               phase=phase, label=label, ep=ep)
+    key = ("sp", id(sp), grid.tobytes(), grid.shape, u, r, phase, len(after))
+    return gb.repeat(key, lambda g, aft, st, ly, px, item, stage: _sp_layer_tasks(
+        g, grid, sp, aft, u=u, r=r, stage=stage, item=item, step=st, layer=ly, phase=phase, label=px),
+        after, step=step, layer=layer, prefix=label, item=item, stage=stage)
+
+
+def _sp_layer_tasks(gb: GraphBuilder, grid: np.ndarray, sp: _SP, after: list[int], *, u: int, r: int, stage: int,
+                    item: int, step: int, layer: int, phase: str, label: str, ep: Any = None) -> list[int]:
+    """:func:`_sp_layer`, task by task."""
     ids = [int(x) for x in grid.reshape(-1)]
     kw: dict[str, Any] = dict(stage=stage, step=step, layer=layer, phase=phase)
     pre = gb.compute_on(ids, sp.pre, after=after, item=item, label=f"{label}.qkv", **kw)

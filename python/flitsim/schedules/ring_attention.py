@@ -44,6 +44,30 @@ def _block(att: Kernels, kind: str, N: int, q_block: int, k_block: int) -> Kerne
     return Kernels({**c, "q": q, "kv": q, "ctx": 0 * q, "causal": c["causal"] * int(diag)})
 
 
+def _ring_steps(gb: Any, ids: Any, N: int, blocks: dict[tuple[int, int], Kernels], block_bytes: int,
+                proj: list[int], s: int, l_: int, prefix: str) -> list[int]:
+    """The N ring steps of one layer after its projections ``proj`` (one per
+    device): K/V block sends and block attentions. Returns each device's last
+    attention task."""
+    X = [[-1] * N for _ in range(N)]  # X[d][k]: d sends the block it holds at step k-1 to d+1
+    A = [[-1] * N for _ in range(N)]
+    for k in range(N):
+        for d in range(N):
+            if k >= 1:
+                x = gb.transfer(ids[d], ids[(d + 1) % N], block_bytes, item=d, step=s, layer=l_, phase="step",
+                                label=f"{prefix}kv{k}.d{d}")
+                gb.edge(proj[d] if k == 1 else X[(d - 1) % N][k - 1], x)
+                X[d][k] = x
+        for d in range(N):
+            a = gb.compute(ids[d], blocks[(d, k)], item=d, step=s, layer=l_, phase="step",
+                           label=f"{prefix}attn{k}.d{d}")
+            gb.edge(proj[d] if k == 0 else A[d][k - 1], a)
+            if k >= 1:
+                gb.edge(X[(d - 1) % N][k], a)
+            A[d][k] = a
+    return [A[d][N - 1] for d in range(N)]
+
+
 def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degree: int = 4,
                          steps: int | None = None, batch: int = 1, gpu: Any = None, efficiency: Any = None,
                          dtype: str = "bf16", include_embed_head: bool = True, fabric_devices: int | None = None,
@@ -92,23 +116,11 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
         for l_, blk in enumerate(work.blocks):
             pre, blocks, post = parts[id(blk)]
             proj = gb.compute_on(ids, pre, after=tail, step=s, layer=l_, label=f"step{s}.L{l_}.proj")
-            X = [[-1] * N for _ in range(N)]  # X[d][k]: d sends the block it holds at step k-1 to d+1
-            A = [[-1] * N for _ in range(N)]
-            for k in range(N):
-                for d in range(N):
-                    if k >= 1:
-                        x = gb.transfer(ids[d], ids[(d + 1) % N], block_bytes, item=d, step=s, layer=l_, phase="step",
-                                        label=f"step{s}.L{l_}.kv{k}.d{d}")
-                        gb.edge(proj[d] if k == 1 else X[(d - 1) % N][k - 1], x)
-                        X[d][k] = x
-                for d in range(N):
-                    a = gb.compute(ids[d], blocks[(d, k)], item=d, step=s, layer=l_, phase="step",
-                                   label=f"step{s}.L{l_}.attn{k}.d{d}")
-                    gb.edge(proj[d] if k == 0 else A[d][k - 1], a)
-                    if k >= 1:
-                        gb.edge(X[(d - 1) % N][k], a)
-                    A[d][k] = a
-            tail = gb.compute_on(ids, post, after=[A[d][N - 1] for d in range(N)], step=s, layer=l_,
+            # every layer with this block's kernels adds the same ring steps: recorded once, appended as columns
+            last = gb.repeat(id(blk), lambda g, pj, st, ly, px, b=blocks: _ring_steps(g, ids, N, b, block_bytes, pj,
+                                                                                      st, ly, px),
+                             proj, step=s, layer=l_, prefix=f"step{s}.L{l_}.")
+            tail = gb.compute_on(ids, post, after=last, step=s, layer=l_,
                                  label=f"step{s}.L{l_}.post")
         tail = step_ends(gb, work, ids, N, s, tail, "post")
     mem = parallel_memory("ring_attention", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
