@@ -283,6 +283,12 @@ def _json(o: Any) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    flags = {"--check", "--update", "--record"}
+    unknown = [a for a in args if a.startswith("-") and a not in flags]
+    if unknown or (args and "--update" not in args and not flags & set(args)):
+        # an unknown flag (--help) must not start the whole re-run
+        print(__doc__)
+        return 0 if unknown in (["--help"], ["-h"]) else 2
     if "--check" in args:
         probs = check()
         for p in probs:
