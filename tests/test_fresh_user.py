@@ -877,6 +877,10 @@ def test_conclusion_lines_do_not_repeat_the_schedule_and_verdict():
     [line] = conclusion([rec("TP", "tensor_parallel", 1.0), rec("TeraPipe", "terapipe", 2.0)], pd.DataFrame(rows))
     assert line == ("c: fastest TP (1000.0 ms on 8 GPUs); TeraPipe: does not fit (fails structure: fill_drain_share; "
                     "2.00x the fastest (TP))"), line
+    rows = [{**r, "passes": True} for r in rows]  # every match passes, 2x slower: fits structurally, loses
+    [line] = conclusion([rec("TP", "tensor_parallel", 1.0), rec("TeraPipe", "terapipe", 2.0)], pd.DataFrame(rows))
+    assert line == ("c: fastest TP (1000.0 ms on 8 GPUs); TeraPipe: fits structurally, loses (loses to TP by 2.00x "
+                    "on this fabric)"), line
 
 
 @pytest.mark.parametrize("kw, field", [(dict(resolution_px=2**64), "height_px"),

@@ -140,7 +140,7 @@ def conclusion(runs: list[RunRecord], cards: Any, margin: float = FIT_MARGIN) ->
                                      margin=margin, pipe_oom=f"{r.label} ({r.memory.get('memory_broken_by')})" if oom else None)
                 # the reason is written to stand alone (the map's cells); here the label and the
                 # verdict precede it, so its own "<label> does not fit: " is dropped, not repeated
-                why = why.removeprefix(f"{r.label} ").removeprefix(f"{v}: ")
+                why = why.removeprefix(f"{r.label} ").removeprefix(f"{v}: ").removeprefix("fits structurally but ")
                 parts.append(f"{r.label}: {v} ({why})")
         lines.append("; ".join(parts))
     return lines
