@@ -192,24 +192,6 @@ _MAX_VALUE = 2**62
 """Durations and sizes stay below this (TaskGraphBuilder's bound, exact in u64/int64)."""
 
 
-def _append_task(tg: TaskGraphBuilder, kind: int, device: int, peer: int, dur: int, nbytes: int, label: str,
-                 stage: int, flops: float, mem: float) -> int:
-    """One task row of ``tg`` (no collective, no group, release 0); its index."""
-    tg._kind.append(kind)
-    tg._release.append(0)
-    tg._device.append(device)
-    tg._peer.append(peer)
-    tg._dur.append(dur)
-    tg._bytes.append(nbytes)
-    tg._coll.append(0)
-    tg._group.append(0)
-    tg._label.append(label)
-    tg._stage.append(stage)
-    tg._flops.append(flops)
-    tg._mem.append(mem)
-    return len(tg._kind) - 1
-
-
 def _append_meta(gb: "GraphBuilder", code: int, item: int, step: int, layer: int, steal: int, measured: int) -> None:
     gb.phase.append(code)
     gb.item.append(item)
@@ -270,7 +252,7 @@ class GraphBuilder:
         if (_FAST_APPEND and code is not None and type(device) is int and 0 <= device < tg.devices
                 and type(dur) is int and 0 <= dur < _MAX_VALUE and len(tg._kind) < MAX_TASKS):
             # the same rows add_compute + _meta append, without their per-call checks (all hold here)
-            t = _append_task(tg, 0, device, 0, dur, 0, label, stage, float(flops), float(mem))
+            t = tg._add(0, device, 0, dur, 0, 0, 0, label, stage, float(flops), float(mem))
             _append_meta(self, code, item, step, layer, 0, meas)
             return t
         t = self.tg.add_compute(device, dur, label=label, stage=stage, flops=flops, mem_bytes=mem)
@@ -293,7 +275,7 @@ class GraphBuilder:
         flops_f, mem_f = float(flops), float(mem)
         for r, d in enumerate(devices):
             if fast and type(d) is int and 0 <= d < tg.devices and len(tg._kind) < MAX_TASKS:
-                t = _append_task(tg, 0, d, 0, dur, 0, f"{label}.d{r}", stage, flops_f, mem_f)
+                t = tg._add(0, d, 0, dur, 0, 0, 0, f"{label}.d{r}", stage, flops_f, mem_f)
                 _append_meta(self, code, r if item is None else item, step, layer, 0, meas)
             else:
                 t = self.tg.add_compute(d, dur, label=f"{label}.d{r}", stage=stage, flops=flops, mem_bytes=mem)
@@ -320,7 +302,7 @@ class GraphBuilder:
                 and 0 <= dst < n and type(nbytes) is int and 0 <= nbytes < _MAX_VALUE
                 and len(tg._kind) < MAX_TASKS):
             # the same rows add_transfer + _meta append, without their per-call checks (all hold here)
-            t = _append_task(tg, 1, src, dst, 0, nbytes, label, stage, 0.0, 0.0)
+            t = tg._add(1, src, dst, 0, nbytes, 0, 0, label, stage, 0.0, 0.0)
             _append_meta(self, code, item, step, layer, self.hw.steal_ppm("transfer") if nbytes and src != dst else 0, 0)
             return t
         t = self.tg.add_transfer(src, dst, int(nbytes), label=label, stage=stage)
@@ -443,7 +425,7 @@ def _record_block(gb: GraphBuilder, fn: Any, n_ext: int, over: dict[str, Any]) -
     tg = gb.tg
     sb = GraphBuilder(TaskGraphBuilder(tg.devices, tg.compute_streams, tg.comm_streams), gb.hw)
     sb._kernel_memo = gb._kernel_memo
-    ext = [_append_task(sb.tg, 0, 0, 0, 0, 0, "", -1, 0.0, 0.0) for _ in range(n_ext)]
+    ext = [sb.tg._add(0, 0, 0, 0, 0, 0, 0, "", -1, 0.0, 0.0) for _ in range(n_ext)]
     sb.phase.extend([0] * n_ext)
     sb.item.extend([0] * n_ext)
     sb.step.extend([0] * n_ext)
