@@ -56,10 +56,12 @@ class GemmParams(Spec):
 
 
 def gemm_time_s(m: np.ndarray, n: np.ndarray, k: np.ndarray, elem_bytes: np.ndarray, gpu: GpuSpec,
-                peak_flop_per_s: float, params: GemmParams | None = None) -> np.ndarray:
+                peak_flop_per_s: float, params: GemmParams | None = None, taps: np.ndarray | None = None) -> np.ndarray:
     """Time of GEMMs C[m, n] = A[m, k] B[k, n], seconds, elementwise over the
     broadcast shape of the arguments (integers >= 1; rows with a zero dimension
-    take 0 s). ``peak_flop_per_s`` is the GPU's dense peak for the dtype."""
+    take 0 s). ``peak_flop_per_s`` is the GPU's dense peak for the dtype.
+    ``taps`` (> 0: an implicit-GEMM convolution with K = C_in x taps) makes the
+    memory floor read A as its ``m k / taps`` input elements, once."""
     p = params or GemmParams()
     m, n, k = (np.asarray(x, dtype=np.float64) for x in (m, n, k))
     b = np.asarray(elem_bytes, dtype=np.float64)
@@ -72,6 +74,7 @@ def gemm_time_s(m: np.ndarray, n: np.ndarray, k: np.ndarray, elem_bytes: np.ndar
         waves = np.ceil(tiles / sm)
         t = waves * (2.0 * tm * tn * kf) / (per_sm * te)
         best = t if best is None else np.minimum(best, t)
-    mem = (m * k + k * n + m * n) * b / (gpu.hbm_bytes_per_s * gpu.memory_efficiency)
+    a_elems = m * k if taps is None else m * k / np.maximum(np.asarray(taps, dtype=np.float64), 1.0)
+    mem = (a_elems + k * n + m * n) * b / (gpu.hbm_bytes_per_s * gpu.memory_efficiency)
     assert best is not None
     return np.where((m > 0) & (n > 0) & (k > 0), np.maximum(best, mem), 0.0)

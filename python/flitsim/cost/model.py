@@ -32,7 +32,7 @@ def row_times_s(cols: dict[str, np.ndarray], gpu: GpuSpec, peak: float, gemm: Ge
     :class:`flitsim.models.Kernels`; arrays may carry extra trailing axes that
     broadcast, e.g. a grid of slice shapes)."""
     kind = cols["kind"]
-    g = gemm_time_s(cols["m"], cols["n"], cols["k"], cols["elem_bytes"], gpu, peak, gemm)
+    g = gemm_time_s(cols["m"], cols["n"], cols["k"], cols["elem_bytes"], gpu, peak, gemm, cols.get("taps"))
     a = attention_time_s(cols["batch"], cols["heads"], cols["kv_heads"], cols["q"], cols["kv"], cols["ctx"],
                          cols["head_dim"], cols["causal"], cols["elem_bytes"], gpu, peak, attention)
     e = elementwise_time_s(cols["numel"], cols["reads"], cols["writes"], cols["elem_bytes"], gpu)

@@ -60,7 +60,8 @@ OPS = ("qkv", "attn_out", "mlp_up", "mlp_down", "adaln", "patch_embed", "text_pr
        "rope", "qk_norm", "concat", "embedding", "pos_add", "reshape",
        "router", "expert_up", "expert_down", "skip_linear", "linear_attn", "dwconv", "relu",
        "cast_up", "cast_down", "pow_f32", "mean_f32", "add_eps", "rsqrt_f32", "mul_mixed", "mul_weight",
-       "mul_f32", "add_f32", "neg", "stack", "ring_merge", "ring_init", "ring_merge_lse", "ring_merge_last")
+       "mul_f32", "add_f32", "neg", "stack", "ring_merge", "ring_init", "ring_merge_lse", "ring_merge_last",
+       "vae_conv", "group_norm", "upsample", "pad")
 """Kernel names (``Kernels.op`` codes); profiles match on kind and shape, not name."""
 _OP = {n: i for i, n in enumerate(OPS)}
 EW_READS = {"residual_add": 2, "pos_add": 2, "silu_mul": 2}
@@ -109,7 +110,7 @@ BOTH, UNFUSED, FUSED = range(3)
 """Row variants (``Kernels.variant``): launched in every execution mode, only
 without fusion (eager / CUDA graph: the eager kernel chains), only with it (compiled)."""
 _COLS = ("kind", "op", "part", "tp", "seq", "m", "n", "k", "batch", "heads", "kv_heads", "q", "kv", "ctx",
-         "head_dim", "causal", "numel", "reads", "writes", "elem_bytes", "variant")
+         "head_dim", "causal", "numel", "reads", "writes", "elem_bytes", "variant", "taps")
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,7 +124,9 @@ class Kernels:
     0 .. ctx + i; ``kv`` = ctx + q); elementwise ``numel`` (elements of one
     full-size tensor), ``reads`` and ``writes`` (full-size tensors read and
     written); ``elem_bytes`` (bytes per element of the row's dtype);
-    ``variant`` (:data:`BOTH`, :data:`UNFUSED`, :data:`FUSED`: which execution
+    ``taps`` (a convolution lowered to an implicit GEMM: kernel taps, K = C_in x
+    taps, its input read once, M C_in elements, not the M K of an unrolled im2col;
+    0 for every other row); ``variant`` (:data:`BOTH`, :data:`UNFUSED`, :data:`FUSED`: which execution
     modes launch the row; :meth:`launched`).
     """
 
@@ -245,7 +248,7 @@ class Kernels:
         (``2 batch kv_heads kv hd``); elementwise ``numel (reads + writes) b``."""
         c = self.cols
         b = c["elem_bytes"]
-        g = (c["m"] * c["k"] + c["k"] * c["n"] + c["m"] * c["n"]) * b
+        g = (c["m"] * c["k"] // np.maximum(c["taps"], 1) + c["k"] * c["n"] + c["m"] * c["n"]) * b
         a = (2 * c["batch"] * c["heads"] * c["q"] + 2 * c["batch"] * c["kv_heads"] * c["kv"]) * c["head_dim"] * b
         e = c["numel"] * (c["reads"] + c["writes"]) * b
         return np.where(c["kind"] == 0, g, np.where(c["kind"] == 1, a, e))
@@ -291,15 +294,16 @@ class _Rows:
         self.rows: list[tuple[int, ...]] = []
         self.b = b
 
-    def _row(self, kind: int, op: str, part: int, tp: int, seq: int, variant: int = BOTH, **v: int) -> None:
+    def _row(self, kind: int, op: str, part: int, tp: int, seq: int, variant: int = BOTH, taps: int = 0,
+             **v: int) -> None:
         vals = dict(m=0, n=0, k=0, batch=0, heads=0, kv_heads=0, q=0, kv=0, ctx=0, head_dim=0, causal=0,
                     numel=0, reads=0, writes=0)
         vals.update(v)
-        self.rows.append((kind, _OP[op], part, tp, seq, *vals.values(), self.b, variant))
+        self.rows.append((kind, _OP[op], part, tp, seq, *vals.values(), self.b, variant, taps))
 
-    def gemm(self, op: str, part: int, tp: int, m: int, n: int, k: int, seq: int = 1) -> None:
+    def gemm(self, op: str, part: int, tp: int, m: int, n: int, k: int, seq: int = 1, taps: int = 0) -> None:
         if m > 0 and n > 0 and k > 0:
-            self._row(0, op, part, tp, seq, m=m, n=n, k=k)
+            self._row(0, op, part, tp, seq, taps=taps, m=m, n=n, k=k)
 
     def attn(self, op: str, part: int, batch: int, heads: int, kv_heads: int, q: int, kv: int, hd: int,
              causal: bool = False, ctx: int = 0) -> None:
