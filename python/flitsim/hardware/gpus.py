@@ -163,10 +163,10 @@ class Efficiency(Spec):
 # architecture's fitted value (marked in efficiency_source).
 _FIT = "fitted: benches/calibrate_compute.py on xDiT single-GPU latencies ({})"
 _EFF: dict[str, tuple[float, float, str]] = {
-    "a100": (0.54, 0.72, _FIT.format("PixArt-alpha 1024-8192 px on A100")),
-    "l20": (0.89, 0.985, _FIT.format("PixArt-alpha 1024-4096 px on L20")),
-    "l40": (0.81, 0.80, _FIT.format("PixArt-alpha and Flux.1-dev 1024-4096 px on L40")),
-    "h100": (0.615, 0.626, _FIT.format("Flux.1-dev 1024 px eager and compiled on H100; attention top solved "
+    "a100": (0.575, 0.725, _FIT.format("PixArt-alpha 1024-8192 px on A100")),
+    "l20": (0.95, 0.99, _FIT.format("PixArt-alpha 1024-4096 px on L20")),
+    "l40": (0.83, 0.81, _FIT.format("PixArt-alpha and Flux.1-dev 1024-4096 px on L40")),
+    "h100": (0.62, 0.626, _FIT.format("Flux.1-dev 1024 px eager and compiled on H100; attention top solved "
                                         "so that FlashAttention-2 reaches its published 35 % of H100 peak at head "
                                         "dim 128 (FlashAttention-3 paper, arXiv 2407.08608), the two rows being "
                                         "one shape")),

@@ -82,6 +82,8 @@ class LayerWork:
         steps: denoising steps (1 for a prefill).
         hidden, kv_width: hs and the K+V width per token (elements).
         bytes_per_element: activation dtype bytes.
+        decode: kernels of the VAE decode after the last step (None: none;
+            ``DitWorkload.decode``).
     """
 
     cfg: ModelConfig
@@ -95,6 +97,7 @@ class LayerWork:
     hidden: int
     kv_width: int
     bytes_per_element: int
+    decode: Kernels | None = None
 
     @property
     def act_bytes(self) -> int:
@@ -133,7 +136,9 @@ def layer_work(model: Any, workload: Any, *, steps: int | None = None, batch: in
         post = step_kernels(cfg, P, layers=["final"], batch=B, text_tokens=T, dtype=dtype) if include_embed_head else None
         p = P + (T if is_joint(cfg) else 0)
         S = w.steps if steps is None else steps
-        return LayerWork(cfg, "dit", blocks, pre, post, p, B, S, cfg.hidden, cfg.kv_width, b)
+        dec = w.decode_kernels(dtype) if include_embed_head else None
+        return LayerWork(cfg, "dit", blocks, pre, post, p, B, S, cfg.hidden, cfg.kv_width, b,
+                         dec if dec is not None and len(dec) else None)
     from flitsim.schedules.terapipe import causal_seq_tokens
 
     cfg = as_model(model)
@@ -202,3 +207,15 @@ def step_ends(gb: GraphBuilder, work: LayerWork, ids: list[int], N: int, s: int,
     if k is None:
         return prev
     return gb.compute_on(ids, k.shard_tokens(N), after=prev, step=s, label=f"step{s}.{which}")
+
+
+def decode_tail(gb: GraphBuilder, work: LayerWork, ids: list[int], prev: list[int]) -> list[int]:
+    """Add the VAE decode (``work.decode``) after the last step: the whole
+    output on every device of ``ids`` (xDiT gathers the latent to every rank
+    and each rank's pipeline decodes it; no parallel VAE for these models),
+    each after all of ``prev`` (< 0: none). Returns the new tails (``prev`` if
+    there is no decode)."""
+    if work.decode is None:
+        return prev
+    deps = [int(t) for t in prev if t >= 0]
+    return gb.compute_on(ids, work.decode, after=[deps] if deps else None, label="vae_decode")

@@ -20,7 +20,7 @@ from typing import Any
 
 from flitsim.errors import config_error
 from flitsim.memory import parallel_memory
-from flitsim.schedules._work import parallel_setup, require_token_split, step_ends
+from flitsim.schedules._work import parallel_setup, require_token_split, step_ends, decode_tail
 from flitsim.schedules.builder import check_int
 from flitsim.schedules.schedule import Schedule
 
@@ -85,6 +85,7 @@ def build_distrifusion(model: Any, workload: Any, *, devices: Any = None, degree
             tail = gb.compute_on(ids, post, after=att, step=s, layer=l_, label=f"step{s}.L{l_}.post")
         ag_prev = ag_now
         tail = step_ends(gb, work, ids, N, s, tail, "post")
+    tail = decode_tail(gb, work, ids, tail)
     mem = parallel_memory("distrifusion", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
                           causal=work.kind == "causal")
     return gb.freeze("distrifusion", ids, 1, work.steps,

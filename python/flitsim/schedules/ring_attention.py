@@ -26,7 +26,7 @@ from typing import Any
 
 from flitsim.models.kernels import Kernels, ring_merge_kernels
 from flitsim.memory import parallel_memory
-from flitsim.schedules._work import parallel_setup, require_token_split, step_ends
+from flitsim.schedules._work import parallel_setup, require_token_split, step_ends, decode_tail
 from flitsim.schedules.schedule import Schedule
 
 __all__ = ["build_ring_attention"]
@@ -123,6 +123,7 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
             tail = gb.compute_on(ids, post, after=last, step=s, layer=l_,
                                  label=f"step{s}.L{l_}.post")
         tail = step_ends(gb, work, ids, N, s, tail, "post")
+    tail = decode_tail(gb, work, ids, tail)
     mem = parallel_memory("ring_attention", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
                           causal=work.kind == "causal")
     return gb.freeze("ring_attention", ids, 1, work.steps,

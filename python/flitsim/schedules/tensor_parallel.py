@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from flitsim.memory import parallel_memory
-from flitsim.schedules._work import parallel_setup, require_head_split, step_ends
+from flitsim.schedules._work import parallel_setup, require_head_split, step_ends, decode_tail
 from flitsim.schedules.schedule import Schedule
 
 __all__ = ["build_tensor_parallel"]
@@ -67,6 +67,7 @@ def build_tensor_parallel(model: Any, workload: Any, *, devices: Any = None, deg
                 gb.edges(comp, ar)
                 tail = [ar] * N
         tail = step_ends(gb, work, ids, N, s, tail, "post")
+    tail = decode_tail(gb, work, ids, tail)
     mem = parallel_memory("tensor_parallel", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
                           causal=work.kind == "causal")
     return gb.freeze("tensor_parallel", ids, 1, work.steps,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from flitsim.memory import parallel_memory
-from flitsim.schedules._work import parallel_setup, require_token_split, require_head_split, step_ends
+from flitsim.schedules._work import parallel_setup, require_token_split, require_head_split, step_ends, decode_tail
 from flitsim.schedules.schedule import Schedule
 
 __all__ = ["build_ulysses"]
@@ -77,6 +77,7 @@ def build_ulysses(model: Any, workload: Any, *, devices: Any = None, degree: int
             gb.edges(att, out)
             tail = gb.compute_on(ids, post, after=out, step=s, layer=l_, label=f"step{s}.L{l_}.post")
         tail = step_ends(gb, work, ids, N, s, tail, "post")
+    tail = decode_tail(gb, work, ids, tail)
     mem = parallel_memory("ulysses", work.cfg, n=N, dtype=dtype, tokens=work.tokens, batch=work.batch,
                           causal=work.kind == "causal")
     return gb.freeze("ulysses", ids, 1, work.steps, {"model": work.cfg.name, "degree": N, "tokens": p, "batch": B,

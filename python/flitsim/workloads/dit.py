@@ -4,7 +4,7 @@ effective batch one denoising step runs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -31,6 +31,12 @@ class DitWorkload(Spec):
             guidance-distilled Flux.1-dev).
         text_tokens: conditioning text tokens (None: the model's, e.g. 120 T5 for
             PixArt-alpha, 77 + 256 for SD3, 512 for Flux.1-dev, 0 for class-conditional DiT).
+        decode: ``"vae"`` (default) runs the VAE decode of the final latent once
+            after the last step (:mod:`flitsim.models.vae`; every rank decodes
+            the whole output, as the xDiT pipelines the validation rows time do:
+            their timed region is the whole pipeline call), ``"none"`` leaves it
+            out (the denoising transformer only). The text encoders are not
+            modelled (< 1 % of every validation row: a few TFLOP once per request).
 
     Image tokens = (H / (vae x patch)) x (W / (vae x patch)): 1024 px -> 4096,
     2048 px -> 16384, 4096 px -> 65536 (arithmetic).
@@ -50,6 +56,7 @@ class DitWorkload(Spec):
     cfg: bool | None = None
     text_tokens: int | None = Field(default=None, ge=0)
     frames: int = Field(default=1, ge=1, description="video frames (1: an image)")
+    decode: Literal["vae", "none"] = "vae"
 
     def transformer(self) -> ModelConfig:
         """The :class:`ModelConfig` of :attr:`model`."""
@@ -112,6 +119,17 @@ class DitWorkload(Spec):
         joint = self.transformer().dit_block in ("mmdit", "flux")
         return self.image_tokens + (self.text_tokens_ if joint else 0)
 
+    def decode_kernels(self, dtype: str = "fp16") -> Any:
+        """Kernels of the VAE decode of the request's ``batch`` outputs (empty
+        with ``decode = "none"`` or a VAE that is not modelled)."""
+        from flitsim.models.kernels import Kernels
+        from flitsim.models.vae import vae_decode_kernels
+
+        if self.decode == "none":
+            return Kernels.empty()
+        return vae_decode_kernels(self.transformer(), self.height_px, self.width_px or self.height_px, self.frames,
+                                  batch=self.batch, dtype=dtype)
+
     def summary(self) -> dict[str, Any]:
         """Plain dict: the fields plus image/text/joint tokens, step batch, and
         total token-steps (``step_batch x joint_tokens x steps``)."""
@@ -121,7 +139,8 @@ class DitWorkload(Spec):
 
 
 def dit_workload(model: str, resolution_px: int | tuple[int, int], *, steps: int = 50, batch: int = 1,
-                 cfg: bool | None = None, text_tokens: int | None = None, frames: int = 1) -> DitWorkload:
+                 cfg: bool | None = None, text_tokens: int | None = None, frames: int = 1,
+                 decode: str = "vae") -> DitWorkload:
     """Build a :class:`DitWorkload`; ``resolution_px`` is a side (square) or ``(height, width)``.
 
     Raises:
@@ -134,4 +153,4 @@ def dit_workload(model: str, resolution_px: int | tuple[int, int], *, steps: int
     else:
         h, w = resolution_px, None
     return DitWorkload(model=model, height_px=h, width_px=w, steps=steps, batch=batch, cfg=cfg,
-                       text_tokens=text_tokens, frames=frames)
+                       text_tokens=text_tokens, frames=frames, decode=decode)
