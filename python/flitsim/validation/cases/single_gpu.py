@@ -3,7 +3,8 @@ only ``gemm_efficiency`` and ``attention_efficiency`` per GPU were fitted, on
 these rows; docs/compute.md section 5). Multi-GPU tables are kept out of the
 fit on purpose. A 1-GPU run is ``tensor_parallel`` at degree 1 (no fabric).
 The measured numbers are end to end (text encoder and VAE included); the
-model counts the transformer only."""
+model counts the transformer and the VAE decode (``DitWorkload.decode =
+"vae"``), not the text encoders (< 1 %)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ README = "xDiT README 2024 latency charts (xdit-project/xDiT history, assets/lat
 PAPER = "xDiT paper (Fang et al., arXiv 2411.01738), scalability figures"
 FLUX_MD = "xDiT docs/performance/flux.md"
 TOL = 0.10
-WHY = ("end-to-end times include the text encoder and VAE the model leaves out (a few %), and are read "
+WHY = ("end-to-end times include the text encoders the model leaves out (< 1 %), and are read "
        "off charts (~2 %); 10 % as in tests/test_cost.py")
 FIT = "gemm_efficiency, attention_efficiency ({gpu})"
 

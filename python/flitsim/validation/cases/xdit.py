@@ -65,3 +65,81 @@ CASES = [
     _case("pipefusion", f"PipeFusion x{N} stages, bytes a middle stage (GPU 1) sent + received per step: 2 p hs",
           2 * P * HS * B, "ring", {"stages": N, "patches": N, "warmup_steps": 0}, device=1, fast=True),
 ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# HunyuanVideo, Ulysses on 1-8 GPUs: xDiT's published end-to-end latencies (seconds). Nothing is fitted on
+# them: H100's tops come from the Flux rows (single_gpu.), H20 runs H100's. The timed region of the measured
+# script (xDiT examples/hunyuan_video_usp_example.py) is the whole pipeline call: text encoders, 50 steps,
+# and the VAE decode, which that script runs on every rank, whole ("parallel VAE not implemented for
+# HunyuanVideo"), with diffusers' default tiles (--enable_tiling): DitWorkload.decode = "vae" models it.
+HV_SRC = "xDiT docs/performance/hunyuanvideo.md (1280x720 and 960x960, 129 frames, 50 steps, Ulysses)"
+HV_MEASURED: dict[tuple[str, tuple[int, int]], dict[int, float]] = {
+    ("h100", (720, 1280)): {1: 1904.08, 2: 925.04, 4: 514.08, 8: 337.58},
+    ("h20", (720, 1280)): {1: 6639.17, 2: 3400.55, 4: 1762.86, 8: 940.97},
+    ("h100", (960, 960)): {1: 1735.01, 2: 934.09},
+}
+"""Rows left out: 960x960 on 3 and 6 GPUs (the Ulysses all_to_all of 118,800 + 256 tokens over 3 ranks is not a
+whole number of elements per rank: flitsim refuses it), and H20 960x960 (its 2-GPU entry, 3400.55 s, is the
+1280x720 one repeated: a copy in the table)."""
+HV_TOL = 0.20
+HV_WHY = ("multi-GPU end to end: the compute model holds 10 % on single-GPU rows, the text encoders are not "
+          "modelled, the H20 runs H100's tops; 20 % as issue 12 checks multi-GPU tables")
+_HV_CACHE: dict[tuple[Any, ...], float] = {}
+# 8 x H100 runs 29 % too fast (5.64x measured, 7.3x simulated): the serial tail the 2- and 8-GPU points imply
+# (a + b / n: a = 142 s on H100, 121 s on H20) is ~12 s of modelled VAE decode on H100 (60 s on H20); what is
+# left on H100 is not identified (docs/compute.md section 11).
+HV_MISS = ("8 x H100 simulated 29 % too fast: the measured 2- and 8-GPU points imply a ~140 s serial tail on H100; "
+           "the modelled VAE decode (diffusers tiles, every rank) is ~12 s of it; the rest is not identified "
+           "(docs/compute.md section 11)")
+
+
+def _hv_latency(gpu: str, px: tuple[int, int], n: int) -> Callable[[Any], float]:
+    def compute(ctx: Any) -> float:
+        import flitsim.schedules as S
+        from flitsim.networks import FabricNetwork
+        from flitsim.workloads import dit_workload
+
+        key = (gpu, px, n)
+        if key not in _HV_CACHE:
+            w = dit_workload("hunyuan-video", px, steps=50, frames=129)
+            if n == 1:
+                r = S.simulate(S.build("tensor_parallel", None, w, degree=1, gpu=gpu))
+            else:
+                s = S.build("ulysses", None, w, degree=n, gpu=gpu)
+                r = s.simulate(FabricNetwork("hgx-h100", fidelity="flow"))
+            _HV_CACHE[key] = r.makespan_ps * 1e-12
+        return _HV_CACHE[key]
+    return compute
+
+
+def _hv_case(gpu: str, px: tuple[int, int], n: int, known_miss: str = "") -> Case:
+    size = f"{px[1]}x{px[0]}"
+    return Case(id=f"xdit.hunyuanvideo_ulysses{n}_{size}_{gpu}", area="xdit",
+                quantity=f"HunyuanVideo {size} x 129 frames, 50 steps, Ulysses x{n}, {n} x {gpu.upper()}, end to end",
+                unit="s", source=HV_SRC, measured=HV_MEASURED[(gpu, px)][n], tolerance=HV_TOL, tolerance_why=HV_WHY,
+                call=(f'S.build("ulysses", None, dit_workload("hunyuan-video", {px!r}, steps=50, frames=129), '
+                      f'degree={n}, gpu="{gpu}").simulate(FabricNetwork("hgx-h100", fidelity="flow"))'
+                      '.makespan_ps * 1e-12'),
+                compute=_hv_latency(gpu, px, n), tag="transfer", system=f"HGX {gpu.upper()}", size_band=f"{size} x 129",
+                fabric="hgx-h100", min_gpus=n, fast=True, known_miss=known_miss)
+
+
+def _hv_speedup(gpu: str, px: tuple[int, int], n: int, known_miss: str = "") -> Case:
+    size = f"{px[1]}x{px[0]}"
+    m = HV_MEASURED[(gpu, px)]
+    one, par = _hv_latency(gpu, px, 1), _hv_latency(gpu, px, n)
+    return Case(id=f"xdit.hunyuanvideo_speedup{n}_{size}_{gpu}", area="xdit",
+                quantity=f"HunyuanVideo {size} x 129 frames, Ulysses x{n} speedup over 1 x {gpu.upper()}",
+                unit="x", source=HV_SRC, measured=round(m[1] / m[n], 3), tolerance=HV_TOL, tolerance_why=HV_WHY,
+                call=f"latency(1 GPU) / latency(Ulysses x{n}), as xdit.hunyuanvideo_ulysses{n}_{size}_{gpu}",
+                compute=lambda ctx: one(ctx) / par(ctx), tag="transfer", system=f"HGX {gpu.upper()}",
+                size_band=f"{size} x 129", fabric="hgx-h100", min_gpus=n, fast=True, known_miss=known_miss)
+
+
+CASES += [
+    _hv_case("h100", (720, 1280), 2), _hv_case("h100", (720, 1280), 4), _hv_case("h100", (720, 1280), 8, HV_MISS),
+    _hv_case("h20", (720, 1280), 2), _hv_case("h20", (720, 1280), 4), _hv_case("h20", (720, 1280), 8),
+    _hv_case("h100", (960, 960), 2),
+    _hv_speedup("h100", (720, 1280), 8, HV_MISS), _hv_speedup("h20", (720, 1280), 8),
+]
