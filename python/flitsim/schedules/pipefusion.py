@@ -133,6 +133,10 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
             C.append(row)
             rets.append(prev)
         ret_prev = rets
+    dec = w.decode_kernels(dtype)  # the VAE decode after the last step, the whole output on every device
+    if len(dec):
+        last = [t for t in (C[-1] if C else ret_prev) if t >= 0]
+        gb.compute_on(ids, dec, after=[last] if last else None, label="vae_decode")
     opts = {"model": cfg.name, "image_tokens": P, "patches": M, "patch_tokens": p, "text_tokens": T,
             "step_batch": B, "warmup_steps": W, "stage_layers": groups,
             "memory_static": pipefusion_memory(cfg, groups, dtype=dtype, seq_tokens=P + (T if joint else 0),
