@@ -70,7 +70,7 @@ def test_usp_degenerates_to_the_pure_schedules_exactly():
 # ---------------------------------------------------------------------------- CFG parallel
 def test_cfg_parallel_halves_per_step_compute_and_adds_one_exchange_per_step():
     steps = 3
-    w = dit_workload("pixart-alpha-xl/2", 512, steps=steps)  # CFG on: step batch 2
+    w = dit_workload("pixart-alpha-xl/2", 512, steps=steps, decode="none")  # CFG on: step batch 2; per-step work only
     one = S.build("usp", None, w)  # one GPU, both branches
     two = S.build("cfg_parallel", None, w)
     fl1 = one.graph.meta["flops"][one.graph.columns["kind"] == 0].sum()

@@ -420,6 +420,14 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
                     if s + 1 < S:
                         ret[ci][m] = handoff(K - 1, 0, ci, last[ci], hand_bytes(p, tq[m]), s, m, "pipeline",
                                              f"s{s}.m{m}.ret.c{ci}")
+    if work.decode is not None:  # the VAE decode after the last step: the whole output on every device
+        finals = ret if K > 1 else [tails]
+
+        def flat(x: Any) -> list[int]:
+            return [int(x)] if isinstance(x, (int, np.integer)) else [t for y in x for t in flat(y)]
+
+        deps = [t for t in flat(finals) if t >= 0]
+        gb.compute_on(pl.devices, work.decode, after=[deps] if deps else None, label="vae_decode")
     opts["memory_static"] = hybrid_memory(mcfg, groups, dtype=dtype, pp=K, cfg_par=c, ulysses=u, ring=r, ep=E,
                                           seq_tokens=keys, pass_tokens=(keys if (K == 1 or W > 0) else
                                                                         (P // M + (max(tq) if joint else 0))),
