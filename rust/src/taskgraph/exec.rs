@@ -515,6 +515,9 @@ impl<N: Network> Exec<'_, N> {
         let m_min = wlen.div_ceil(s).max(1);
         let room = hi.saturating_sub(base + wlen);
         let m = room / s;
+        if p.debug {
+            eprintln!("match: base={base} stride={s} tasks dt={dt} window={wlen} m={m} (at least {m_min})");
+        }
         if m < m_min {
             return Ok(());
         }
