@@ -91,6 +91,8 @@ struct Per {
     anchors_tried: u64,
     anchors_idle: u64,
     skipped_periods: u64,
+    /// Longest stride jumped (periods): the state repeated that many periods apart.
+    max_stride: usize,
     refusal: String,
     dbg: HashMap<usize, Vec<u64>>,
     hint_off: usize,
@@ -411,7 +413,7 @@ impl<N: Network> Exec<'_, N> {
         }
         let base = lo + (p.low - lo) / pp * pp;
         let wend = p.max_touched + 1;
-        if wend + p.r.span + pp >= hi {
+        if wend >= hi {
             return Ok(());
         }
         let mut key = std::mem::take(&mut p.key);
@@ -482,7 +484,7 @@ impl<N: Network> Exec<'_, N> {
             let off = (now, base);
             if let Some(prev) = p.dbg.get(&p.hint_off) {
                 let d: Vec<(usize, u64, u64)> = prev.iter().zip(&key).enumerate().filter(|(_, (a, b))| a != b).map(|(i, (a, b))| (i, *a, *b)).take(12).collect();
-                eprintln!("anchor off={} t={} base={} len={}/{} diffs={:?}", p.hint_off, off.0, off.1, key.len(), prev.len(), d);
+                eprintln!("anchor off={} t={} base={} len={}/{} head={:?} diffs={:?}", p.hint_off, off.0, off.1, key.len(), prev.len(), &key[..key.len().min(8)], d);
             }
             p.dbg.insert(p.hint_off, key.clone());
         }
@@ -504,10 +506,18 @@ impl<N: Network> Exec<'_, N> {
         }
         let wlen = wend - base;
         // m strides: the moved window must not overlap the current one and
-        // must stay a period plus the longest edge inside the region.
+        // must end inside the region (vend <= hi). That is enough: a task t of
+        // the moved window is the verified copy of t - s (kind, duration,
+        // edges shifted), and every task the skipped strides touch lies below
+        // the moved window's end (a successor of a task done in the template
+        // was touched there, so its copy is below max_touched + m s); tail
+        // tasks past the region only lose predecessors, checked in `jump`.
         let m_min = wlen.div_ceil(s).max(1);
-        let room = hi.saturating_sub(base + wlen + p.r.span + pp + 1);
+        let room = hi.saturating_sub(base + wlen);
         let m = room / s;
+        if p.debug {
+            eprintln!("match: base={base} stride={s} tasks dt={dt} window={wlen} m={m} (at least {m_min})");
+        }
         if m < m_min {
             return Ok(());
         }
@@ -693,6 +703,7 @@ impl<N: Network> Exec<'_, N> {
         }
         p.extra_events += ev_stride * m as u64;
         p.skipped_periods += (sh / p.r.p) as u64;
+        p.max_stride = p.max_stride.max(s / p.r.p);
         p.table.clear();
         Ok(())
     }
@@ -785,6 +796,7 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
                     anchors_tried: 0,
                     anchors_idle: 0,
                     skipped_periods: 0,
+                    max_stride: 0,
                     refusal: String::new(),
                     dbg: HashMap::new(),
                     hint_off: 0,
@@ -814,12 +826,13 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
     ex.res.periodic = match (&why_not, &ex.per) {
         (Some(w), _) => format!("not periodic: {w}"),
         (None, Some(p)) if p.skipped_periods > 0 => format!(
-            "periodic: skipped {} of {} periods ({} tasks each, region tasks {}..{}; exact)",
+            "periodic: skipped {} of {} periods ({} tasks each, region tasks {}..{}, stride up to {} periods; exact)",
             p.skipped_periods,
             (p.r.hi - p.r.lo) / p.r.p,
             p.r.p,
             p.r.lo,
-            p.r.hi
+            p.r.hi,
+            p.max_stride
         ),
         (None, Some(p)) if !p.refusal.is_empty() => format!("not periodic: {}", p.refusal),
         (None, Some(p)) if p.anchors_idle == 0 => format!(

@@ -15,8 +15,6 @@ pub(crate) struct Region {
     pub lo: usize,
     pub hi: usize,
     pub p: usize,
-    /// Longest edge (|dst - src|, tasks) touching the region.
-    pub span: usize,
 }
 
 /// Adjacency in CSR form, each list sorted by (task, edge kind).
@@ -106,12 +104,5 @@ pub(crate) fn verify(g: &TaskGraph, pred: &Adj) -> Result<Region, String> {
         ));
     }
     let (lo, hi) = (best.0, best.1 + p);
-    let mut span = 0usize;
-    for (&a, &b) in g.edge_src.iter().zip(&g.edge_dst) {
-        let (a, b) = (a as usize, b as usize);
-        if (lo..hi).contains(&a) || (lo..hi).contains(&b) {
-            span = span.max(a.abs_diff(b));
-        }
-    }
-    Ok(Region { lo, hi, p, span })
+    Ok(Region { lo, hi, p })
 }
