@@ -230,12 +230,8 @@ class GraphBuilder:
         return val
 
     def _meta(self, phase: str, item: int, step: int, layer: int, steal: int = 0, measured: int = 0) -> None:
-        self.phase.append(_PHASE_CODE[phase] if phase in _PHASE_CODE else PHASES.index(phase))
-        self.item.append(item)
-        self.step.append(step)
-        self.layer.append(layer)
-        self.steal.append(steal)
-        self.measured.append(measured)
+        _append_meta(self, _PHASE_CODE[phase] if phase in _PHASE_CODE else PHASES.index(phase), item, step, layer,
+                     steal, measured)
 
     def compute(self, device: int, kernels: Kernels | None, *, stage: int = -1, item: int = -1, step: int = -1,
                 layer: int = -1, phase: str = "pipeline", label: str = "", duration_ps: int | None = None) -> int:
