@@ -201,3 +201,23 @@ def test_pipefusion_warmup_steps_each_cost_a_full_single_device_step():
     np.testing.assert_allclose(all_warm.makespan_ps, one, rtol=1e-9)
     pipelined = S.simulate(S.build("pipefusion", None, DIT, stages=4, patches=4, warmup_steps=DIT.steps - 1))
     assert pipelined.makespan_ps != all_warm.makespan_ps  # the last step is pipelined, not a full step
+
+
+def test_ulysses_pads_a_sequence_the_degree_does_not_divide():
+    """HunyuanVideo 960x960 x 129 frames has 118,800 + 256 tokens: over 3 ranks each all-to-all holds
+    ceil(p / 3) tokens per rank (the per-peer count must be whole), and it simulates; an evenly split
+    sequence keeps exactly p / N."""
+    import math
+
+    from flitsim.networks import FabricNetwork
+    from flitsim.workloads import dit_workload
+
+    w = dit_workload("hunyuan-video", (960, 960), steps=2, frames=129)
+    p = 118_800 + 256
+    aw = 24 * 128  # HunyuanVideo: 24 heads x 128
+    s = S.build("ulysses", None, w, degree=3, gpu="h100")
+    q = s.tasks().query("label == 'step0.L0.a2a_q'")["bytes"].iloc[0]
+    assert q == math.ceil(p / 3) * aw * 2  # bf16
+    assert s.simulate(FabricNetwork("hgx-h100", fidelity="flow")).makespan_ps > 0
+    q2 = S.build("ulysses", None, w, degree=2, gpu="h100").tasks().query("label == 'step0.L0.a2a_q'")["bytes"].iloc[0]
+    assert q2 == p // 2 * aw * 2

@@ -11,6 +11,9 @@ all-to-all needs its buffer laid out by destination rank and the received one
 made contiguous again: a ``reshape`` copy of the Q/K/V shard after the QKV
 projection and of the attention output before the out projection, and the
 same after receiving (elementwise kernels of one read and one write each).
+A sequence that N does not divide (HunyuanVideo's 118,800 + 256 tokens over 3
+ranks) is padded to ceil(p / N) tokens per rank for the all-to-alls and their
+reshapes: at most N - 1 tokens of padding.
 """
 
 from __future__ import annotations
@@ -46,10 +49,13 @@ def build_ulysses(model: Any, workload: Any, *, devices: Any = None, degree: int
     require_token_split(work.tokens, N, "tokens of the attention sequence (Ulysses' all-to-all shards)")
     b, B, p = work.bytes_per_element, work.batch, work.tokens
     aw, kw = work.cfg.attn_width, work.kv_width
-    shard = lambda width: int(round(p / N * width * b * B))  # noqa: E731
+    # Tokens per rank: a sequence the degree does not divide is padded to a multiple of it (each all-to-all
+    # needs an equal whole number of elements per peer, as NCCL's per-rank count does); exact p / N otherwise.
+    p_rank = -(-p // N)
+    shard = lambda width: int(round(p_rank * width * b * B))  # noqa: E731
     from flitsim.models.kernels import Kernels
 
-    qkv_elems, out_elems = int(round(p / N * (aw + kw) * B)), int(round(p / N * aw * B))
+    qkv_elems, out_elems = int(round(p_rank * (aw + kw) * B)), int(round(p_rank * aw * B))
     send_qkv = Kernels.elementwise("reshape", qkv_elems, b, part="pre_attn")
     recv_out = Kernels.elementwise("reshape", out_elems, b, part="post_attn")
     parts = {}
