@@ -46,9 +46,11 @@ impl Filler {
         &self.used
     }
 
-    /// Max-min fair rates of `flows` over resources of capacity `capacity`
-    /// into `rate` (same length as `flows.cap`).
-    pub fn max_min(&mut self, capacity: &[f64], flows: &Flows<'_>, rate: &mut Vec<f64>) {
+    /// Shared set-up of a filling: zero rates, per-resource state of the
+    /// resources `flows` touch (sorted into `used`), their weights and the CSR
+    /// of flows per resource (`res_off`, `res_flows`). Returns (flows, resources).
+    #[inline]
+    fn prepare(&mut self, capacity: &[f64], flows: &Flows<'_>, rate: &mut Vec<f64>) -> (usize, usize) {
         let nf = flows.cap.len();
         let nr = capacity.len();
         rate.clear();
@@ -114,6 +116,13 @@ impl Filler {
                 self.fill[r] += 1;
             }
         }
+        (nf, nr)
+    }
+
+    /// Max-min fair rates of `flows` over resources of capacity `capacity`
+    /// into `rate` (same length as `flows.cap`).
+    pub fn max_min(&mut self, capacity: &[f64], flows: &Flows<'_>, rate: &mut Vec<f64>) {
+        let (nf, _nr) = self.prepare(capacity, flows, rate);
         let mut level = 0.0f64;
         let mut left = nf;
         // Live resources (weight > 0, not full: the only ones whose `rem` is
@@ -215,69 +224,7 @@ impl Filler {
 
     #[cfg(test)]
     pub(crate) fn reference_max_min(&mut self, capacity: &[f64], flows: &Flows<'_>, rate: &mut Vec<f64>) {
-        let nf = flows.cap.len();
-        let nr = capacity.len();
-        rate.clear();
-        rate.resize(nf, 0.0);
-        if self.rem.len() != nr {
-            // Per-resource state, reset below only where flows touch it.
-            self.rem = vec![0.0; nr];
-            self.weight = vec![0.0; nr];
-            self.full = vec![false; nr];
-            self.res_off = vec![0; nr + 1];
-            self.seen = vec![false; nr];
-        }
-        for &r in &self.used {
-            self.full[r as usize] = false;
-            self.res_off[r as usize + 1] = 0;
-        }
-        self.res_off[0] = 0;
-        self.used.clear();
-        self.frozen.clear();
-        self.frozen.resize(nf, false);
-        // Resources the flows touch, in first-seen order (deterministic).
-        for &(r, _) in flows.path {
-            let ru = r as usize;
-            if !self.seen[ru] {
-                self.seen[ru] = true;
-                self.used.push(r);
-                self.rem[ru] = capacity[ru];
-                self.weight[ru] = 0.0;
-                self.res_off[ru + 1] = 0;
-            }
-        }
-        for &r in &self.used {
-            self.seen[r as usize] = false;
-        }
-        self.used.sort_unstable();
-        for &(r, c) in flows.path {
-            self.weight[r as usize] += c;
-            self.res_off[r as usize + 1] += 1;
-        }
-        // CSR of flows per resource over the used resources, in index order
-        // (a count sits in res_off[r + 1] until r is reached; unused entries
-        // are stale and never read).
-        let mut acc = 0u32;
-        for &r in &self.used {
-            let cnt = self.res_off[r as usize + 1];
-            self.res_off[r as usize] = acc;
-            acc += cnt;
-            self.res_off[r as usize + 1] = acc;
-        }
-        self.res_flows.clear();
-        self.res_flows.resize(flows.path.len(), 0);
-        self.fill.clear();
-        self.fill.resize(nr.max(1), 0);
-        for &r in &self.used {
-            self.fill[r as usize] = self.res_off[r as usize];
-        }
-        for f in 0..nf {
-            for k in flows.off[f]..flows.off[f + 1] {
-                let r = flows.path[k as usize].0 as usize;
-                self.res_flows[self.fill[r] as usize] = f as u32;
-                self.fill[r] += 1;
-            }
-        }
+        let (nf, _nr) = self.prepare(capacity, flows, rate);
         let mut level = 0.0f64;
         let mut left = nf;
         while left > 0 {
