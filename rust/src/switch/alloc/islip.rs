@@ -64,17 +64,7 @@ impl Allocator for Islip {
                 break;
             }
             // Step 2 (grant).
-            for k in 0..self.s.touched.len() {
-                let o = self.s.touched[k] as usize;
-                let col = &self.s.cols[o * w..(o + 1) * w];
-                if let Some(i) = bits::next_cyclic(col, self.grant_ptr[o] as usize, n) {
-                    let g = &mut self.s.grants[i * w..(i + 1) * w];
-                    if bits::is_empty(g) {
-                        self.s.granted_inputs.push(i as u32);
-                    }
-                    bits::set(g, o);
-                }
-            }
+            grant_round(&mut self.s, &self.grant_ptr, n, w);
             // Step 3 (accept).
             for k in 0..self.s.granted_inputs.len() {
                 let i = self.s.granted_inputs[k] as usize;
@@ -88,6 +78,24 @@ impl Allocator for Islip {
             clear_columns(&mut self.s.cols, w, &mut self.s.touched);
         }
         debug_assert!(m.matched.iter().all(|&i| m.input_to_output[i as usize] != NONE));
+    }
+}
+
+/// iSLIP step 2 (grant) on the column form: each touched output grants the
+/// requesting input nearest at or after its grant pointer; the grants land in
+/// `s.grants` (rows) and the inputs granted in `s.granted_inputs`.
+#[inline]
+fn grant_round(s: &mut GrantScratch, grant_ptr: &[u32], n: usize, w: usize) {
+    for k in 0..s.touched.len() {
+        let o = s.touched[k] as usize;
+        let col = &s.cols[o * w..(o + 1) * w];
+        if let Some(i) = bits::next_cyclic(col, grant_ptr[o] as usize, n) {
+            let g = &mut s.grants[i * w..(i + 1) * w];
+            if bits::is_empty(g) {
+                s.granted_inputs.push(i as u32);
+            }
+            bits::set(g, o);
+        }
     }
 }
 
@@ -183,17 +191,7 @@ mod tests {
                 if self.s.touched.is_empty() {
                     break;
                 }
-                for k in 0..self.s.touched.len() {
-                    let o = self.s.touched[k] as usize;
-                    let col = &self.s.cols[o * w..(o + 1) * w];
-                    if let Some(i) = bits::next_cyclic(col, self.grant_ptr[o] as usize, n) {
-                        let g = &mut self.s.grants[i * w..(i + 1) * w];
-                        if bits::is_empty(g) {
-                            self.s.granted_inputs.push(i as u32);
-                        }
-                        bits::set(g, o);
-                    }
-                }
+                grant_round(&mut self.s, &self.grant_ptr, n, w);
                 for k in 0..self.s.granted_inputs.len() {
                     let i = self.s.granted_inputs[k] as usize;
                     let g = &mut self.s.grants[i * w..(i + 1) * w];
