@@ -43,6 +43,22 @@ enum Ev<N> {
 const COMPUTE: usize = 0;
 const COMM: usize = 1;
 
+/// Periodic skip: the time task `j` gets from its nearest recorded copy
+/// `i` strides earlier (`ord`: the order a start / end was recorded in, NONE if
+/// not yet; `times`: the recorded times), `times[x] + i x dt`. None when there
+/// is no copy, or the copy is older than the snapshot `snap` (then the stride
+/// does not cover it and the jump is refused).
+fn copied_time(ord: &[u32], times: &[u64], snap: u32, j: usize, s: usize, dt: u64) -> Option<u64> {
+    let mut i = 1;
+    loop {
+        let x = j.checked_sub(i * s)?;
+        if ord[x] != NONE {
+            return (ord[x] >= snap).then(|| times[x] + i as u64 * dt);
+        }
+        i += 1;
+    }
+}
+
 struct Exec<'g, N: Network> {
     g: &'g TaskGraph,
     net: &'g mut N,
@@ -540,31 +556,11 @@ impl<N: Network> Exec<'_, N> {
         let mut filled_end = Vec::new();
         for j in base..vend {
             if vstarted(p, j) && p.start_ord[j] == NONE {
-                let mut i = 1;
-                let t = loop {
-                    let Some(x) = j.checked_sub(i * s) else { return Ok(()) };
-                    if p.start_ord[x] != NONE {
-                        if p.start_ord[x] < snap_start {
-                            return Ok(());
-                        }
-                        break self.res.start_ps[x] + i as u64 * dt;
-                    }
-                    i += 1;
-                };
+                let Some(t) = copied_time(&p.start_ord, &self.res.start_ps, snap_start, j, s, dt) else { return Ok(()) };
                 filled_start.push((j, t));
             }
             if vdone(p, j) && p.end_ord[j] == NONE {
-                let mut i = 1;
-                let t = loop {
-                    let Some(x) = j.checked_sub(i * s) else { return Ok(()) };
-                    if p.end_ord[x] != NONE {
-                        if p.end_ord[x] < snap_end {
-                            return Ok(());
-                        }
-                        break self.res.end_ps[x] + i as u64 * dt;
-                    }
-                    i += 1;
-                };
+                let Some(t) = copied_time(&p.end_ord, &self.res.end_ps, snap_end, j, s, dt) else { return Ok(()) };
                 filled_end.push((j, t));
             }
         }
