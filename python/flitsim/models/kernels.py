@@ -46,8 +46,30 @@ from flitsim.models.cost import _Call, _causal_call, _dit_call, _select
 from flitsim.models.entries import _Entry
 from flitsim.models.zoo import as_model
 
-__all__ = ["Kernels", "KINDS", "PARTS", "OPS", "EW_READS", "HOST_OPS", "COMM_CALLS", "P2P_OPS", "host_counts", "has_p2p", "entry_kernels", "slice_kernels", "patch_kernels",
+__all__ = ["tokens_per_rank", "Kernels", "KINDS", "PARTS", "OPS", "EW_READS", "HOST_OPS", "COMM_CALLS", "P2P_OPS", "host_counts", "has_p2p", "entry_kernels", "slice_kernels", "patch_kernels",
            "step_kernels", "decode_kernels", "ring_merge_kernels"]
+
+def tokens_per_rank(tokens: Any, n: int) -> Any:
+    """Tokens each of ``n`` sequence-parallel ranks holds of a sequence of
+    ``tokens`` (an int or an int array): ``ceil(tokens / n)``, exact ``tokens / n``
+    when ``n`` divides it. A sequence that ``n`` does not divide is padded with
+    at most ``n - 1`` zero tokens to a multiple of ``n`` before it is chunked,
+    because every all-to-all of a Ulysses group (and every K/V block of a ring)
+    needs the same whole number of tokens per rank: yunchang's ``all_to_all_4D``
+    reshapes the shard into ``(world, seq / world, ...)`` with no remainder, and
+    xDiT pads the image sequence to a multiple of its sequence-parallel size
+    (``pad_to_sp_divisible`` in xDiT's Flux transformer wrapper) and cuts the
+    padding off the gathered output. The one home of this rule:
+    :meth:`Kernels.shard_tokens`, :meth:`Kernels.attention_as`, the Ulysses,
+    ring and USP / hybrid builders use it.
+
+    Raises:
+        ValueError: ``n`` < 1 (callers validate degrees first).
+    """
+    if int(n) < 1:
+        raise ValueError(f"n = {n}: at least 1 rank")
+    return -(-tokens // int(n))
+
 
 KINDS = ("gemm", "attention", "elementwise")
 """Kernel kinds (``Kernels.kind`` codes)."""
@@ -196,8 +218,8 @@ class Kernels:
         c = self.cols
         s = c["seq"] == 1
         g, a, e = s & (c["kind"] == 0), s & (c["kind"] == 1), s & (c["kind"] == 2)
-        return self._with(m=np.where(g, -(-c["m"] // n), c["m"]), q=np.where(a, -(-c["q"] // n), c["q"]),
-                          numel=np.where(e, -(-c["numel"] // n), c["numel"]))
+        return self._with(m=np.where(g, tokens_per_rank(c["m"], n), c["m"]), q=np.where(a, tokens_per_rank(c["q"], n), c["q"]),
+                          numel=np.where(e, tokens_per_rank(c["numel"], n), c["numel"]))
 
     def shard_heads(self, n: int) -> "Kernels":
         """Tensor parallelism over ``n`` devices (Megatron): column-parallel GEMMs
@@ -221,8 +243,9 @@ class Kernels:
         c = self.cols
         a = c["kind"] == 1
         lin = (c["kind"] == 0) & (c["op"] == _OP["linear_attn"])  # linear attention (SANA): M tokens, K heads x hd
-        return self._with(q=np.where(a, -(-c["q"] // q_div), c["q"]), kv=np.where(a, -(-c["kv"] // kv_div), c["kv"]),
-                          m=np.where(lin, -(-c["m"] // q_div), c["m"]), k=np.where(lin, -(-c["k"] // heads_div), c["k"]),
+        return self._with(q=np.where(a, tokens_per_rank(c["q"], q_div), c["q"]),
+                          kv=np.where(a, tokens_per_rank(c["kv"], kv_div), c["kv"]),
+                          m=np.where(lin, tokens_per_rank(c["m"], q_div), c["m"]), k=np.where(lin, -(-c["k"] // heads_div), c["k"]),
                           heads=np.where(a, -(-c["heads"] // heads_div), c["heads"]),
                           kv_heads=np.where(a, np.maximum(1, c["kv_heads"] // heads_div), c["kv_heads"]))
 

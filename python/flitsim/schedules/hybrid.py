@@ -29,6 +29,12 @@ so its all-to-alls stay in the fastest domain):
   (multi-head attention) — the pure-Ulysses bytes of degree u on a sequence
   of q / r tokens — and ring ``(r-1)/r x keys x kv_width/u x bytes x batch`` —
   the pure-ring bytes of degree r divided by u.
+- **padding**: a pass of q tokens that n does not divide is padded to
+  ``ceil(q / n)`` tokens per rank (:func:`flitsim.models.kernels.tokens_per_rank`,
+  at most n - 1 zero tokens, as xDiT pads its sequence to a multiple of the
+  sequence-parallel size): the all-to-alls, their reshape copies, the ring's
+  K/V blocks (``ceil(keys / n) x kv_width``), the stage hand-offs and the CFG
+  gathers all carry the padded shard; exact ``q / n`` when n divides q.
 - **pp** (PipeFusion stages): contiguous block ranges; each stage is a
   sequence-parallel group. ``warmup_steps`` full-image steps, then the patch
   pipeline: patch m of step s at stage j waits for patch m at stage j - 1
@@ -55,7 +61,7 @@ from flitsim.errors import config_error
 from flitsim.memory import hybrid_memory
 from flitsim.models import handoff_bytes
 from flitsim.models.config import dtype_bytes
-from flitsim.models.kernels import Kernels, patch_kernels, ring_merge_kernels
+from flitsim.models.kernels import Kernels, patch_kernels, ring_merge_kernels, tokens_per_rank
 from flitsim.schedules._work import block_kind, dit_stage_layers, is_joint, layer_work, spread
 from flitsim.schedules.builder import GraphBuilder, Hardware, check_int, new_builder
 from flitsim.schedules.placement import place
@@ -83,8 +89,9 @@ class _SP:
                  kind: str, ep: Any = None) -> None:
         n = u * r
         kt = k.shard_tokens(n)
-        qkv_elems = int(round(q / n * (aw + kw) * batch))
-        out_elems = int(round(q / n * aw * batch))
+        t = tokens_per_rank(q, n)  # the rank's shard of the pass, padded to a multiple of n (at most n - 1 tokens)
+        qkv_elems = int(round(t * (aw + kw) * batch))
+        out_elems = int(round(t * aw * batch))
         send = Kernels.elementwise("reshape", qkv_elems, b, part="pre_attn") if u > 1 else Kernels.empty()
         recv = Kernels.elementwise("reshape", out_elems, b, part="post_attn") if u > 1 else Kernels.empty()
         self.pre = kt.parts("pre_attn") + send
@@ -115,8 +122,9 @@ class _SP:
                     kb = Kernels.concat([rin if st == 0 else empty, kb, m, rout if st == r - 1 else empty])
                 self.step_k[(d, st)] = kb
         self.post_mlp = self.post + self.mlp
-        self.shard = lambda width: int(round(q / n * width * b * batch))  # noqa: E731
-        self.block_bytes = int(round(keys / r * kw / u * b * batch))
+        self.shard = lambda width: int(round(t * width * b * batch))  # noqa: E731
+        # a ring block: the u shards of ceil(keys / n) tokens an Ulysses all-to-all gathers, kv_width / u each
+        self.block_bytes = int(round(tokens_per_rank(keys, n) * kw * b * batch))
         self.aw, self.kw = aw, kw
 
 
@@ -316,12 +324,12 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
 
     def handoff(j_from: int, j_to: int, ci: int, tail: list[int], nbytes: int, s: int, m: int, phase: str,
                 label: str) -> list[int]:
-        """Rank-to-rank transfers of each rank's token shard (nbytes / n each)."""
+        """Rank-to-rank transfers of each rank's token shard (``nbytes`` each: :func:`hand_bytes`)."""
         src = [int(x) for x in pl.grid[j_from, ci].reshape(-1)]
         dst = [int(x) for x in pl.grid[j_to, ci].reshape(-1)]
         out = []
         for i, (a, d) in enumerate(zip(src, dst)):
-            x = gb.transfer(a, d, int(round(nbytes / n)), stage=j_from, item=m, step=s, phase=phase,
+            x = gb.transfer(a, d, int(nbytes), stage=j_from, item=m, step=s, phase=phase,
                             label=f"{label}.d{i}")
             if tail[i] >= 0:
                 gb.edge(tail[i], x)
@@ -350,23 +358,23 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
                     gb.edge(x, first + i)
             for a, d in skips:
                 if a == blk:
-                    nb = handoff_bytes(mcfg, q_img, batch=B, dtype=dtype)
+                    nb = handoff_bytes(mcfg, tokens_per_rank(q_img, n), batch=B, dtype=dtype)
                     skip_in[d] = handoff(j, stage_of[d], ci, tail, nb, s, m, phase, f"{lab}.skip{a}->{d}")
         if include_embed_head and ("final" in groups[j] or "head" in groups[j]):
             tail = gb.compute_on(ids, ends("post", q_img, tq_m), after=tail, stage=j, item=max(m, 0), step=s,
                                  phase=phase, label=f"{lab}.post")
         return tail
 
-    def gather_cfg(tails: list[list[int]], s: int, m: int, nbytes_total: int, phase: str) -> list[list[int]]:
+    def gather_cfg(tails: list[list[int]], s: int, m: int, nbytes_rank: int, phase: str) -> list[list[int]]:
         """One all_gather per sequence-parallel rank between the CFG branches
-        (nccl-tests size: both branches' predictions of the rank's tokens)."""
+        (nccl-tests size ``nbytes_rank``: both branches' predictions of the rank's tokens)."""
         if c == 1:
             return tails
         j = K - 1
         out = [list(t) for t in tails]
         for i in range(n):
             grp = [int(pl.grid[j, ci].reshape(-1)[i]) for ci in range(c)]
-            g = gb.collective(grp, "all_gather", int(round(nbytes_total / n)), stage=j, item=max(m, 0), step=s,
+            g = gb.collective(grp, "all_gather", nbytes_rank, stage=j, item=max(m, 0), step=s,
                               phase=phase, label=f"s{s}.m{m}.cfg_gather.d{i}")
             for ci in range(c):
                 if tails[ci][i] >= 0:
@@ -375,12 +383,13 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
         return out
 
     def hand_bytes(q_img: int, tq_m: int) -> int:
+        """One rank's hand-off: the hidden states of its (padded) shard of the pass's tokens."""
         if dit:
-            return handoff_bytes(mcfg, q_img, batch=B, text_tokens=tq_m if joint else 0, dtype=dtype)
-        return work.act_bytes
+            return handoff_bytes(mcfg, tokens_per_rank(q_img + (tq_m if joint else 0), n), batch=B, dtype=dtype)
+        return tokens_per_rank(work.tokens, n) * work.hidden * b * work.batch
 
     tails = [[-1] * n for _ in range(c)]  # per branch, the stage-0 inputs of the next pass
-    out_bytes = lambda q_img: work.batch * q_img * pout * b  # noqa: E731  (both branches' predictions)
+    out_bytes = lambda q_img: work.batch * tokens_per_rank(q_img, n) * pout * b  # noqa: E731  (both branches', per rank)
     # ---------------------------------------------------------------- synchronous steps (all of them when K == 1)
     sync_steps = S if K == 1 else W
     ph = "step" if K == 1 else "warmup"

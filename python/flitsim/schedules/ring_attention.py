@@ -8,7 +8,8 @@ sends N - 1 blocks of (p / N) x kv_width x bytes x batch per layer: per step
 ``L x (N-1)/N x p x kv_width x bytes``, = ``2 (N-1)/N p hs L`` bytes for
 multi-head attention (kv_width = 2 hs), the xDiT README's ``2 O(p x hs) L``.
 Projections, norms and the MLP run on the device's p / N tokens before and
-after the ring.
+after the ring. A sequence N does not divide is padded to ceil(p / N) tokens
+per rank (:func:`flitsim.models.kernels.tokens_per_rank`), blocks included.
 
 Around each step's attention call the device merges the block's output into
 its running output (online softmax across blocks: fp32 rescale kernels,
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flitsim.models.kernels import Kernels, ring_merge_kernels
+from flitsim.models.kernels import Kernels, ring_merge_kernels, tokens_per_rank
 from flitsim.memory import parallel_memory
 from flitsim.schedules._work import parallel_setup, require_token_split, step_ends, decode_tail
 from flitsim.schedules.schedule import Schedule
@@ -39,7 +40,7 @@ def _block(att: Kernels, kind: str, N: int, q_block: int, k_block: int) -> Kerne
     if k_block > q_block:
         return None
     c = att.cols
-    q = -(-c["q"] // N)
+    q = tokens_per_rank(c["q"], N)
     diag = k_block == q_block
     return Kernels({**c, "q": q, "kv": q, "ctx": 0 * q, "causal": c["causal"] * int(diag)})
 
@@ -90,7 +91,8 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
         raise config_error("model", work.cfg.name, "a model with softmax attention (ring attention passes K/V blocks around a ring; this one's "
                            "self-attention is linear)")
     require_token_split(work.tokens, N, "tokens of the attention sequence (Ring's blocks)")
-    block_bytes = int(round(work.kv_bytes / N))
+    # one block: the K/V of a rank's (padded) shard of the sequence
+    block_bytes = tokens_per_rank(work.tokens, N) * work.kv_width * work.bytes_per_element * work.batch
     parts = {}
     for k in work.blocks:
         if id(k) not in parts:

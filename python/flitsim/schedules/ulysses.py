@@ -13,7 +13,9 @@ projection and of the attention output before the out projection, and the
 same after receiving (elementwise kernels of one read and one write each).
 A sequence that N does not divide (HunyuanVideo's 118,800 + 256 tokens over 3
 ranks) is padded to ceil(p / N) tokens per rank for the all-to-alls and their
-reshapes: at most N - 1 tokens of padding.
+reshapes: at most N - 1 tokens of padding
+(:func:`flitsim.models.kernels.tokens_per_rank`, the rule every builder that
+shards a sequence over an Ulysses or ring group uses).
 """
 
 from __future__ import annotations
@@ -49,11 +51,10 @@ def build_ulysses(model: Any, workload: Any, *, devices: Any = None, degree: int
     require_token_split(work.tokens, N, "tokens of the attention sequence (Ulysses' all-to-all shards)")
     b, B, p = work.bytes_per_element, work.batch, work.tokens
     aw, kw = work.cfg.attn_width, work.kv_width
-    # Tokens per rank: a sequence the degree does not divide is padded to a multiple of it (each all-to-all
-    # needs an equal whole number of elements per peer, as NCCL's per-rank count does); exact p / N otherwise.
-    p_rank = -(-p // N)
+    from flitsim.models.kernels import Kernels, tokens_per_rank
+
+    p_rank = tokens_per_rank(p, N)  # padded to a multiple of N when N does not divide p; exact p / N otherwise
     shard = lambda width: int(round(p_rank * width * b * B))  # noqa: E731
-    from flitsim.models.kernels import Kernels
 
     qkv_elems, out_elems = int(round(p_rank * (aw + kw) * B)), int(round(p_rank * aw * B))
     send_qkv = Kernels.elementwise("reshape", qkv_elems, b, part="pre_attn")
