@@ -47,7 +47,7 @@ from flitsim.models.entries import _Entry
 from flitsim.models.zoo import as_model
 
 __all__ = ["tokens_per_rank", "Kernels", "KINDS", "PARTS", "OPS", "EW_READS", "HOST_OPS", "COMM_CALLS", "P2P_OPS", "host_counts", "has_p2p", "entry_kernels", "slice_kernels", "patch_kernels",
-           "step_kernels", "decode_kernels", "ring_merge_kernels"]
+           "step_kernels", "decode_kernels", "ring_merge_kernels", "RING_IMPLS", "ring_step_kernels"]
 
 def tokens_per_rank(tokens: Any, n: int) -> Any:
     """Tokens each of ``n`` sequence-parallel ranks holds of a sequence of
@@ -83,7 +83,7 @@ OPS = ("qkv", "attn_out", "mlp_up", "mlp_down", "adaln", "patch_embed", "text_pr
        "router", "expert_up", "expert_down", "skip_linear", "linear_attn", "dwconv", "relu",
        "cast_up", "cast_down", "pow_f32", "mean_f32", "add_eps", "rsqrt_f32", "mul_mixed", "mul_weight",
        "mul_f32", "add_f32", "neg", "stack", "ring_merge", "ring_init", "ring_merge_lse", "ring_merge_last",
-       "vae_conv", "group_norm", "upsample", "pad")
+       "vae_conv", "group_norm", "upsample", "pad", "cp_kv_cat", "cp_lse", "cp_merge", "cp_merge_lse")
 """Kernel names (``Kernels.op`` codes); profiles match on kind and shape, not name."""
 _OP = {n: i for i, n in enumerate(OPS)}
 EW_READS = {"residual_add": 2, "pos_add": 2, "silu_mul": 2}
@@ -111,6 +111,10 @@ HOST_OPS = {
     # empty_like, 4 P2POp, get_default_args().copy() and .update(), flash_attn's 3 maybe_contiguous
     # and its op wrapper, the update_out_and_lse call, 4 req.wait()
     "ring_init": 16, "ring_merge": 16,
+    # one sending step of PyTorch's context-parallel ring (``_templated_ring_attention``): key / value
+    # ``flatten`` (2), the ``permute_tensor`` functional collective's AsyncCollectiveTensor, the next
+    # step's ``_maybe_wait`` and its two slices + two reshapes of the received buffer (5)
+    "cp_kv_cat": 8,
 }
 """Host-side ops that launch no kernel (views, reshapes, chunk, nn.Module calls, P2POp
 objects, work waits), per kernel row of an op, as diffusers (FluxAttnProcessor2_0,
@@ -118,11 +122,12 @@ FluxTransformerBlock, AdaLayerNormZero, FeedForward), yunchang and ring-flash-at
 them eagerly; counted off that source, one count per op for every model (ops not listed: 0).
 Charged ``ExecutionMode.cpu_host_op_s`` each (eager only: compiled code and CUDA graphs run
 none of them)."""
-COMM_CALLS = {"reshape": 1, "ring_init": 1, "ring_merge": 1}
+COMM_CALLS = {"reshape": 1, "ring_init": 1, "ring_merge": 1, "cp_kv_cat": 1}
 """torch.distributed calls that launch communication, per kernel row: one
 ``all_to_all_single`` per Ulysses ``reshape`` row (4 rows and 4 calls per layer: q, k, v,
 out), one ``batch_isend_irecv`` per ring step that passes K / V on (ring-flash-attention
-``RingComm.commit``). Charged ``ExecutionMode.cpu_comm_call_s`` each in every mode but
+``RingComm.commit``), one ``permute_tensor`` (a functional ``all_to_all_single``) per step
+of PyTorch's context-parallel ring that passes them on (``cp_kv_cat``). Charged ``ExecutionMode.cpu_comm_call_s`` each in every mode but
 CUDA graphs."""
 """Full-size tensors an elementwise kernel reads (others read one); each writes one."""
 # tensor-parallel role: 0 replicated, 1 column-parallel (N / tp), 2 row-parallel (K / tp),
@@ -401,6 +406,90 @@ def ring_merge_kernels(att: Kernels, first: bool, last: bool) -> Kernels:
     if last:
         r.ew("cast_down", a, numel, 2, 1)
     return r.build()
+
+
+RING_IMPLS = ("ring_flash_attn", "torch_cp")
+"""Ring attention implementations (``ring_impl`` of the ring and USP builders):
+
+- ``"ring_flash_attn"``: zhuzilin/ring-flash-attention as yunchang vendors it, what xDiT's
+  ``xFuserLongContextAttention`` runs (PixArt, SD3, and every model with PipeFusion or a text
+  the sequence-parallel degree does not divide): ``batch_isend_irecv`` of K and V, the
+  TorchScript-fused merge (:func:`ring_merge_kernels`);
+- ``"torch_cp"``: PyTorch's context-parallel ring (``torch.distributed.tensor.experimental.
+  _attention._templated_ring_attention`` with ``aten._scaled_dot_product_flash_attention``),
+  what xDiT's ``USP()`` (``xfuser/model_executor/layers/usp.py``, added 2024-11-28 with the
+  Flux.1 4 x H100 figures) runs for Flux and HunyuanVideo when PipeFusion is off, the text splits
+  evenly and torch >= 2.5: an eager merge and a ``torch.cat`` of K and V per send
+  (:func:`torch_cp_merge_kernels`)."""
+
+
+def torch_cp_merge_kernels(att: Kernels, first: bool, last: bool) -> Kernels:
+    """The kernels PyTorch's context-parallel ring attention runs around one
+    step's attention call (the ``_templated_ring_attention`` / ``_SDPAMerger``
+    whose signature xDiT's ``ring_attn`` calls: ``(group, op, query, key,
+    value)``, no ``seq_dim``), per (sample, head, query) of the self-attention
+    rows of ``att``; sizes in bf16 elements, fp32 tensors counting twice. Plain
+    eager PyTorch ops (no TorchScript), each one kernel in eager / CUDA graph
+    mode (``UNFUSED`` rows); Inductor traces the functional collectives and
+    fuses the merge under ``compiled`` (``FUSED`` rows, as the fused merge of
+    :func:`ring_merge_kernels`):
+
+    - every step that passes K / V on (not the last): ``torch.cat([key.flatten(),
+      value.flatten()])``, one copy of the block's K and V (reads 1, writes 1),
+      handed to ``ft_c.permute_tensor`` (``cp_kv_cat``: carries the collective call);
+    - every step: ``_SDPAMerger.step`` casts the block output to fp32 (reads 1,
+      writes 2; the LSE is fp32 already: no kernel);
+    - later steps, ``_merge_one``: ``new_lse = lse + log(1 + exp(block_lse - lse))``
+      (5 kernels over the per-row LSE), ``exp(lse - new_lse)`` and
+      ``exp(block_lse - new_lse)`` (4 per-row kernels), then over the output
+      ``exp(..) * out`` (reads 2, writes 2), ``exp(..) * block_out`` (2 / 2) and
+      their sum (4 / 2): 13 kernels, 17 tensor-passes over the output with the
+      cast (3 + 4 + 4 + 6), where the fused merge makes 5;
+    - after the last step: ``out.to(bf16)`` (reads 2, writes 1).
+
+    Not counted: ``key.contiguous()`` / ``value.contiguous()`` once per layer
+    (copies only where the caller's K / V are strided views, e.g. Flux single
+    blocks); the merge's ``unsqueeze`` and no-op ``lse.to(fp32)`` host calls.
+    """
+    c = att.cols
+    sel = (c["kind"] == 1) & (c["op"] == _OP["attention"])
+    numel = int((c["batch"] * c["heads"] * c["q"] * c["head_dim"])[sel].sum())
+    rows_lse = int((c["batch"] * c["heads"] * c["q"])[sel].sum())
+    kv_numel = int((2 * c["batch"] * c["kv_heads"] * c["kv"] * c["head_dim"])[sel].sum())
+    r = _Rows(2)
+    a = PARTS.index("attn")
+    if not last:
+        r.ew("cp_kv_cat", a, kv_numel, 1, 1)
+    if first:
+        r.ew("cast_up", a, numel, 1, 2)
+    else:
+        r.ew("cast_up", a, numel, 1, 2, variant=UNFUSED)
+        for reads in (4, 2, 2, 2, 4, 4, 2, 4, 2):  # sub, exp, +1, log, add; sub, exp; sub, exp (fp32 rows)
+            r.ew("cp_lse", a, rows_lse, reads, 2, variant=UNFUSED)
+        r.ew("mul_f32", a, numel, 2, 2, variant=UNFUSED)
+        r.ew("mul_f32", a, numel, 2, 2, variant=UNFUSED)
+        r.ew("add_f32", a, numel, 4, 2, variant=UNFUSED)
+        r.ew("cp_merge", a, numel, 3, 2, variant=FUSED)
+        r.ew("cp_merge_lse", a, rows_lse, 4, 2, variant=FUSED)
+    if last:
+        r.ew("cast_down", a, numel, 2, 1)
+    return r.build()
+
+
+def ring_step_kernels(att: Kernels, first: bool, last: bool, impl: str = "ring_flash_attn") -> Kernels:
+    """The merge (and send-side) kernels of one ring step for the ring
+    implementation ``impl`` (:data:`RING_IMPLS`).
+
+    Raises:
+        ConfigError: ``impl`` not in :data:`RING_IMPLS`, naming ``ring_impl``.
+    """
+    if impl == "ring_flash_attn":
+        return ring_merge_kernels(att, first, last)
+    if impl == "torch_cp":
+        return torch_cp_merge_kernels(att, first, last)
+    from flitsim.errors import config_error
+
+    raise config_error("ring_impl", impl, f"one of {', '.join(RING_IMPLS)}")
 
 
 def _rmsnorm_eager(r: _Rows, part: int, numel: int, hd: int) -> None:

@@ -61,7 +61,7 @@ from flitsim.errors import config_error
 from flitsim.memory import hybrid_memory
 from flitsim.models import handoff_bytes
 from flitsim.models.config import dtype_bytes
-from flitsim.models.kernels import Kernels, patch_kernels, ring_merge_kernels, tokens_per_rank
+from flitsim.models.kernels import Kernels, patch_kernels, ring_step_kernels, tokens_per_rank
 from flitsim.schedules._work import block_kind, dit_stage_layers, is_joint, layer_work, spread
 from flitsim.schedules.builder import GraphBuilder, Hardware, check_int, new_builder
 from flitsim.schedules.placement import place
@@ -86,7 +86,7 @@ class _SP:
     on a sequence-parallel group of r x u devices, prepared once."""
 
     def __init__(self, k: Kernels, *, u: int, r: int, q: int, keys: int, batch: int, aw: int, kw: int, b: int,
-                 kind: str, ep: Any = None) -> None:
+                 kind: str, ep: Any = None, ring_impl: str = "ring_flash_attn") -> None:
         n = u * r
         kt = k.shard_tokens(n)
         t = tokens_per_rank(q, n)  # the rank's shard of the pass, padded to a multiple of n (at most n - 1 tokens)
@@ -118,7 +118,7 @@ class _SP:
                 kb = empty if kb is None else kb
                 if r > 1:  # the ring's online-softmax merge around the block (as ring_attention)
                     runs = self.blocks[(d, (d - st) % r)] is not None or st == r - 1
-                    m = ring_merge_kernels(self.blocks[(d, d)], st == 0, st == r - 1) if runs else empty
+                    m = ring_step_kernels(self.blocks[(d, d)], st == 0, st == r - 1, ring_impl) if runs else empty
                     kb = Kernels.concat([rin if st == 0 else empty, kb, m, rout if st == r - 1 else empty])
                 self.step_k[(d, st)] = kb
         self.post_mlp = self.post + self.mlp
@@ -205,7 +205,8 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
                  steps: int | None = None, batch: int = 1, gpu: Any = None, efficiency: Any = None,
                  dtype: str = "bf16", include_embed_head: bool = True, fabric_devices: int | None = None,
                  comm_streams: int = 1, execution: Any = None, profile: Any = None, interference: Any = None,
-                 fabric: Any = None, placement: Any = "domain", name: str = "usp") -> Schedule:
+                 fabric: Any = None, placement: Any = "domain", name: str = "usp",
+                 ring_impl: str = "ring_flash_attn") -> Schedule:
     """Lower PipeFusion (``stages``) x USP (``ulysses`` x ``ring``) x CFG
     parallel (``cfg``) for a DiT request, or USP (x ``ep``) for a causal prefill.
 
@@ -220,6 +221,8 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
         placement: ``"domain"`` (default), ``"linear"`` or an explicit grid
             (:func:`flitsim.schedules.placement.place`).
         name: the schedule name recorded (``usp``, ``cfg_parallel``, ``pipefusion``).
+        ring_impl: the ring implementation whose per-step kernels run
+            (:data:`flitsim.models.kernels.RING_IMPLS`; as ``ring_attention``).
         Others as :func:`~flitsim.schedules.pipefusion.build_pipefusion`.
 
     Raises:
@@ -252,6 +255,7 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
         raise config_error("cfg", c, f"an even step batch (got {work.batch})")
     if u > 1 and mcfg.n_heads % u:
         raise config_error("ulysses", u, f"a divisor of the model's n_heads = {mcfg.n_heads}")
+    ring_step_kernels(Kernels.empty(), True, True, ring_impl)  # ConfigError for an unknown ring_impl
     if r > 1 and mcfg.attention_kind != "softmax":
         raise config_error("ring", r, f"1: {mcfg.name} has linear attention (no K/V blocks to pass around a ring)")
     moe = ExpertParallel.make(mcfg, E, u * r, work) if (E > 1 or mcfg.n_experts) else None
@@ -264,7 +268,8 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
     b = work.bytes_per_element
     aw, kvw = mcfg.attn_width, mcfg.kv_width
     opts: dict[str, Any] = {"model": mcfg.name, "stages": K, "ulysses": u, "ring": r, "cfg": c, "ep": E,
-                            "tokens": work.tokens, "batch": work.batch, "placement": pl.to_dict()}
+                            "tokens": work.tokens, "batch": work.batch, "placement": pl.to_dict(),
+                            "ring_impl": ring_impl}
     if dit:
         w = workload
         P, T = w.image_tokens, w.text_tokens_
@@ -304,7 +309,7 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
                 k = work.blocks[block]
             q = q_img + (tq_m if joint else 0)
             cache[key_] = _SP(k, u=u, r=r, q=q, keys=keys, batch=B, aw=aw, kw=kvw, b=b,
-                              kind="dit" if dit else "causal", ep=moe)
+                              kind="dit" if dit else "causal", ep=moe, ring_impl=ring_impl)
         return cache[key_]
 
     ends_cache: dict[tuple[Any, ...], Kernels] = {}

@@ -51,7 +51,7 @@ HYBRID_OPTIONS = ("ulysses", "ring", "cfg", "ep", "placement")
 
 _HYBRID_PARAMS = ("stages", "patches", "warmup_steps", "ulysses", "ring", "cfg", "ep", "steps", "batch", "gpu",
                   "efficiency", "dtype", "include_embed_head", "fabric_devices", "comm_streams", "execution",
-                  "profile", "interference", "fabric", "placement")
+                  "profile", "interference", "fabric", "placement", "ring_impl")
 """Schedule name -> builder ``(model, workload, *, devices=None, **options) -> Schedule``."""
 
 
@@ -104,8 +104,8 @@ def build(name: str, model: Any, workload: Any, *, devices: Any = None, **option
             allowed = sorted(_HYBRID_PARAMS)
             builder = _pipefusion_hybrid
         else:
-            allowed = sorted(set(allowed) | set(HYBRID_OPTIONS))
-            for k in ("ulysses", "ring", "cfg", "ep"):
+            allowed = sorted(set(allowed) | set(HYBRID_OPTIONS) | {"ring_impl"})
+            for k in ("ulysses", "ring", "cfg", "ep", "ring_impl"):  # no ring: ring_impl has nothing to change
                 options.pop(k, None)
     unknown = sorted(set(options) - set(allowed))
     if unknown:

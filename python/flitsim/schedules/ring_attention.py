@@ -12,9 +12,14 @@ after the ring. A sequence N does not divide is padded to ceil(p / N) tokens
 per rank (:func:`flitsim.models.kernels.tokens_per_rank`), blocks included.
 
 Around each step's attention call the device merges the block's output into
-its running output (online softmax across blocks: fp32 rescale kernels,
-:func:`flitsim.models.kernels.ring_merge_kernels`, as xDiT's ring attention
-runs them); the first step casts the output up, the last casts it back.
+its running output (online softmax across blocks: fp32 rescale kernels); the
+first step casts the output up, the last casts it back. ``ring_impl`` says
+whose kernels (:data:`flitsim.models.kernels.RING_IMPLS`):
+ring-flash-attention's TorchScript-fused merge
+(:func:`~flitsim.models.kernels.ring_merge_kernels`, the default) or PyTorch's
+context-parallel ring, an eager merge plus a ``torch.cat`` of K and V per send
+(:func:`~flitsim.models.kernels.torch_cp_merge_kernels`), which xDiT's ``USP()``
+runs for Flux and HunyuanVideo.
 
 Causal LLMs: the diagonal block is causal, blocks after the queries are
 skipped, earlier blocks are full, so the ring is unbalanced across devices, as
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flitsim.models.kernels import Kernels, ring_merge_kernels, tokens_per_rank
+from flitsim.models.kernels import Kernels, ring_step_kernels, tokens_per_rank
 from flitsim.memory import parallel_memory
 from flitsim.schedules._work import parallel_setup, require_token_split, step_ends, decode_tail
 from flitsim.schedules.schedule import Schedule
@@ -73,12 +78,16 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
                          steps: int | None = None, batch: int = 1, gpu: Any = None, efficiency: Any = None,
                          dtype: str = "bf16", include_embed_head: bool = True, fabric_devices: int | None = None,
                          comm_streams: int = 1, execution: Any = None, profile: Any = None,
-                         interference: Any = None, fabric: Any = None) -> Schedule:
+                         interference: Any = None, fabric: Any = None,
+                         ring_impl: str = "ring_flash_attn") -> Schedule:
     """Lower N-way ring attention (arguments as
-    :func:`~flitsim.schedules.tensor_parallel.build_tensor_parallel`).
+    :func:`~flitsim.schedules.tensor_parallel.build_tensor_parallel`;
+    ``ring_impl``: which ring implementation's per-step kernels run,
+    :data:`flitsim.models.kernels.RING_IMPLS`).
 
     Raises:
-        ConfigError: bad degree / devices, mismatched model and workload.
+        ConfigError: bad degree / devices, mismatched model and workload, an
+            unknown ``ring_impl``.
     """
     work, ids, gb, N = parallel_setup(model, workload, devices=devices, degree=degree, steps=steps, batch=batch,
                                       gpu=gpu, efficiency=efficiency, dtype=dtype,
@@ -91,6 +100,7 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
         raise config_error("model", work.cfg.name, "a model with softmax attention (ring attention passes K/V blocks around a ring; this one's "
                            "self-attention is linear)")
     require_token_split(work.tokens, N, "tokens of the attention sequence (Ring's blocks)")
+    ring_step_kernels(Kernels.empty(), True, True, ring_impl)  # ConfigError for an unknown ring_impl
     # one block: the K/V of a rank's (padded) shard of the sequence
     block_bytes = tokens_per_rank(work.tokens, N) * work.kv_width * work.bytes_per_element * work.batch
     parts = {}
@@ -108,7 +118,8 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
                     mk = (id(kb), kk == 0, kk == N - 1)
                     if mk not in merges:
                         runs = kb is not None or kk == N - 1
-                        m = ring_merge_kernels(blocks[(qd, qd)], kk == 0, kk == N - 1) if runs else Kernels.empty()
+                        m = (ring_step_kernels(blocks[(qd, qd)], kk == 0, kk == N - 1, ring_impl) if runs
+                             else Kernels.empty())
                         merges[mk] = m if kb is None else Kernels.concat([kb, m])
                     steps_k[(qd, kk)] = merges[mk]
             parts[id(k)] = (kt.parts("pre_attn"), steps_k, kt.parts("post_attn", "mlp"))
@@ -130,4 +141,4 @@ def build_ring_attention(model: Any, workload: Any, *, devices: Any = None, degr
                           causal=work.kind == "causal")
     return gb.freeze("ring_attention", ids, 1, work.steps,
                      {"model": work.cfg.name, "degree": N, "tokens": work.tokens, "batch": work.batch,
-                      "memory_static": mem})
+                      "ring_impl": ring_impl, "memory_static": mem})
