@@ -146,3 +146,57 @@ CASES += [
     _hv_case("h20", (960, 960), 3), _hv_case("h20", (960, 960), 6),
     _hv_speedup("h100", (720, 1280), 8, HV_MISS), _hv_speedup("h20", (720, 1280), 8),
 ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Flux.1-dev 1024 px, 28 steps, on 4 x H100: xDiT docs/performance/flux.md (added in xDiT 8275240,
+# 2024-11-28, with examples/flux_usp_example.py and xfuser/model_executor/layers/usp.py: the USP() path,
+# whose ring is PyTorch's context-parallel ring, hence ring_impl="torch_cp"). 256 text tokens as the
+# single-GPU calibration rows of the same table (single_gpu.XDIT_TEXT_TOKENS; flux_usp_example.py itself
+# passes no max_sequence_length, i.e. diffusers' 512: docs/compute.md section 12). Nothing fitted on them.
+FLUX_SRC = "xDiT docs/performance/flux.md (Flux.1-dev, 28 steps, 1024 px, 4 x H100, PyTorch and torch.compile)"
+FLUX_MEASURED: dict[str, tuple[dict[str, int], float, float]] = {
+    # name: (degrees, eager s, compiled s)
+    "ulysses2": ({"ulysses": 2}, 4.38, 2.68), "ring2": ({"ring": 2}, 5.31, 2.60),
+    "ulysses2_ring2": ({"ulysses": 2, "ring": 2}, 5.19, 1.80), "ulysses4": ({"ulysses": 4}, 4.24, 1.63),
+    "ring4": ({"ring": 4}, 5.11, 1.98),
+}
+FLUX_MISS = ("eager multi-GPU Flux runs 1.2-2.3x too fast: the measured eager steps take ~150-190 ms whatever the "
+             "degree, a floor the sourced per-op host costs (10 us per launch, 3.3 us per host op) do not produce; "
+             "the eager PyTorch ring merge (ring_impl torch_cp) narrows it, no value is fitted (docs/compute.md "
+             "sections 8, 9, 12)")
+
+
+def _flux_latency(degrees: dict[str, int], execution: str) -> Callable[[Any], float]:
+    def compute(ctx: Any) -> float:
+        import flitsim.schedules as S
+        from flitsim.networks import FabricNetwork
+        from flitsim.workloads import dit_workload
+
+        w = dit_workload("flux.1-dev", 1024, steps=28, text_tokens=256)
+        extra = {"ring_impl": "torch_cp"} if degrees.get("ring", 1) > 1 else {}
+        s = S.build("usp", None, w, gpu="h100", execution=execution, **degrees, **extra)
+        return s.simulate(FabricNetwork("hgx-h100", fidelity="flow")).makespan_ps * 1e-12
+    return compute
+
+
+def _flux_case(name: str, execution: str) -> Case:
+    degrees, eager, compiled = FLUX_MEASURED[name]
+    n = 1
+    for v in degrees.values():
+        n *= v
+    args = ", ".join(f"{k}={v}" for k, v in degrees.items())
+    ring = ', ring_impl="torch_cp"' if degrees.get("ring", 1) > 1 else ""
+    measured = eager if execution == "eager" else compiled
+    miss = FLUX_MISS if execution == "eager" and name != "ulysses2" else ""
+    return Case(id=f"xdit.flux_{name}_1024_h100_{execution}", area="xdit",
+                quantity=f"Flux.1-dev 1024 px, 28 steps, {args}, {n} x H100, {execution}, end to end",
+                unit="s", source=FLUX_SRC, measured=measured, tolerance=HV_TOL, tolerance_why=HV_WHY,
+                call=(f'S.build("usp", None, dit_workload("flux.1-dev", 1024, steps=28, text_tokens=256), '
+                      f'gpu="h100", execution="{execution}", {args}{ring})'
+                      '.simulate(FabricNetwork("hgx-h100", fidelity="flow")).makespan_ps * 1e-12'),
+                compute=_flux_latency(degrees, execution), tag="transfer", system="HGX H100", size_band="1024 px",
+                fabric="hgx-h100", min_gpus=n, fast=True, known_miss=miss)
+
+
+CASES += [_flux_case(name, ex) for name in FLUX_MEASURED for ex in ("eager", "compiled")]
