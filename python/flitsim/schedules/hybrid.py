@@ -206,7 +206,7 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
                  dtype: str = "bf16", include_embed_head: bool = True, fabric_devices: int | None = None,
                  comm_streams: int = 1, execution: Any = None, profile: Any = None, interference: Any = None,
                  fabric: Any = None, placement: Any = "domain", name: str = "usp",
-                 ring_impl: str = "ring_flash_attn") -> Schedule:
+                 ring_impl: str = "ring_flash_attn", handoff_sync: bool = True) -> Schedule:
     """Lower PipeFusion (``stages``) x USP (``ulysses`` x ``ring``) x CFG
     parallel (``cfg``) for a DiT request, or USP (x ``ep``) for a causal prefill.
 
@@ -223,6 +223,11 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
         name: the schedule name recorded (``usp``, ``cfg_parallel``, ``pipefusion``).
         ring_impl: the ring implementation whose per-step kernels run
             (:data:`flitsim.models.kernels.RING_IMPLS`; as ``ring_attention``).
+        handoff_sync: stage hand-offs as xDiT's ``PipelineGroupCoordinator``
+            runs them (as :func:`~flitsim.schedules.pipefusion.build_pipefusion`):
+            each rank's next pass on a stage waits for its previous send, and a
+            send for the receiving rank's previous send. Long-skip sends are not
+            synchronised.
         Others as :func:`~flitsim.schedules.pipefusion.build_pipefusion`.
 
     Raises:
@@ -327,18 +332,27 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
             ends_cache[key_] = k.shard_tokens(n) if k is not None else Kernels.empty()
         return ends_cache[key_]
 
+    sync = bool(handoff_sync) and K > 1
+    sent: dict[tuple[int, int], list[int]] = {}  # (stage, branch): its last pipeline send, per rank
+
     def handoff(j_from: int, j_to: int, ci: int, tail: list[int], nbytes: int, s: int, m: int, phase: str,
-                label: str) -> list[int]:
-        """Rank-to-rank transfers of each rank's token shard (``nbytes`` each: :func:`hand_bytes`)."""
+                label: str, pipeline: bool = True) -> list[int]:
+        """Rank-to-rank transfers of each rank's token shard (``nbytes`` each: :func:`hand_bytes`);
+        ``pipeline``: a PipeFusion hand-off (synchronised under ``handoff_sync``), not a long skip."""
         src = [int(x) for x in pl.grid[j_from, ci].reshape(-1)]
         dst = [int(x) for x in pl.grid[j_to, ci].reshape(-1)]
+        recv_prev = sent.get((j_to, ci)) if sync and pipeline else None
         out = []
         for i, (a, d) in enumerate(zip(src, dst)):
             x = gb.transfer(a, d, int(nbytes), stage=j_from, item=m, step=s, phase=phase,
                             label=f"{label}.d{i}")
             if tail[i] >= 0:
                 gb.edge(tail[i], x)
+            if recv_prev is not None:
+                gb.edge(recv_prev[i], x)  # the receiver posts this receive after its own previous send completed
             out.append(x)
+        if sync and pipeline:
+            sent[(j_from, ci)] = out
         return out
 
     def stage_pass(j: int, ci: int, s: int, m: int, q_img: int, tq_m: int, after: list[int], phase: str,
@@ -350,6 +364,7 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
         ids = [int(x) for x in grid.reshape(-1)]
         lab = f"s{s}.m{m}.st{j}.c{ci}"
         tail = after
+        first_task, prev_sent = len(gb.phase), sent.get((j, ci))  # the pass's first n tasks: one per rank
         if include_embed_head and ("patch_embed" in groups[j] or "embed" in groups[j]):
             tail = gb.compute_on(ids, ends("pre", q_img, tq_m), after=tail, stage=j, item=max(m, 0), step=s,
                                  phase=phase, label=f"{lab}.pre")
@@ -364,10 +379,14 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
             for a, d in skips:
                 if a == blk:
                     nb = handoff_bytes(mcfg, tokens_per_rank(q_img, n), batch=B, dtype=dtype)
-                    skip_in[d] = handoff(j, stage_of[d], ci, tail, nb, s, m, phase, f"{lab}.skip{a}->{d}")
+                    skip_in[d] = handoff(j, stage_of[d], ci, tail, nb, s, m, phase, f"{lab}.skip{a}->{d}",
+                                         pipeline=False)
         if include_embed_head and ("final" in groups[j] or "head" in groups[j]):
             tail = gb.compute_on(ids, ends("post", q_img, tq_m), after=tail, stage=j, item=max(m, 0), step=s,
                                  phase=phase, label=f"{lab}.post")
+        if prev_sent is not None:  # torch.cuda.synchronize() before the next receive: the previous send is done
+            for i, x in enumerate(prev_sent):
+                gb.edge(x, first_task + i)
         return tail
 
     def gather_cfg(tails: list[list[int]], s: int, m: int, nbytes_rank: int, phase: str) -> list[list[int]]:

@@ -25,6 +25,18 @@ M < N the return hop makes stage 0 wait each step (allowed, not recommended).
 Text tokens of joint models (SD3, Flux) are spread evenly over the patches:
 their text-stream work and hidden states go with the patches.
 
+Hand-offs as xDiT runs them (``handoff_sync``, default on): xDiT's
+``PipelineGroupCoordinator`` (``xfuser/core/distributed/group_coordinator.py``,
+from 2024-08 on) checks shapes before every ``pipeline_isend`` / ``recv_next``
+in ``_communicate_shapes``, which calls ``torch.cuda.synchronize()`` twice
+even when no shape is exchanged; a device-wide synchronize waits for the NCCL
+streams too. So after patch m a stage issues its send, then blocks in
+``recv_next`` until that send has completed, and only then posts the receive
+of patch m + 1 (xDiT ``pipeline_pixart_alpha.py`` ``_async_pipeline``): a
+stage's next patch waits for its previous send, and a send completes only
+once the receiver, done with its own previous send, has posted the receive.
+Communication no longer hides behind compute at each hop.
+
 Communication per diffusion step (xDiT README: PipeFusion ``2 O(p x hs)``):
 each device sends its stage's output for all M patches (p x hs x bytes per
 image token, over the P (+ text) tokens) once and receives the same amount,
@@ -50,7 +62,8 @@ __all__ = ["build_pipefusion"]
 def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: int = 4, patches: int | None = None,
                      warmup_steps: int = 1, steps: int | None = None, gpu: Any = None, efficiency: Any = None,
                      dtype: str = "bf16", inflight_patches: int | None = None, fabric_devices: int | None = None,
-                     comm_streams: int = 1, execution: Any = None, profile: Any = None, interference: Any = None, fabric: Any = None) -> Schedule:
+                     comm_streams: int = 1, execution: Any = None, profile: Any = None, interference: Any = None, fabric: Any = None,
+                     handoff_sync: bool = True) -> Schedule:
     """Lower PipeFusion for one image request to a task graph.
 
     Args:
@@ -62,6 +75,11 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
         warmup_steps: synchronous full-image steps first (default 1, as xDiT).
         steps: denoising steps (default ``workload.steps``), >= warmup_steps.
         inflight_patches: credit bound per stage hand-off (None = unbounded).
+        handoff_sync: hand-offs as xDiT's ``PipelineGroupCoordinator`` runs
+            them (default True; see the module docstring): a stage's next
+            patch waits for its previous send to complete, and a send waits
+            for the receiver to have completed its own previous send (it posts
+            the matching receive only then). False: sends overlap compute freely.
         gpu, efficiency, dtype, execution, profile, interference, fabric: the
             compute model (:class:`~flitsim.schedules.builder.Hardware`; the GPU
             defaults to the fabric's, else H100, and ``options["gpu_source"]`` says which).
@@ -97,18 +115,33 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
            for g in groups] for m in range(M)]
     pbytes = [handoff_bytes(cfg, p, batch=B, text_tokens=tq[m] if joint else 0, dtype=dtype) for m in range(M)]
 
+    sync = bool(handoff_sync)
+    sent = [-1] * N  # per stage: its last send (handoff_sync: what its next compute and the sender into it wait for)
+
+    def send(j: int, c: int, nbytes: int, **kw: Any) -> int:
+        nxt = (j + 1) % N
+        x = gb.transfer(ids[j], ids[nxt], nbytes, stage=j, **kw)
+        gb.edge(c, x)
+        if sync and sent[nxt] >= 0:
+            gb.edge(sent[nxt], x)  # the receiver posts this receive after its own previous send completed
+        sent[j] = x
+        return x
+
+    def stage_task(j: int, c: int) -> None:
+        if sync and sent[j] >= 0:
+            gb.edge(sent[j], c)  # torch.cuda.synchronize() before the next receive: the previous send is done
+
     ret_prev: list[int] = []  # per patch (or one, after a warmup step): the return hop into stage 0
     for s in range(W):
         prev = ret_prev[0] if ret_prev else -1
         for j in range(N):
             c = gb.compute(ids[j], full[j], stage=j, item=-1, step=s, phase="warmup", label=f"warmup{s}.stage{j}")
+            stage_task(j, c)
             if prev >= 0:
                 gb.edge(prev, c)
             nxt = (j + 1) % N
             if j + 1 < N or s + 1 < S:
-                prev = gb.transfer(ids[j], ids[nxt], full_bytes, stage=j, step=s, phase="warmup",
-                                   label=f"warmup{s}.{j}->{nxt}")
-                gb.edge(c, prev)
+                prev = send(j, c, full_bytes, step=s, phase="warmup", label=f"warmup{s}.{j}->{nxt}")
         ret_prev = [prev]
     credit = None if inflight_patches is None else check_int("inflight_patches", inflight_patches)
     C: list[list[int]] = []
@@ -120,6 +153,7 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
             prev = ret_prev[m] if len(ret_prev) == M else (ret_prev[0] if ret_prev else -1)
             for j in range(N):
                 c = gb.compute(ids[j], pc[m][j], stage=j, item=m, step=s, label=f"step{s}.patch{m}.stage{j}")
+                stage_task(j, c)
                 row.append(c)
                 if prev >= 0:
                     gb.edge(prev, c)
@@ -127,9 +161,7 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
                     gb.edge(C[k - credit][j + 1], c, "credit")
                 nxt = (j + 1) % N
                 if j + 1 < N or s + 1 < S:
-                    prev = gb.transfer(ids[j], ids[nxt], pbytes[m], stage=j, item=m, step=s,
-                                       label=f"step{s}.patch{m}.{j}->{nxt}")
-                    gb.edge(c, prev)
+                    prev = send(j, c, pbytes[m], item=m, step=s, label=f"step{s}.patch{m}.{j}->{nxt}")
             C.append(row)
             rets.append(prev)
         ret_prev = rets
@@ -138,7 +170,7 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
         last = [t for t in (C[-1] if C else ret_prev) if t >= 0]
         gb.compute_on(ids, dec, after=[last] if last else None, label="vae_decode")
     opts = {"model": cfg.name, "image_tokens": P, "patches": M, "patch_tokens": p, "text_tokens": T,
-            "step_batch": B, "warmup_steps": W, "stage_layers": groups,
+            "step_batch": B, "warmup_steps": W, "stage_layers": groups, "handoff_sync": sync,
             "memory_static": pipefusion_memory(cfg, groups, dtype=dtype, seq_tokens=P + (T if joint else 0),
                                                patch_tokens=p + (max(tq) if joint else 0), batch=B, warmup_steps=W,
                                                patches=M)}

@@ -51,7 +51,7 @@ HYBRID_OPTIONS = ("ulysses", "ring", "cfg", "ep", "placement")
 
 _HYBRID_PARAMS = ("stages", "patches", "warmup_steps", "ulysses", "ring", "cfg", "ep", "steps", "batch", "gpu",
                   "efficiency", "dtype", "include_embed_head", "fabric_devices", "comm_streams", "execution",
-                  "profile", "interference", "fabric", "placement", "ring_impl")
+                  "profile", "interference", "fabric", "placement", "ring_impl", "handoff_sync")
 """Schedule name -> builder ``(model, workload, *, devices=None, **options) -> Schedule``."""
 
 
@@ -84,7 +84,7 @@ def build(name: str, model: Any, workload: Any, *, devices: Any = None, **option
 
     builder = SCHEDULES[name]
     if name in ("usp", "cfg_parallel"):
-        allowed = sorted(set(_HYBRID_PARAMS) - {"stages", "patches", "warmup_steps"})
+        allowed = sorted(set(_HYBRID_PARAMS) - {"stages", "patches", "warmup_steps", "handoff_sync"})
     else:
         params = inspect.signature(builder).parameters
         allowed = sorted(k for k, p in params.items() if p.kind is p.KEYWORD_ONLY and k != "devices")
