@@ -237,6 +237,10 @@ def test_bad_profile_files_and_efficiencies_are_config_errors(tmp_path):
     dup = pd.DataFrame([_profile_row(), _profile_row()])
     with pytest.raises(ConfigError, match="profile row 1: shape"):
         Profile.from_frame(dup)
+    header_only = tmp_path / "empty.csv"
+    header_only.write_text("kernel,gpu,dtype,m,n,k,time_us\n")
+    with pytest.raises(ConfigError, match="at least one measured row"):
+        read_profile(header_only)
     w = dit_workload("dit-xl/2", 256, steps=1, cfg=False)
     for eff in ({"attention": 0.0}, {"matmul": 1.5}):
         with pytest.raises(ConfigError, match="efficiency"):

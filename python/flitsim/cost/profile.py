@@ -88,7 +88,7 @@ class Profile:
         """Validate a DataFrame of profile rows.
 
         Raises:
-            ConfigError: a missing column; per row (numbered from 0): an unknown
+            ConfigError: a missing column, no rows; per row (numbered from 0): an unknown
                 kernel kind, GPU, dtype or elementwise op, a missing or
                 non-positive shape, a time that is not > 0, a duplicate shape.
         """
@@ -96,6 +96,9 @@ class Profile:
         for col in ("kernel", "gpu", "dtype", "time_us"):
             if col not in df.columns:
                 raise config_error("profile column", col, f"present (required: kernel, gpu, dtype, time_us; {source})")
+        if len(df) == 0:
+            # a profile with a header and no rows replaces nothing: almost surely a failed recording
+            raise config_error("profile", source, "at least one measured row (the file has a header only)")
         df = df.reset_index(drop=True)
         table: dict[tuple[Any, ...], float] = {}
         names: dict[str, str] = {}
