@@ -75,6 +75,9 @@ pub struct FlowFabric {
     elig_at: Vec<u32>,
     elig_len: Vec<u8>,
     elig_buf: Vec<u32>,
+    /// The smallest `up_port` over each entry's eligible ports (`elig_min[i]`
+    /// for `elig_at[i]`): the port cap of a transfer that uses them all.
+    elig_min: Vec<f64>,
     /// Collapsed fabric: the switch ports that feed each GPU, ascending
     /// (`down_buf[down_at[g]..down_at[g + 1]]`, what [`FlowFabric::ports_of`]
     /// returns for `DownGpu(g)`); empty otherwise.
@@ -278,6 +281,7 @@ impl FlowFabric {
             elig_at: Vec::new(),
             elig_len: Vec::new(),
             elig_buf: Vec::new(),
+            elig_min: Vec::new(),
             down_at,
             down_buf,
             graph: None,
@@ -323,6 +327,7 @@ impl FlowFabric {
             elig_at: Vec::new(),
             elig_len: Vec::new(),
             elig_buf: Vec::new(),
+            elig_min: Vec::new(),
             down_at: Vec::new(),
             down_buf: Vec::new(),
             graph: Some(Box::new(g)),
@@ -355,7 +360,7 @@ impl FlowFabric {
         }
         // The eligible ports, rotated left by the spray offset: port j of the
         // rotation is elig[(rot + j) % e] (read in place, no copy).
-        let (in_scratch, at, e) = self.eligible(src, dst);
+        let (in_scratch, at, e, all_min) = self.eligible(src, dst);
         if e == 0 {
             return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), "a destination reachable through a switch from the source"));
         }
@@ -407,7 +412,8 @@ impl FlowFabric {
                 }
             }
         }
-        let port_cap = (0..used).map(|j| self.up_port[port(j) as usize]).fold(f64::INFINITY, f64::min);
+        // (min is exact in any order: all ports used = the entry's minimum)
+        let port_cap = if used == e { all_min } else { (0..used).map(|j| self.up_port[port(j) as usize]).fold(f64::INFINITY, f64::min) };
         // Effective lanes: bytes / busiest lane's bytes (<= k), so an idle path
         // takes exactly the busiest lane's time, while under sharing the flow
         // asks only for its true bytes (the ports its short lanes leave idle
@@ -419,17 +425,20 @@ impl FlowFabric {
 
     /// `Topology::eligible_ports(src, dst)`, computed once per pair (once per
     /// source on a collapsed fabric): (in `scratch`?, start in `elig_buf`,
-    /// count); the ports are `scratch[..count]` or `elig_buf[start..start + count]`.
-    fn eligible(&mut self, src: u32, dst: u32) -> (bool, usize, usize) {
+    /// count, smallest `up_port` over them); the ports are `scratch[..count]`
+    /// or `elig_buf[start..start + count]`.
+    fn eligible(&mut self, src: u32, dst: u32) -> (bool, usize, usize, f64) {
         let n = self.topo.endpoints as usize;
+        let min_of = |up: &[f64], ports: &[u32]| ports.iter().map(|&p| up[p as usize]).fold(f64::INFINITY, f64::min);
         if n > 1024 || self.topo.gpu_ports > u8::MAX as u32 {
             // (the table would pass 5 MB; compute per call)
             self.topo.eligible_ports(src, dst, &mut self.scratch);
-            return (true, 0, self.scratch.len());
+            return (true, 0, self.scratch.len(), min_of(&self.up_port, &self.scratch));
         }
         if self.elig_at.len() != n * n {
             self.elig_at = vec![u32::MAX; n * n];
             self.elig_len = vec![0; n * n];
+            self.elig_min = vec![f64::INFINITY; n * n];
         }
         // Collapsed (every switch reaches every GPU through the same number of
         // ports): a port is eligible iff its switch reaches any GPU, so the
@@ -440,9 +449,10 @@ impl FlowFabric {
             self.topo.eligible_ports(src, dst, &mut self.scratch);
             self.elig_at[i] = self.elig_buf.len() as u32;
             self.elig_len[i] = self.scratch.len() as u8;
+            self.elig_min[i] = min_of(&self.up_port, &self.scratch);
             self.elig_buf.extend_from_slice(&self.scratch);
         }
-        (false, self.elig_at[i] as usize, self.elig_len[i] as usize)
+        (false, self.elig_at[i] as usize, self.elig_len[i] as usize, self.elig_min[i])
     }
 
     /// Ports a resource stands for: (kind, ports) with kind 0 = GPU ports, 1 = switch ports.
