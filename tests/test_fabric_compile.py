@@ -94,3 +94,30 @@ def test_the_compiled_copy_goes_with_its_spec() -> None:
     del f
     gc.collect()
     assert key not in fabric_mod._COMPILED
+
+
+@pytest.mark.parametrize("fidelity", ["packet", "flow"])
+def test_task_graph_on_the_compiled_fabric_gives_the_dicts_answer(fidelity: str) -> None:
+    from flitsim.networks import FabricNetwork
+    from flitsim.taskgraph import TaskGraphBuilder
+
+    b = TaskGraphBuilder(devices=8)
+    c = b.add_compute(0, 1_000_000)
+    t = b.add_transfer(0, 1, 1 << 20)
+    a = b.add_collective(list(range(8)), "all_reduce", 8 << 20)
+    b.add_edge(c, t)
+    b.add_edge(t, a)
+    g = b.build()
+    net = FabricNetwork(fabric_preset("hgx-b200"), fidelity=fidelity)
+    core = net.to_core(8)
+    assert isinstance(core["fabric"], _core.CompiledFabric)
+    cols = {"devices": g.devices, "compute_streams": g.compute_streams, "comm_streams": g.comm_streams, **g.columns}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r1 = _core.execute_taskgraph(cols, core)
+        r2 = _core.execute_taskgraph(cols, {**core, "fabric": net.fabric.replace(fidelity=fidelity).core_dict()})
+    assert r1["network"]["fidelity"] == fidelity
+    assert r1["makespan_ps"] == r2["makespan_ps"] > 1_000_000
+    assert (r1["end_ps"] == r2["end_ps"]).all()
+    with pytest.raises(ConfigError, match="network.fabric"):
+        _core.execute_taskgraph(cols, {k: v for k, v in core.items() if k != "fabric"})
