@@ -86,6 +86,11 @@ pub struct FlowFabric {
     /// The multi-hop model of a graph fabric (trunks, hosts, element kinds);
     /// None for a one-layer fabric.
     pub graph: Option<Box<GraphModel>>,
+    /// Rank fold (`collective::flow_run`, collapsed fabrics only): a
+    /// transfer loads its source's downlink resource in place of its
+    /// destination's: one rank of a rotation-symmetric pattern simulated
+    /// alone, its incoming traffic being the rotation of its outgoing.
+    pub(crate) fold_down: bool,
 }
 
 fn ser_ps(bits: f64, rate_bps: u64) -> f64 {
@@ -285,6 +290,7 @@ impl FlowFabric {
             down_at,
             down_buf,
             graph: None,
+            fold_down: false,
         })
     }
 
@@ -331,6 +337,7 @@ impl FlowFabric {
             down_at: Vec::new(),
             down_buf: Vec::new(),
             graph: Some(Box::new(g)),
+            fold_down: false,
         })
     }
 
@@ -398,7 +405,7 @@ impl FlowFabric {
         let k = used as f64;
         if self.collapsed {
             out.push((src, 1.0));
-            out.push((self.topo.gpus + dst, 1.0));
+            out.push((self.topo.gpus + if self.fold_down { src } else { dst }, 1.0));
         } else {
             let np = self.up_port.len() as u32;
             let sp = self.topo.switch_ports;
@@ -453,6 +460,28 @@ impl FlowFabric {
             self.elig_buf.extend_from_slice(&self.scratch);
         }
         (false, self.elig_at[i] as usize, self.elig_len[i] as usize, self.elig_min[i])
+    }
+
+    /// Does the flow model treat every GPU alike (so a pattern invariant
+    /// under g -> g + 1 has rates and statistics invariant too)? A collapsed
+    /// fabric (every transfer loads exactly its source's uplink and its
+    /// destination's downlink resource, coefficient 1) of GPUs only whose
+    /// uplink resources have one capacity, downlink resources one capacity,
+    /// every port one rate, every GPU the same number of eligible ports and of
+    /// switch ports feeding it. (Latency and lane cap are one value per fabric.)
+    pub(crate) fn gpus_alike(&mut self) -> bool {
+        let g = self.topo.gpus;
+        if !self.collapsed || self.graph.is_some() || self.topo.endpoints != g || g == 0 {
+            return false;
+        }
+        let same = |v: &[f64]| v.iter().all(|x| x.to_bits() == v[0].to_bits());
+        let (up, down) = self.capacity.split_at(g as usize);
+        if !same(up) || !same(down) || !same(&self.up_port) {
+            return false;
+        }
+        let e0 = self.eligible(0, 1 % g).2;
+        let d0 = self.down_at.get(1).copied().unwrap_or(0);
+        (1..g).all(|s| self.eligible(s, (s + 1) % g).2 == e0 && self.down_at[s as usize + 1] - self.down_at[s as usize] == d0)
     }
 
     /// Ports a resource stands for: (kind, ports) with kind 0 = GPU ports, 1 = switch ports.
