@@ -189,15 +189,25 @@ fn rank_zero_dag(dag: &Dag, n: u32) -> Option<Dag> {
     if count.iter().any(|&c| c != count[0]) || count[0] == 0 {
         return None;
     }
-    // predecessors per node, in edge order
-    let mut preds: Vec<Vec<(u32, u64)>> = vec![Vec::new(); nn];
-    for &(a, b, d) in &dag.edges {
+    // predecessors per node, in edge order: pred[at[b]..at[b + 1]] (one allocation, not one per node)
+    let mut at = vec![0u32; nn + 1];
+    for &(a, b, _) in &dag.edges {
         let (oa, ob) = (owner[a as usize], owner[b as usize]);
         if ob == SHARED && oa != SHARED || oa != SHARED && oa != ob {
             return None;
         }
-        preds[b as usize].push((a, d));
+        at[b as usize + 1] += 1;
     }
+    for i in 0..nn {
+        at[i + 1] += at[i];
+    }
+    let mut fill = at.clone();
+    let mut pred = vec![(0u32, 0u64); dag.edges.len()];
+    for &(a, b, d) in &dag.edges {
+        pred[fill[b as usize] as usize] = (a, d);
+        fill[b as usize] += 1;
+    }
+    let preds = |i: usize| &pred[at[i] as usize..at[i + 1] as usize];
     // rank 0's signature by place, then every rank against it
     let sig = |i: usize| -> (u32, u64, u64) {
         let NodeKind::Transfer { src, dst, bytes, min_ps, .. } = dag.nodes[i] else { unreachable!() };
@@ -216,13 +226,15 @@ fn rank_zero_dag(dag: &Dag, n: u32) -> Option<Dag> {
             continue;
         }
         let z = zero[place[i] as usize];
-        if sig(i) != sig(z) || preds[i].len() != preds[z].len() || preds[i].iter().zip(&preds[z]).any(|(&(a, d), &(b, e))| d != e || key(a) != key(b)) {
+        let (pi, pz) = (preds(i), preds(z));
+        if sig(i) != sig(z) || pi.len() != pz.len() || pi.iter().zip(pz).any(|(&(a, d), &(b, e))| d != e || key(a) != key(b)) {
             return None;
         }
     }
     // the part: shared nodes and rank 0's, renumbered in order
     let mut id = vec![u32::MAX; nn];
     let mut out = Dag::default();
+    out.nodes.reserve(nn / n as usize + 1);
     for i in 0..nn {
         if owner[i] == SHARED || owner[i] == 0 {
             id[i] = out.push(dag.nodes[i]);
