@@ -74,3 +74,20 @@ def test_auto_fidelity_folds_too(monkeypatch: pytest.MonkeyPatch) -> None:
     assert a.stats["fidelity"] == b.stats["fidelity"] == "flow"
     assert "ranks folded" in a.stats["fold_reason"]
     assert a.time_us == b.time_us and a.stats["fidelity_reason"] == b.stats["fidelity_reason"]
+
+
+@pytest.mark.parametrize("nbytes", [1 << 20, 64 << 20])
+def test_fold_makes_the_protocol_choice_the_whole_fabric_makes(nbytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # protocol auto: several candidates (Simple, LL / LL128) simulated, the fastest kept
+    f = fabric_preset("gb200-nvl72", fidelity="flow")
+    nbytes = nbytes // (72 * 72 * 4) * (72 * 72 * 4)
+    res = []
+    for fold in ("1", "0"):
+        monkeypatch.setenv("FLITSIM_FLOW_FOLD", fold)
+        res.append(flitsim.collective(f, "all_to_all", nbytes))
+    a, b = res
+    assert "ranks folded" in a.stats["fold_reason"] and "ranks folded" not in b.stats["fold_reason"]
+    assert len(a.stats["auto_candidates"]) >= 2
+    assert a.stats["auto_candidates"] == b.stats["auto_candidates"]
+    assert (a.protocol, a.time_us, a.busbw_GBps) == (b.protocol, b.time_us, b.busbw_GBps)
+    assert np.array_equal(a.link_bytes_received, b.link_bytes_received)

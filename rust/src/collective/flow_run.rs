@@ -4,10 +4,11 @@
 //! says which ran and why. And the flow level's rank fold ([`run_flow_folded`]).
 
 use super::dag::{Backend, CEv, DagExec};
-use super::lower::{Dag, NodeKind};
+use super::lower::{algo_name, Dag, Lowered, NodeKind};
 use super::params::{CollectiveRequest, Op};
-use super::run::{calibrated_spec, choose_sim_packets, fabric_info, reach_of, run_collective, transported, CollectiveResult};
-use super::tiers::{lower_best, plan};
+use super::run::{calibrated_spec, choose_sim_packets, fabric_info, reach_of, run_collective, transported, CollectiveResult, AUTO_PRUNE_FACTOR};
+use super::tiers::{lower_best, lower_in, plan};
+use super::transport::Reach;
 use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
 use crate::error::{FlitsimError, Result};
 use crate::fabric::{FabricSpec, Fidelity};
@@ -90,10 +91,35 @@ pub fn run_flow_folded(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &m
     let info = fabric_info(spec)?;
     let reach = reach_of(spec)?;
     let first = lower_best(req.op, &req.members, req.bytes, &req.params, &info, &reach)?;
-    if plan(req.op, &req.members, req.bytes, &req.params, &info, &reach)?.len() > 1 {
-        return Ok(None); // several candidates: the caller's choice among them
+    let cands = plan(req.op, &req.members, req.bytes, &req.params, &info, &reach)?;
+    if cands.len() <= 1 {
+        return fold_one(spec, req, first, &reach, interrupt);
     }
-    let low = transported(first, &reach, &req.params)?;
+    // Several candidates (protocol auto): the choice `run_collective` makes at
+    // flow level (every candidate within AUTO_PRUNE_FACTOR of the best
+    // estimate, in plan order; the fastest, ties to the earlier), each folded.
+    let best_est = cands.iter().map(|c| c.2).fold(f64::INFINITY, f64::min);
+    let mut best: Option<(CollectiveResult, usize)> = None;
+    let mut tried = Vec::new();
+    for i in (0..cands.len()).filter(|&i| cands[i].2 <= best_est * AUTO_PRUNE_FACTOR) {
+        let (a, p, _) = cands[i];
+        let low = lower_in(req.op, &req.members, req.bytes, a, p, &req.params, &info, &reach)?;
+        let Some(r) = fold_one(spec, req, low, &reach, interrupt)? else { return Ok(None) };
+        tried.push((i, (algo_name(a).to_string(), format!("{p:?}").to_lowercase(), r.time_ps)));
+        if best.as_ref().is_none_or(|(b, bi)| r.time_ps < b.time_ps || (r.time_ps == b.time_ps && i < *bi)) {
+            best = Some((r, i));
+        }
+    }
+    let Some((mut r, _)) = best else { return Ok(None) };
+    tried.sort_by_key(|t| t.0);
+    r.auto_candidates = tried.into_iter().map(|t| t.1).collect();
+    Ok(Some(r))
+}
+
+/// One lowered candidate through the rank fold (None: its DAG or the fabric is not rank-symmetric).
+fn fold_one(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, reach: &Reach, interrupt: &mut dyn Interrupt) -> Result<Option<CollectiveResult>> {
+    let n = spec.gpus;
+    let low = transported(low, reach, &req.params)?;
     let Some(dag0) = rank_zero_dag(&low.dag, n) else { return Ok(None) };
     let fspec = calibrated_spec(spec, req.params.link_efficiency)?;
     let list: Vec<(u32, u32, u64)> = low.dag.nodes.iter().filter_map(|n| if let NodeKind::Transfer { src, dst, bytes, loopback, .. } = *n { Some((src, if loopback { u32::MAX } else { dst }, bytes)) } else { None }).collect();
