@@ -273,3 +273,63 @@ fn rank_zero_dag(dag: &Dag, n: u32) -> Option<Dag> {
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A staggered all-to-all over `n` ranks: a shared start, then per
+    /// (offset k, rank r) a chain of `chunks` transfers, 2 in flight.
+    fn a2a(n: u32, chunks: u32, bytes: impl Fn(u32, u32) -> u64) -> Dag {
+        let mut d = Dag::default();
+        let start = d.push(NodeKind::Delay { ps: 5 });
+        for k in 1..n {
+            for r in 0..n {
+                let mut ids = Vec::new();
+                for j in 0..chunks {
+                    let me = d.push(NodeKind::Transfer { src: r, dst: (r + k) % n, bytes: bytes(r, j), loopback: false, min_ps: 0 });
+                    d.edge(if j < 2 { start } else { ids[j as usize - 2] }, me, 0);
+                    ids.push(me);
+                }
+            }
+        }
+        d
+    }
+
+    #[test]
+    fn rank_zero_part_of_a_symmetric_dag() {
+        let d = a2a(4, 3, |_, j| 100 + j as u64);
+        let z = rank_zero_dag(&d, 4).expect("symmetric");
+        // the start and rank 0's 3 offsets x 3 chunks, in order, with their chains
+        assert_eq!(z.nodes.len(), 1 + 3 * 3);
+        let dsts: Vec<u32> = z.nodes.iter().filter_map(|k| if let NodeKind::Transfer { src: 0, dst, .. } = *k { Some(dst) } else { None }).collect();
+        assert_eq!(dsts, vec![1, 1, 1, 2, 2, 2, 3, 3, 3]);
+        assert_eq!(z.edges.len(), 9);
+        assert!(z.edges.contains(&(1, 3, 0)) && z.edges.contains(&(0, 1, 0)));
+    }
+
+    #[test]
+    fn asymmetric_dags_are_not_folded() {
+        // one rank's chunk is larger
+        assert!(rank_zero_dag(&a2a(4, 3, |r, j| if r == 2 && j == 1 { 101 } else { 100 }), 4).is_none());
+        // an edge from rank 1 to rank 2
+        let mut d = a2a(4, 1, |_, _| 100);
+        let (a, b) = (d.nodes.iter().position(|k| matches!(*k, NodeKind::Transfer { src: 1, .. })).unwrap(), d.nodes.iter().position(|k| matches!(*k, NodeKind::Transfer { src: 2, .. })).unwrap());
+        d.edge(a as u32, b as u32, 0);
+        assert!(rank_zero_dag(&d, 4).is_none());
+        // a loopback, and a shared node after a transfer
+        let mut d = a2a(4, 1, |_, _| 100);
+        d.push(NodeKind::Transfer { src: 0, dst: 0, bytes: 8, loopback: true, min_ps: 0 });
+        assert!(rank_zero_dag(&d, 4).is_none());
+        let mut d = a2a(4, 1, |_, _| 100);
+        let end = d.push(NodeKind::Delay { ps: 1 });
+        d.edge(1, end, 0);
+        assert!(rank_zero_dag(&d, 4).is_none());
+        // a rank with a different destination order (rank 3 lists 3 -> 2 before 3 -> 1)
+        let mut d = a2a(4, 1, |_, _| 100);
+        let last = d.nodes.len() - 1;
+        let i = d.nodes.iter().position(|k| matches!(*k, NodeKind::Transfer { src: 3, dst: 0, .. })).unwrap();
+        d.nodes.swap(i, last);
+        assert!(rank_zero_dag(&d, 4).is_none());
+    }
+}
