@@ -2,15 +2,15 @@
 ``python -m mypy.stubtest flitsim._core``). Specs are plain dicts mirroring the
 Rust serde structs; per-element results are numpy arrays."""
 
-from typing import Any
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
 
 __version__: str
 __all__ = [
-    "ConfigError", "StalledError", "__version__", "cancel_all", "collective_defaults", "collective_ideal", "collective_run",
-    "execute_taskgraph", "fabric_check", "fabric_domains", "fabric_route", "fabric_transfers", "fabric_transfers_transport", "fec_error_model", "hold_model_events_per_s", "link_timing",
+    "CompiledFabric", "ConfigError", "StalledError", "__version__", "cancel_all", "collective_defaults", "collective_ideal", "collective_run",
+    "execute_taskgraph", "fabric_check", "fabric_compile", "fabric_domains", "fabric_route", "fabric_transfers", "fabric_transfers_transport", "fec_error_model", "hold_model_events_per_s", "link_timing",
     "link_transfer", "serdes_rates", "switch_lab",
 ]
 
@@ -54,6 +54,16 @@ def execute_taskgraph(graph: dict[str, Any], network: Any) -> TaskGraphResult:
 
 def fabric_check(spec: Any) -> None:
     """Validate a fabric spec dict; raises ConfigError naming the wire or GPU at fault."""
+
+@final
+class CompiledFabric:
+    """A fabric spec dict converted and validated once (immutable); every binding that
+    takes a fabric spec (``spec`` arguments) takes this in place of the dict."""
+    @property
+    def gpus(self) -> int: ...
+
+def fabric_compile(spec: Any) -> CompiledFabric:
+    """Convert and validate a fabric spec dict once (as :func:`fabric_check`); ConfigError as there."""
 
 def fabric_domains(spec: Any) -> list[list[int]]:
     """The fabric's domains: lists of GPU ids joined without a route through a NIC or an Ethernet /

@@ -204,10 +204,25 @@ def fabric_params(fabric: FabricSpec) -> dict[str, Any]:
     ``reduce_bytes_per_s`` = HBM bandwidth / 3 of the fabric's GPU preset (a
     reduction reads two operands and writes one; assumed), none when the
     fabric names no known GPU."""
-    gpu = fabric_gpu(fabric)
+    from flitsim.hardware.systems import SYSTEM_PRESETS
+
+    name = str(fabric.name)
+    # Memoized per (fabric name, the system preset and GPU preset functions it
+    # resolves through): building the presets cost ~0.3 ms per call; a preset
+    # table entry replaced at run time (a test's monkeypatch) misses.
+    key = (name, SYSTEM_PRESETS.get(name.lower().replace("_", "-")))
+    gpu = _FABRIC_GPU[key] if key in _FABRIC_GPU else _FABRIC_GPU.setdefault(key, fabric_gpu(fabric))
     if gpu is None:
         return {}
-    return {"reduce_bytes_per_s": int(GPU_PRESETS[gpu]().hbm_bytes_per_s / 3)}
+    fn = GPU_PRESETS[gpu]
+    hbm = _GPU_HBM.get(fn)
+    if hbm is None:
+        hbm = _GPU_HBM[fn] = GPU_PRESETS[gpu]().hbm_bytes_per_s
+    return {"reduce_bytes_per_s": int(hbm / 3)}
+
+
+_FABRIC_GPU: dict[tuple[str, Any], str | None] = {}
+_GPU_HBM: dict[Any, float] = {}
 
 
 def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence[int] | None = None, *,
@@ -302,7 +317,7 @@ def collective(fabric: FabricSpec | str, kind: str, nbytes: int, group: Sequence
             raise ConfigError(f"{name} = {v!r}: expected a non-negative number")
     n = len(members)
     p = _params(fab, algorithm, protocol, channels, chunk_bytes, root, dtype, {**load_params(params, fab.name), **options})
-    r = _core.collective_run(fab.core_dict(), {"op": op.replace("sendrecv", "send_recv"), "members": members,
+    r = _core.collective_run(fab._core_fabric(), {"op": op.replace("sendrecv", "send_recv"), "members": members,
                                                "bytes": int(nbytes), "params": p})
     warn_fidelity(str(r["fidelity_reason"]))
     t_ps = max(int(r["time_ps"]), 1)

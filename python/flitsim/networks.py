@@ -15,7 +15,8 @@ Two networks, chosen per run (``flitsim.taskgraph.execute(graph, network)``,
 
 :func:`resolve_network` turns what a user passed (None, ``"ideal"``, a fabric
 preset name, a FabricSpec, a network) into one of them. Both networks hand the
-engine a plain dict (``to_core(devices)``); the Rust side is
+engine a plain dict (``to_core(devices)``; a fabric as its compiled engine copy,
+``FabricSpec._core_fabric``); the Rust side is
 ``rust/src/taskgraph/network.rs`` (``AnalyticNetwork``)
 and ``rust/src/taskgraph/fabric_network.rs`` (``FabricNetwork``).
 """
@@ -156,7 +157,8 @@ class FabricNetwork:
                               f"{self.fabric.gpus} GPUs")
         fab = with_fidelity(self.fabric, self.fidelity)
         fab = fab.with_faults(self.faults) if self.faults else fab
-        d: dict[str, Any] = {"kind": "fabric", "fabric": fab.core_dict(), "calibrated": bool(self.calibrated)}
+        # (the engine's compiled copy of the spec, made once per spec object: no conversion per run)
+        d: dict[str, Any] = {"kind": "fabric", "fabric": fab._core_fabric(), "calibrated": bool(self.calibrated)}
         # the fabric's own collective parameters (reduction rate), as collective() uses them
         cp = {**fabric_params(self.fabric), **load_params(self.collective_params, self.fabric.name)}
         if cp or self.transport is not None:

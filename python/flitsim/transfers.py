@@ -214,7 +214,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
              "bytes": _col("nbytes", nbytes, n, np.uint64), "start_ps": _col("start_ps", start_ps, n, np.uint64, 0),
              "after": _col("after", after, n, np.int64, -1, hi=n)}
     if transport is None:
-        r = _core.fabric_transfers(fabric.core_dict(), batch)
+        r = _core.fabric_transfers(fabric._core_fabric(), batch)
     else:
         names = [transport] if isinstance(transport, str) else list(transport)
         if len(names) not in (1, n):
@@ -231,7 +231,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
                                   "transport=None)")
         # unknown fields are refused by the engine's parameter parser, named
         extra = dict(transport_params or {})
-        r = _core.fabric_transfers_transport(fabric.core_dict(), batch, [str(t) for t in names], extra)
+        r = _core.fabric_transfers_transport(fabric._core_fabric(), batch, [str(t) for t in names], extra)
     return _result(r, batch, fabric)
 
 

@@ -18,6 +18,7 @@ Presets (each names its public sources):
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Sequence
 
@@ -29,6 +30,12 @@ from flitsim._spec import Spec
 from flitsim.errors import ConfigError
 from flitsim.hardware.link_spec import LinkSpec, ReplaySpec
 from flitsim.hardware.links import link_preset
+
+#: id(spec) -> (weak reference to the spec, its field values when compiled,
+#: the CompiledFabric): one converted and validated engine copy per FabricSpec
+#: object (FabricSpec._core_fabric). Outside the model so that equality,
+#: pickling and copying of specs are untouched.
+_COMPILED: dict[int, tuple[Any, tuple[Any, ...], Any]] = {}
 
 
 class GpuInjection(Spec):
@@ -295,8 +302,29 @@ class FabricSpec(Spec):
 
     @model_validator(mode="after")
     def _check_in_engine(self) -> "FabricSpec":
-        _core.fabric_check(self.core_dict())
+        self._core_fabric()
         return self
+
+    def _core_fabric(self) -> Any:
+        """The engine's converted and validated copy of this spec
+        (``_core.CompiledFabric``; what the bindings take in place of
+        :meth:`core_dict`), made on construction and reused by every run.
+        Reused only while every field is the very object it was made from
+        (fields are immutable: frozen specs and tuples), so a copy with any
+        field changed (``replace``, ``model_copy(update=...)``,
+        ``with_faults``) gets its own.
+
+        Raises:
+            ConfigError: as the constructor (the engine's checks).
+        """
+        key = id(self)
+        vals = tuple(self.__dict__.values())
+        e = _COMPILED.get(key)
+        if e is not None and e[0]() is self and len(e[1]) == len(vals) and all(a is b for a, b in zip(e[1], vals)):
+            return e[2]
+        c = _core.fabric_compile(self.core_dict())
+        _COMPILED[key] = (weakref.ref(self, lambda _r, k=key: _COMPILED.pop(k, None)), vals, c)
+        return c
 
     def core_dict(self) -> dict[str, Any]:
         """The dict the engine takes (no ``name``; no ``faults`` key when there are none)."""

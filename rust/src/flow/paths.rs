@@ -75,9 +75,22 @@ pub struct FlowFabric {
     elig_at: Vec<u32>,
     elig_len: Vec<u8>,
     elig_buf: Vec<u32>,
+    /// The smallest `up_port` over each entry's eligible ports (`elig_min[i]`
+    /// for `elig_at[i]`): the port cap of a transfer that uses them all.
+    elig_min: Vec<f64>,
+    /// Collapsed fabric: the switch ports that feed each GPU, ascending
+    /// (`down_buf[down_at[g]..down_at[g + 1]]`, what [`FlowFabric::ports_of`]
+    /// returns for `DownGpu(g)`); empty otherwise.
+    down_at: Vec<u32>,
+    down_buf: Vec<u32>,
     /// The multi-hop model of a graph fabric (trunks, hosts, element kinds);
     /// None for a one-layer fabric.
     pub graph: Option<Box<GraphModel>>,
+    /// Rank fold (`collective::flow_run`, collapsed fabrics only): a
+    /// transfer loads its source's downlink resource in place of its
+    /// destination's: one rank of a rotation-symmetric pattern simulated
+    /// alone, its incoming traffic being the rotation of its outgoing.
+    pub(crate) fold_down: bool,
 }
 
 fn ser_ps(bits: f64, rate_bps: u64) -> f64 {
@@ -129,9 +142,14 @@ impl FlowFabric {
         let mut lane_cap = f64::INFINITY;
         let mut why: Option<String> = None;
         let buf = |c: u32| (if spec.switch.buffer_per_vc_flits > 0 { spec.switch.buffer_per_vc_flits } else { c }).max(2 * max_f as u32) as u64;
+        // one derivation per link spec, not per port (1,296 ports on the NVL72)
+        let mut timings = vec![None; spec.links.len()];
         for p in 0..np {
             let Some((_, _, li)) = topo.gpu_port_to[p] else { continue };
-            let (_, t) = spec.links[li as usize].derive()?;
+            let t = match timings[li as usize] {
+                Some(t) => t,
+                None => *timings[li as usize].insert(spec.links[li as usize].derive()?.1),
+            };
             let ser = ser_ps((f_s * flit_bytes * 8) as f64, t.rate_bps);
             // a per-link-kind cap replaces the GPU-wide share (GpuInjection::for_port)
             let inj_ps = if g.link_injection_bytes_per_s.is_empty() {
@@ -207,6 +225,25 @@ impl FlowFabric {
                 }
             }
         }
+        let (mut down_at, mut down_buf) = (Vec::new(), Vec::new());
+        if uniform {
+            down_at = vec![0u32; spec.gpus as usize + 1];
+            for w in topo.switch_port_to.iter().flatten() {
+                down_at[(w / gp) as usize + 1] += 1;
+            }
+            for g in 0..spec.gpus as usize {
+                down_at[g + 1] += down_at[g];
+            }
+            down_buf = vec![0u32; down_at[spec.gpus as usize] as usize];
+            let mut fill = down_at.clone();
+            for (q, w) in topo.switch_port_to.iter().enumerate() {
+                if let Some(w) = w {
+                    let g = (w / gp) as usize;
+                    down_buf[fill[g] as usize] = q as u32;
+                    fill[g] += 1;
+                }
+            }
+        }
         let (capacity, kinds) = if uniform {
             let mut c = Vec::with_capacity(2 * spec.gpus as usize);
             let mut k = Vec::with_capacity(2 * spec.gpus as usize);
@@ -249,7 +286,11 @@ impl FlowFabric {
             elig_at: Vec::new(),
             elig_len: Vec::new(),
             elig_buf: Vec::new(),
+            elig_min: Vec::new(),
+            down_at,
+            down_buf,
             graph: None,
+            fold_down: false,
         })
     }
 
@@ -292,7 +333,11 @@ impl FlowFabric {
             elig_at: Vec::new(),
             elig_len: Vec::new(),
             elig_buf: Vec::new(),
+            elig_min: Vec::new(),
+            down_at: Vec::new(),
+            down_buf: Vec::new(),
             graph: Some(Box::new(g)),
+            fold_down: false,
         })
     }
 
@@ -320,17 +365,15 @@ impl FlowFabric {
         if let Some(g) = self.graph.as_mut() {
             return g.path(&self.topo, self.spray, src, dst, bytes, x, spray_offset, out);
         }
-        let mut elig = std::mem::take(&mut self.scratch);
-        self.eligible(src, dst, &mut elig);
-        if elig.is_empty() {
-            self.scratch = elig;
+        // The eligible ports, rotated left by the spray offset: port j of the
+        // rotation is elig[(rot + j) % e] (read in place, no copy).
+        let (in_scratch, at, e, all_min) = self.eligible(src, dst);
+        if e == 0 {
             return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), "a destination reachable through a switch from the source"));
         }
-        if spray_offset > 0 {
-            let k = spray_offset as usize % elig.len();
-            elig.rotate_left(k);
-        }
-        let e = elig.len() as u64;
+        let elig: &[u32] = if in_scratch { &self.scratch[..e] } else { &self.elig_buf[at..at + e] };
+        let rot = if spray_offset > 0 { spray_offset as usize % e } else { 0 };
+        let e = e as u64;
         let lanes_all = if self.spray == Spray::Hash { 1 } else { e };
         let s = if self.per_lane > 0 {
             let k = self.per_lane.max(bytes.div_ceil(lanes_all * self.largest));
@@ -348,23 +391,26 @@ impl FlowFabric {
             let short = rem > 0 && (n - 1) % e == 0;
             (n.min(e), per * s - if short { s - rem } else { 0 })
         };
-        let used: &[u32] = if self.spray == Spray::Hash {
+        // The ports used: the first `lanes` of the rotation, or the one the hash picks.
+        let (first, used) = if self.spray == Spray::Hash {
             let mut z = ((src as u64) << 42) ^ ((dst as u64) << 21) ^ x as u64;
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            let i = ((z ^ (z >> 31)) % e) as usize;
-            &elig[i..i + 1]
+            (rot + ((z ^ (z >> 31)) % e) as usize, 1)
         } else {
-            &elig[..lanes as usize]
+            (rot, lanes as usize)
         };
-        let k = used.len() as f64;
+        let e = e as usize;
+        let port = |j: usize| elig[(first + j) % e];
+        let k = used as f64;
         if self.collapsed {
             out.push((src, 1.0));
-            out.push((self.topo.gpus + dst, 1.0));
+            out.push((self.topo.gpus + if self.fold_down { src } else { dst }, 1.0));
         } else {
             let np = self.up_port.len() as u32;
             let sp = self.topo.switch_ports;
-            for &p in used {
+            for j in 0..used {
+                let p = port(j);
                 out.push((p, 1.0 / k));
                 let (sw, _, _) = self.topo.gpu_port_to[p as usize].expect("eligible ports are wired");
                 let r = self.topo.routes(sw, dst);
@@ -373,28 +419,33 @@ impl FlowFabric {
                 }
             }
         }
-        let port_cap = used.iter().map(|&p| self.up_port[p as usize]).fold(f64::INFINITY, f64::min);
+        // (min is exact in any order: all ports used = the entry's minimum)
+        let port_cap = if used == e { all_min } else { (0..used).map(|j| self.up_port[port(j) as usize]).fold(f64::INFINITY, f64::min) };
         // Effective lanes: bytes / busiest lane's bytes (<= k), so an idle path
         // takes exactly the busiest lane's time, while under sharing the flow
         // asks only for its true bytes (the ports its short lanes leave idle
         // serve other transfers, as spray rotation makes them at packet level).
         let eff = (bytes as f64 / lane_bytes.max(1) as f64).min(k);
         let cap = eff * self.lane_cap.min(port_cap);
-        self.scratch = elig;
         Ok((lanes as u32, bytes as f64, cap, s.min(lane_bytes.max(1)) as f64 / port_cap, self.latency_ps))
     }
 
-    /// `Topology::eligible_ports(src, dst)` into `out`, computed once per pair
-    /// (once per source on a collapsed fabric).
-    fn eligible(&mut self, src: u32, dst: u32, out: &mut Vec<u32>) {
+    /// `Topology::eligible_ports(src, dst)`, computed once per pair (once per
+    /// source on a collapsed fabric): (in `scratch`?, start in `elig_buf`,
+    /// count, smallest `up_port` over them); the ports are `scratch[..count]`
+    /// or `elig_buf[start..start + count]`.
+    fn eligible(&mut self, src: u32, dst: u32) -> (bool, usize, usize, f64) {
         let n = self.topo.endpoints as usize;
+        let min_of = |up: &[f64], ports: &[u32]| ports.iter().map(|&p| up[p as usize]).fold(f64::INFINITY, f64::min);
         if n > 1024 || self.topo.gpu_ports > u8::MAX as u32 {
             // (the table would pass 5 MB; compute per call)
-            return self.topo.eligible_ports(src, dst, out);
+            self.topo.eligible_ports(src, dst, &mut self.scratch);
+            return (true, 0, self.scratch.len(), min_of(&self.up_port, &self.scratch));
         }
         if self.elig_at.len() != n * n {
             self.elig_at = vec![u32::MAX; n * n];
             self.elig_len = vec![0; n * n];
+            self.elig_min = vec![f64::INFINITY; n * n];
         }
         // Collapsed (every switch reaches every GPU through the same number of
         // ports): a port is eligible iff its switch reaches any GPU, so the
@@ -402,15 +453,35 @@ impl FlowFabric {
         let by_src = self.collapsed && self.topo.endpoints == self.topo.gpus;
         let i = src as usize * n + if by_src { 0 } else { dst as usize };
         if self.elig_at[i] == u32::MAX {
-            self.topo.eligible_ports(src, dst, out);
+            self.topo.eligible_ports(src, dst, &mut self.scratch);
             self.elig_at[i] = self.elig_buf.len() as u32;
-            self.elig_len[i] = out.len() as u8;
-            self.elig_buf.extend_from_slice(out);
-            return;
+            self.elig_len[i] = self.scratch.len() as u8;
+            self.elig_min[i] = min_of(&self.up_port, &self.scratch);
+            self.elig_buf.extend_from_slice(&self.scratch);
         }
-        let a = self.elig_at[i] as usize;
-        out.clear();
-        out.extend_from_slice(&self.elig_buf[a..a + self.elig_len[i] as usize]);
+        (false, self.elig_at[i] as usize, self.elig_len[i] as usize, self.elig_min[i])
+    }
+
+    /// Does the flow model treat every GPU alike (so a pattern invariant
+    /// under g -> g + 1 has rates and statistics invariant too)? A collapsed
+    /// fabric (every transfer loads exactly its source's uplink and its
+    /// destination's downlink resource, coefficient 1) of GPUs only whose
+    /// uplink resources have one capacity, downlink resources one capacity,
+    /// every port one rate, every GPU the same number of eligible ports and of
+    /// switch ports feeding it. (Latency and lane cap are one value per fabric.)
+    pub(crate) fn gpus_alike(&mut self) -> bool {
+        let g = self.topo.gpus;
+        if !self.collapsed || self.graph.is_some() || self.topo.endpoints != g || g == 0 {
+            return false;
+        }
+        let same = |v: &[f64]| v.iter().all(|x| x.to_bits() == v[0].to_bits());
+        let (up, down) = self.capacity.split_at(g as usize);
+        if !same(up) || !same(down) || !same(&self.up_port) {
+            return false;
+        }
+        let e0 = self.eligible(0, 1 % g).2;
+        let d0 = self.down_at.get(1).copied().unwrap_or(0);
+        (1..g).all(|s| self.eligible(s, (s + 1) % g).2 == e0 && self.down_at[s as usize + 1] - self.down_at[s as usize] == d0)
     }
 
     /// Ports a resource stands for: (kind, ports) with kind 0 = GPU ports, 1 = switch ports.
@@ -436,11 +507,8 @@ impl FlowFabric {
                 0
             }
             Resource::DownGpu(g) => {
-                for (q, w) in self.topo.switch_port_to.iter().enumerate() {
-                    if w.is_some_and(|gp| gp / self.topo.gpu_ports == g) {
-                        out.push(q as u32);
-                    }
-                }
+                // (DownGpu only exists on a collapsed fabric, which built the table)
+                out.extend_from_slice(&self.down_buf[self.down_at[g as usize] as usize..self.down_at[g as usize + 1] as usize]);
                 1
             }
         }

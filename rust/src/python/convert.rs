@@ -97,6 +97,38 @@ fn bool_read_as_number(input: &Bound<'_, PyAny>, back: &Bound<'_, PyAny>, path: 
     Ok(false)
 }
 
+/// A fabric spec converted from its dict and validated once
+/// (`flitsim._core.fabric_compile`); immutable. Every binding that takes a
+/// fabric spec takes this or the dict ([`fabric_of`]). The Python side keeps
+/// one per `FabricSpec` object and drops it when any field is replaced
+/// (`FabricSpec._core_fabric`).
+#[pyclass(frozen, module = "flitsim._core", name = "CompiledFabric")]
+pub struct CompiledFabric {
+    pub(crate) spec: std::sync::Arc<crate::fabric::FabricSpec>,
+}
+
+#[pymethods]
+impl CompiledFabric {
+    /// GPUs of the fabric (for reprs and checks).
+    #[getter]
+    fn gpus(&self) -> u32 {
+        self.spec.gpus
+    }
+    fn __repr__(&self) -> String {
+        format!("CompiledFabric(gpus={}, switches={}, fidelity={:?})", self.spec.gpus, self.spec.switches, self.spec.fidelity)
+    }
+}
+
+/// The fabric spec behind `obj`: a [`CompiledFabric`] as it is (already
+/// converted and validated), a dict converted by [`from_py`] (not validated
+/// here: the runs validate it).
+pub fn fabric_of(obj: &Bound<'_, PyAny>) -> PyResult<std::sync::Arc<crate::fabric::FabricSpec>> {
+    if let Ok(c) = obj.cast::<CompiledFabric>() {
+        return Ok(c.get().spec.clone());
+    }
+    Ok(std::sync::Arc::new(from_py(obj, "fabric")?))
+}
+
 /// Pythonize a result struct into plain dicts/lists/numbers.
 pub fn to_py<'py, T: Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
     pythonize::pythonize(py, v).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))

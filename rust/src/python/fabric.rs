@@ -1,8 +1,8 @@
 //! Bindings for fabric transfers: spec dict + numpy columns in, numpy columns out.
 
-use super::convert::{batch_result_dict, col, from_py};
+use super::convert::{batch_result_dict, col, fabric_of, from_py};
 use super::{signal_check, ConfigError};
-use crate::fabric::{FabricSpec, TransferBatch};
+use crate::fabric::TransferBatch;
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -10,7 +10,7 @@ use pyo3::types::PyDict;
 /// Run a batch of transfers on a fabric spec dict; see `flitsim.transfers`.
 #[pyfunction]
 pub fn fabric_transfers<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, batch: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyDict>> {
-    let spec: FabricSpec = from_py(spec, "fabric")?;
+    let spec = fabric_of(spec)?;
     let b = TransferBatch {
         src: col(batch, "src")?,
         dst: col(batch, "dst")?,
@@ -28,7 +28,7 @@ pub fn fabric_transfers<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, batch: &
 /// Run one collective (request dict mirrors `CollectiveRequest`) on a fabric spec dict; see `flitsim.collective`.
 #[pyfunction]
 pub fn collective_run<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, request: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    let spec: FabricSpec = from_py(spec, "fabric")?;
+    let spec = fabric_of(spec)?;
     let req: crate::collective::CollectiveRequest = from_py(request, "collective")?;
     let r = py.detach(|| crate::collective::run_collective_at(&spec, &req, &mut signal_check))?;
     let d = PyDict::new(py);
@@ -89,7 +89,7 @@ pub fn collective_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 /// their lowest id.
 #[pyfunction]
 pub fn fabric_domains(spec: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
-    let spec: FabricSpec = from_py(spec, "fabric")?;
+    let spec = fabric_of(spec)?;
     spec.validate()?;
     let dom = crate::fabric::Topology::new(&spec).gpu_domains(&spec);
     let n = dom.iter().copied().max().map_or(0, |m| m + 1) as usize;
@@ -105,7 +105,7 @@ pub fn fabric_domains(spec: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
 /// ECMP width) plus the P2P verdict; see `flitsim.route`.
 #[pyfunction]
 pub fn fabric_route<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, src: u32, dst: u32) -> PyResult<Bound<'py, PyDict>> {
-    let spec: FabricSpec = from_py(spec, "fabric")?;
+    let spec = fabric_of(spec)?;
     spec.validate()?;
     let ne = spec.endpoints();
     for (name, v) in [("src", src), ("dst", dst)] {

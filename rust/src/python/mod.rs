@@ -78,6 +78,15 @@ fn fabric_check(spec: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
+/// Convert and validate a fabric spec dict once (as [`fabric_check`]) and
+/// return it as a [`convert::CompiledFabric`], which every fabric binding takes in place of the dict.
+#[pyfunction]
+fn fabric_compile(spec: &Bound<'_, PyAny>) -> PyResult<convert::CompiledFabric> {
+    let s: crate::fabric::FabricSpec = from_py(spec, "fabric")?;
+    s.validate()?;
+    Ok(convert::CompiledFabric { spec: std::sync::Arc::new(s) })
+}
+
 /// Run the two-endpoint link experiment; see `flitsim.link_transfer`.
 #[pyfunction]
 fn link_transfer<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
@@ -186,6 +195,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(link_timing, m)?)?;
     m.add_function(wrap_pyfunction!(link_transfer, m)?)?;
     m.add_function(wrap_pyfunction!(fabric_check, m)?)?;
+    m.add_function(wrap_pyfunction!(fabric_compile, m)?)?;
+    m.add_class::<convert::CompiledFabric>()?;
     m.add_function(wrap_pyfunction!(switch_lab, m)?)?;
     m.add_function(wrap_pyfunction!(fabric::fabric_transfers, m)?)?;
     m.add_function(wrap_pyfunction!(transports::fabric_transfers_transport, m)?)?;

@@ -1,6 +1,6 @@
 //! Bindings for the task-graph executor: numpy columns in, numpy columns out.
 
-use super::convert::{batch_result_dict, col, from_py, scalar};
+use super::convert::{batch_result_dict, col, from_py, scalar, CompiledFabric};
 use super::signal_check;
 use crate::taskgraph::{execute, AnalyticNetwork, TaskGraph};
 use numpy::IntoPyArray;
@@ -21,9 +21,11 @@ enum NetworkSpec {
         #[serde(default)]
         bandwidth_bytes_per_s: u64,
     },
-    /// The cycle-level fabric.
+    /// The cycle-level fabric: a spec dict, or a `CompiledFabric` (taken
+    /// out of the dict before the rest is read: `fabric` is then None here).
     Fabric {
-        fabric: crate::fabric::FabricSpec,
+        #[serde(default)]
+        fabric: Option<crate::fabric::FabricSpec>,
         /// Apply the calibrated GPU injection limit (NCCL-level per-link
         /// efficiency) when the fabric sets none; default true.
         #[serde(default = "yes")]
@@ -62,7 +64,17 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
         edge_dst: col(graph, "edge_dst")?,
         edge_kind: col(graph, "edge_kind")?,
     };
-    let spec: NetworkSpec = from_py(network, "network")?;
+    // A compiled fabric (FabricSpec._core_fabric) is used as it is; the rest of the dict is read as usual.
+    let mut compiled = None;
+    let spec: NetworkSpec = match network.cast::<PyDict>() {
+        Ok(d) if d.get_item("fabric")?.is_some_and(|f| f.is_instance_of::<CompiledFabric>()) => {
+            let rest = d.copy()?;
+            compiled = Some(rest.get_item("fabric")?.expect("checked above").cast::<CompiledFabric>()?.get().spec.clone());
+            rest.del_item("fabric")?;
+            from_py(rest.as_any(), "network")?
+        }
+        _ => from_py(network, "network")?,
+    };
     let (r, net_stats) = match spec {
         NetworkSpec::Analytic { devices, alpha_ps, bandwidth_bytes_per_s } => {
             let max = crate::fabric::MAX_ENDPOINTS;
@@ -75,6 +87,11 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             (r, d)
         }
         NetworkSpec::Fabric { fabric, calibrated, collective_params } => {
+            let fabric = match (fabric, compiled) {
+                (Some(f), _) => std::sync::Arc::new(f),
+                (None, Some(c)) => c,
+                (None, None) => return Err(super::ConfigError::new_err("network.fabric: missing field `fabric` (a fabric spec dict)")),
+            };
             let params = collective_params.unwrap_or_default();
             let run = py.detach(|| crate::taskgraph::execute_on_fabric(&g, &fabric, params, calibrated, &mut signal_check))?;
             let (r, net) = (run.result, run.network);

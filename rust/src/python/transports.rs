@@ -1,9 +1,9 @@
 //! Bindings for transfers with transports (`flitsim.transfers(..., transport=...)`).
 
-use super::convert::{batch_result_dict, col, from_py};
+use super::convert::{batch_result_dict, col, fabric_of, from_py};
 use super::{signal_check, ConfigError};
 use crate::collective::{CollectiveParams, Transport};
-use crate::fabric::{FabricSpec, TransferBatch};
+use crate::fabric::TransferBatch;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -12,7 +12,7 @@ use pyo3::types::PyDict;
 /// `params` (CollectiveParams fields); see `flitsim.transfers`.
 #[pyfunction]
 pub fn fabric_transfers_transport<'py>(py: Python<'py>, spec: &Bound<'py, PyAny>, batch: &Bound<'py, PyDict>, transports: Vec<String>, params: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    let spec: FabricSpec = from_py(spec, "fabric")?;
+    let spec = fabric_of(spec)?;
     let params: CollectiveParams = from_py(params, "params")?;
     let b = TransferBatch { src: col(batch, "src")?, dst: col(batch, "dst")?, bytes: col(batch, "bytes")?, start_ps: col(batch, "start_ps")?, after: col(batch, "after")? };
     if b.src.is_empty() {
