@@ -37,7 +37,7 @@ impl Scheduler<FEv> for Wrap<'_> {
 struct WrapQ<'a>(&'a mut crate::engine::EventQueue<CEv>);
 
 impl Scheduler<FEv> for WrapQ<'_> {
-    #[inline]
+    #[inline(always)]
     fn schedule(&mut self, t: TimePs, e: FEv) {
         self.0.schedule(t, CEv::Fab(e))
     }

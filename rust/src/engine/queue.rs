@@ -19,7 +19,6 @@
 //! warm-up the loop does not allocate.
 
 use super::TimePs;
-use std::collections::VecDeque;
 
 /// An event popped from the queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,8 +32,11 @@ const BUCKETS: usize = 65;
 
 /// Pending events ordered by `(time_ps, insertion sequence)`.
 pub struct EventQueue<E> {
-    /// Events at exactly `last`, in scheduling order.
-    now: VecDeque<(TimePs, E)>,
+    /// Events at exactly `last`, in scheduling order: `now[head..]` are
+    /// pending (a vector read from `head`, cleared when drained: cheaper
+    /// than a ring buffer's wrap arithmetic on every push and pop).
+    now: Vec<(TimePs, E)>,
+    head: usize,
     /// Buckets 1..=64 (index 0 unused).
     buckets: Vec<Vec<(TimePs, E)>>,
     /// Bit `b` set iff bucket `b` (>= 1) is non-empty.
@@ -48,6 +50,12 @@ pub struct EventQueue<E> {
     /// First event time asked for beyond [`super::MAX_TIME_PS`] (0 = none);
     /// such an event is not queued and [`super::run`] reports it.
     beyond_ps: TimePs,
+}
+
+impl<E> Drop for EventQueue<E> {
+    fn drop(&mut self) {
+        self.now_clear();
+    }
 }
 
 impl<E> Default for EventQueue<E> {
@@ -69,7 +77,7 @@ impl<E> EventQueue<E> {
 
     /// An empty queue with room for `n` pending events at the current time.
     pub fn with_capacity(n: usize) -> Self {
-        Self { now: VecDeque::with_capacity(n), buckets: (0..BUCKETS).map(|_| Vec::new()).collect(), nonempty: 0, mins: [TimePs::MAX; BUCKETS], last: 0, len: 0, now_ps: 0, beyond_ps: 0 }
+        Self { now: Vec::with_capacity(n), head: 0, buckets: (0..BUCKETS).map(|_| Vec::new()).collect(), nonempty: 0, mins: [TimePs::MAX; BUCKETS], last: 0, len: 0, now_ps: 0, beyond_ps: 0 }
     }
 
     /// Time of the last popped event (0 before the first pop).
@@ -97,28 +105,45 @@ impl<E> EventQueue<E> {
     /// [`super::MAX_TIME_PS`] is not queued but remembered, and [`super::run`]
     /// stops with a `Config` error naming it (see [`Self::beyond_range_ps`]):
     /// simulated time never wraps or saturates silently.
-    #[inline]
+    #[inline(always)]
     pub fn schedule(&mut self, time_ps: TimePs, event: E) {
         let t = time_ps.max(self.now_ps);
+        if t > super::MAX_TIME_PS || t < self.last {
+            return self.schedule_rare(t, event);
+        }
+        self.push(t, event);
+    }
+
+    /// The common push: `last <= t <= MAX_TIME_PS`.
+    #[inline(always)]
+    fn push(&mut self, t: TimePs, event: E) {
+        self.len += 1;
+        if t == self.last {
+            self.now.push((t, event));
+        } else {
+            let b = bucket_of(t, self.last);
+            // SAFETY-free bound: b is in 1..=64 (t != last) and buckets has 65 entries
+            let v = &mut self.buckets[b];
+            v.push((t, event));
+            self.nonempty |= 1u128 << b;
+            let m = &mut self.mins[b];
+            *m = (*m).min(t);
+        }
+    }
+
+    /// [`Self::schedule`] beyond the range (refused, remembered) or before
+    /// `last` (only after a peek moved `last` past now and before a pop).
+    #[cold]
+    #[inline(never)]
+    fn schedule_rare(&mut self, t: TimePs, event: E) {
         if t > super::MAX_TIME_PS {
             if self.beyond_ps == 0 {
                 self.beyond_ps = t;
             }
             return;
         }
-        if t < self.last {
-            // Only after a peek moved `last` past now and before a pop.
-            self.rebase(t);
-        }
-        self.len += 1;
-        if t == self.last {
-            self.now.push_back((t, event));
-        } else {
-            let b = bucket_of(t, self.last);
-            self.buckets[b].push((t, event));
-            self.nonempty |= 1u128 << b;
-            self.mins[b] = self.mins[b].min(t);
-        }
+        self.rebase(t);
+        self.push(t, event);
     }
 
     /// Schedule `event` `delay_ps` after now.
@@ -137,7 +162,7 @@ impl<E> EventQueue<E> {
     /// order and contents are unchanged).
     #[inline]
     pub fn peek_time(&mut self) -> Option<TimePs> {
-        if self.now.is_empty() && !self.refill() {
+        if self.head == self.now.len() && !self.refill() {
             return None;
         }
         Some(self.last)
@@ -146,13 +171,43 @@ impl<E> EventQueue<E> {
     /// Remove and return the earliest event, advancing `now_ps` to its time.
     #[inline]
     pub fn pop(&mut self) -> Option<Scheduled<E>> {
-        if self.now.is_empty() && !self.refill() {
+        if self.head == self.now.len() && !self.refill() {
             return None;
         }
-        let (t, event) = self.now.pop_front().expect("refilled");
+        let (t, event) = self.take_front();
         self.len -= 1;
         self.now_ps = t;
         Some(Scheduled { time_ps: t, event })
+    }
+
+    /// The next event at `last` (the caller checked `head < now.len()`).
+    /// Moved out by a bitwise read: the slot is dead from here on (`head`
+    /// passed it); [`Self::now_clear`] (the only way `now` is emptied, also
+    /// on drop) forgets such slots instead of dropping them twice.
+    #[inline(always)]
+    fn take_front(&mut self) -> (TimePs, E) {
+        let i = self.head;
+        self.head = i + 1;
+        debug_assert!(i < self.now.len());
+        // SAFETY: i < now.len() (checked by every caller); slot i is never
+        // read again: `head` moved past it and `now_clear` forgets slots
+        // before `head` without dropping them.
+        unsafe { std::ptr::read(self.now.as_ptr().add(i)) }
+    }
+
+    /// Empty `now`: drop the pending events `now[head..]`, forget the
+    /// slots before `head` (moved out by [`Self::take_front`]).
+    fn now_clear(&mut self) {
+        let h = self.head.min(self.now.len());
+        let pending = self.now.len() - h;
+        // SAFETY: slots 0..h were moved out (never dropped again); slots
+        // h..len are live and dropped exactly once here; len is 0 after.
+        unsafe {
+            let p = self.now.as_mut_ptr().add(h);
+            self.now.set_len(0);
+            std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(p, pending));
+        }
+        self.head = 0;
     }
 
     /// Bucket 0 is empty: split the lowest non-empty bucket around its
@@ -162,6 +217,7 @@ impl<E> EventQueue<E> {
         if self.nonempty == 0 {
             return false;
         }
+        self.now_clear();
         let b = self.nonempty.trailing_zeros() as usize;
         let mut from = std::mem::take(&mut self.buckets[b]);
         self.nonempty &= !(1u128 << b);
@@ -171,7 +227,7 @@ impl<E> EventQueue<E> {
         self.last = min;
         for (t, e) in from.drain(..) {
             if t == min {
-                self.now.push_back((t, e));
+                self.now.push((t, e));
             } else {
                 let k = bucket_of(t, min);
                 debug_assert!(k < b);
@@ -189,7 +245,8 @@ impl<E> EventQueue<E> {
     /// minimum). Events of one time stay in one bucket, in order.
     #[cold]
     fn rebase(&mut self, t: TimePs) {
-        let mut all: Vec<(TimePs, E)> = self.now.drain(..).collect();
+        let mut all: Vec<(TimePs, E)> = self.now.drain(self.head..).collect();
+        self.now_clear();
         for b in 1..BUCKETS {
             all.append(&mut self.buckets[b]);
         }
@@ -198,7 +255,7 @@ impl<E> EventQueue<E> {
         self.last = t;
         for (x, e) in all {
             if x == t {
-                self.now.push_back((x, e));
+                self.now.push((x, e));
             } else {
                 let k = bucket_of(x, t);
                 self.buckets[k].push((x, e));
@@ -213,7 +270,8 @@ impl<E> EventQueue<E> {
     /// this order restores the queue (the task-graph executor's periodic
     /// skip reads and shifts the queue this way).
     pub fn take_all(&mut self) -> Vec<(TimePs, E)> {
-        let mut all: Vec<(TimePs, E)> = self.now.drain(..).collect();
+        let mut all: Vec<(TimePs, E)> = self.now.drain(self.head..).collect();
+        self.now_clear();
         for b in 1..BUCKETS {
             all.append(&mut self.buckets[b]);
         }
@@ -225,7 +283,7 @@ impl<E> EventQueue<E> {
 
     /// Drop every pending event (time is kept).
     pub fn clear(&mut self) {
-        self.now.clear();
+        self.now_clear();
         for b in &mut self.buckets {
             b.clear();
         }

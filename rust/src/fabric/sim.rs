@@ -1207,3 +1207,11 @@ impl FabricSim {
         self.sws.first().map_or(1.0, |s| s.cycle_ps)
     }
 }
+
+#[cfg(test)]
+mod layout_tests {
+    #[test]
+    fn event_sizes() {
+        eprintln!("FEv {} CEv {} entry {}", std::mem::size_of::<super::FEv>(), std::mem::size_of::<crate::collective::CEv>(), std::mem::size_of::<(u64, crate::collective::CEv)>());
+    }
+}
