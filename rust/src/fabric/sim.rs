@@ -45,10 +45,28 @@ pub enum FEv {
     Deliver { port: u32, pkt: u32 },
     Consume { port: u32, pkt: u32 },
     CreditGpu { port: u32, vc: u32, flits: u32 },
-    CreditSw { sw: u32, out: u32, vc: u32, flits: u32 },
+    /// `out` and `vc` are 16-bit (switch ports <= 4096 and VCs <= 64 by
+    /// validation): the event stays 16 bytes, built in registers (see
+    /// [`FEv::credit_sw`]).
+    CreditSw { sw: u32, out: u16, vc: u16, flits: u32 },
     /// A packet lost to a fault is queued again at its source (replay timer expired).
     Requeue(u32),
 }
+
+impl FEv {
+    /// A credit return to switch `sw`'s output `out` (validated bounds:
+    /// `out < 4096`, `vc < 64`, so the 16-bit fields are exact).
+    #[inline(always)]
+    fn credit_sw(sw: u32, out: u32, vc: u32, flits: u32) -> Self {
+        debug_assert!(out <= u16::MAX as u32 && vc <= u16::MAX as u32);
+        FEv::CreditSw { sw, out: out as u16, vc: vc as u16, flits }
+    }
+}
+
+// Events are copied into and out of the queue on every schedule: at 16 bytes
+// they are built and moved in registers (24 bytes went through the stack, a
+// store-forwarding stall per event on the 72-GPU ring).
+const _: () = assert!(std::mem::size_of::<FEv>() == 16);
 
 #[derive(Debug, Clone, Copy, Default)]
 struct PktInfo {
@@ -833,7 +851,7 @@ impl FabricSim {
                 }
                 Peer::Switch { switch, port } => {
                     let crt = gr.out_links[(s as u32 * sp + input) as usize].as_ref().map_or(0, |o| o.link.timing().credit_return_ps);
-                    q.schedule(t0 + crt, FEv::CreditSw { sw: switch, out: port, vc, flits });
+                    q.schedule(t0 + crt, FEv::credit_sw(switch, port, vc, flits));
                 }
                 Peer::None => {}
             }
@@ -1085,7 +1103,7 @@ impl FabricSim {
         self.ports[p].rx_payload_bytes += info.bytes as u64;
         self.faults.count_delivered(info.bytes as u64, info.replayed);
         let crt = self.ports[p].rx.credit_return_ps;
-        q.schedule(now + crt, FEv::CreditSw { sw: info.sw, out: info.out, vc: info.vc, flits: info.flits });
+        q.schedule(now + crt, FEv::credit_sw(info.sw, info.out, info.vc, info.flits));
         let sp = info.src_port as usize;
         self.ports[sp].outstanding -= 1;
         if self.ports[sp].blocked && self.ports[sp].max_outstanding > 0 {
@@ -1208,10 +1226,3 @@ impl FabricSim {
     }
 }
 
-#[cfg(test)]
-mod layout_tests {
-    #[test]
-    fn event_sizes() {
-        eprintln!("FEv {} CEv {} entry {}", std::mem::size_of::<super::FEv>(), std::mem::size_of::<crate::collective::CEv>(), std::mem::size_of::<(u64, crate::collective::CEv)>());
-    }
-}
