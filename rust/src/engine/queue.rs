@@ -64,6 +64,45 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
+/// `v.push((t, e))`, moving a 16-byte event as four 32-bit words. A plain
+/// push copies the event out of the stack slot it was assembled in with one
+/// 16-byte load, which store forwarding cannot serve from the narrower
+/// stores that built it: a stall of some 15 cycles on every schedule (perf:
+/// ~40 % of the fabric's scheduling sites on the NVL72 ring). Events whose
+/// fields are all 32 or 64 bits with a 32-bit tag (`FEv`, and `CEv` around
+/// it) are built by stores of at least 32 bits, so each 32-bit load here is
+/// served by one of them; the loads are volatile so they are not merged
+/// back into one wide load. Other sizes push normally. Same bytes, same
+/// order: only how they are moved differs.
+#[inline(always)]
+fn push_words<E>(v: &mut Vec<(TimePs, E)>, t: TimePs, e: E) {
+    use std::mem::{align_of, size_of, MaybeUninit};
+    if size_of::<E>() == 16 && align_of::<E>() >= 4 {
+        let p = &e as *const E as *const MaybeUninit<u32>;
+        // SAFETY: E is 16 bytes, at least 4-aligned: four aligned words;
+        // MaybeUninit carries padding bytes as they are. `e` is forgotten,
+        // not dropped: its bytes are moved into the vector below.
+        let w = unsafe { [p.read_volatile(), p.add(1).read_volatile(), p.add(2).read_volatile(), p.add(3).read_volatile()] };
+        std::mem::forget(e);
+        if v.len() == v.capacity() {
+            v.reserve(1);
+        }
+        // SAFETY: len < capacity; the slot's `.1` is E-aligned (>= 4) and 16
+        // bytes, written whole with E's own bytes before `set_len`.
+        unsafe {
+            let dst = v.as_mut_ptr().add(v.len());
+            std::ptr::addr_of_mut!((*dst).0).write(t);
+            let q = std::ptr::addr_of_mut!((*dst).1) as *mut MaybeUninit<u32>;
+            for (k, x) in w.into_iter().enumerate() {
+                q.add(k).write(x);
+            }
+            v.set_len(v.len() + 1);
+        }
+    } else {
+        v.push((t, e));
+    }
+}
+
 #[inline]
 fn bucket_of(t: TimePs, last: TimePs) -> usize {
     (64 - (t ^ last).leading_zeros()) as usize
@@ -119,12 +158,12 @@ impl<E> EventQueue<E> {
     fn push(&mut self, t: TimePs, event: E) {
         self.len += 1;
         if t == self.last {
-            self.now.push((t, event));
+            push_words(&mut self.now, t, event);
         } else {
             let b = bucket_of(t, self.last);
-            // SAFETY-free bound: b is in 1..=64 (t != last) and buckets has 65 entries
+            // b is in 1..=64 (t != last) and buckets has 65 entries
             let v = &mut self.buckets[b];
-            v.push((t, event));
+            push_words(v, t, event);
             self.nonempty |= 1u128 << b;
             let m = &mut self.mins[b];
             *m = (*m).min(t);

@@ -35,20 +35,27 @@ use faults::FaultState;
 const REORDER_WINDOW: u64 = 4096;
 const NONE: u32 = u32::MAX;
 
-/// Fabric events.
+/// Fabric events. 16 bytes, a 32-bit tag and 32/64-bit fields only (no
+/// narrower field): the queue moves them as 32-bit words that store
+/// forwarding serves from the stores that built them (see
+/// `engine::queue::push_words`).
 #[derive(Debug, Clone, Copy)]
+#[repr(u32)]
 pub enum FEv {
     StartTransfer(u32),
     PortTry(u32),
     Arrive { sw: u32, input: u32, pkt: u32 },
-    Wake { sw: u32, cycle: u64, deferred: bool },
+    /// Step switch `sw` at `cycle` (re-queued once at the same picosecond as
+    /// [`FEv::WakeStep`], so every packet head due then is injected first).
+    Wake { sw: u32, cycle: u64 },
+    /// The re-queued wake: step now.
+    WakeStep { sw: u32, cycle: u64 },
     Deliver { port: u32, pkt: u32 },
     Consume { port: u32, pkt: u32 },
     CreditGpu { port: u32, vc: u32, flits: u32 },
-    /// `out` and `vc` are 16-bit (switch ports <= 4096 and VCs <= 64 by
-    /// validation): the event stays 16 bytes, built in registers (see
-    /// [`FEv::credit_sw`]).
-    CreditSw { sw: u32, out: u16, vc: u16, flits: u32 },
+    /// `out_vc` = output | VC << 16 (switch ports <= 4096 and VCs <= 64 by
+    /// validation), so the event stays 16 bytes ([`FEv::credit_sw`]).
+    CreditSw { sw: u32, out_vc: u32, flits: u32 },
     /// A packet lost to a fault is queued again at its source (replay timer expired).
     Requeue(u32),
 }
@@ -59,7 +66,7 @@ impl FEv {
     #[inline(always)]
     fn credit_sw(sw: u32, out: u32, vc: u32, flits: u32) -> Self {
         debug_assert!(out <= u16::MAX as u32 && vc <= u16::MAX as u32);
-        FEv::CreditSw { sw, out: out as u16, vc: vc as u16, flits }
+        FEv::CreditSw { sw, out_vc: out | vc << 16, flits }
     }
 }
 
@@ -645,7 +652,7 @@ impl FabricSim {
         }
         self.sws[s].wake_at = Some(c);
         let t = self.t_of(s, c);
-        q.schedule(t, FEv::Wake { sw: s as u32, cycle: c, deferred: false });
+        q.schedule(t, FEv::Wake { sw: s as u32, cycle: c });
     }
 
     fn schedule_try<Q: Scheduler<FEv> + ?Sized>(&mut self, p: usize, at: TimePs, q: &mut Q) {
@@ -721,13 +728,15 @@ impl FabricSim {
                 self.ensure_wake(s, Some(c), q);
                 Ok(())
             }
-            FEv::Wake { sw, cycle, deferred } => {
+            FEv::Wake { sw, cycle } => {
+                if self.sws[sw as usize].wake_at == Some(cycle) {
+                    q.schedule(now, FEv::WakeStep { sw, cycle });
+                }
+                Ok(())
+            }
+            FEv::WakeStep { sw, cycle } => {
                 let s = sw as usize;
                 if self.sws[s].wake_at != Some(cycle) {
-                    return Ok(());
-                }
-                if !deferred {
-                    q.schedule(now, FEv::Wake { sw, cycle, deferred: true });
                     return Ok(());
                 }
                 self.sws[s].wake_at = None;
@@ -766,7 +775,8 @@ impl FabricSim {
                 }
                 Ok(())
             }
-            FEv::CreditSw { sw, out, vc, flits } => {
+            FEv::CreditSw { sw, out_vc, flits } => {
+                let (out, vc) = (out_vc & 0xffff, out_vc >> 16);
                 let s = sw as usize;
                 let c = self.c_of(s, now).max(self.sws[s].stepped.map_or(0, |x| x + 1));
                 self.sws[s].sw.return_credits(out as usize, vc as usize, flits, c)?;
