@@ -347,7 +347,9 @@ impl DagExec {
         if let CEv::Fab(e) = ev {
             if let Backend::Fabric(sim) = &mut self.backend {
                 sim.handle(now, e, &mut WrapQ(q))?;
-                self.collect(q);
+                if !sim.completed.is_empty() {
+                    self.collect(q);
+                }
                 return Ok(());
             }
         }

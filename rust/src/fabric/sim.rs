@@ -258,6 +258,10 @@ pub struct FabricSim {
     largest: u64,
     vcs: u32,
     scratch: Vec<u32>,
+    /// The last packet size asked of [`Self::shape`] and its (flits,
+    /// protocol packets): nearly every packet of a run has the same size,
+    /// and the three divisions per packet were a visible share of it.
+    shape_memo: std::cell::Cell<(u64, u32, u64)>,
     in_flight: Vec<u64>,
     pub(crate) reorder: Vec<ReorderStats>,
     /// Completed transfers not yet collected by the owner: (transfer, time).
@@ -401,6 +405,7 @@ impl FabricSim {
             largest,
             vcs,
             scratch: Vec::new(),
+            shape_memo: std::cell::Cell::new((0, 0, 0)),
             completed: Vec::new(),
             packets_sent: 0,
             delivered_bytes: vec![0; topo_gpus],
@@ -538,6 +543,7 @@ impl FabricSim {
             largest,
             vcs,
             scratch: Vec::new(),
+            shape_memo: std::cell::Cell::new((0, 0, 0)),
             completed: Vec::new(),
             packets_sent: 0,
             delivered_bytes: vec![0; ne],
@@ -619,8 +625,21 @@ impl FabricSim {
     }
 
     fn flits_for(&self, bytes: u64) -> u32 {
+        self.shape(bytes).0
+    }
+
+    /// Flits and protocol packets of a simulated packet of `bytes` (> 0)
+    /// payload bytes (memoized for the last size: the same arithmetic).
+    #[inline]
+    fn shape(&self, bytes: u64) -> (u32, u64) {
+        let (b, f, k) = self.shape_memo.get();
+        if b == bytes && b != 0 {
+            return (f, k);
+        }
         let k = bytes.div_ceil(self.payload);
-        ((k - 1) * self.fmt.flits_per_packet(self.payload) + self.fmt.flits_per_packet(bytes - (k - 1) * self.payload)) as u32
+        let f = ((k - 1) * self.fmt.flits_per_packet(self.payload) + self.fmt.flits_per_packet(bytes - (k - 1) * self.payload)) as u32;
+        self.shape_memo.set((bytes, f, k));
+        (f, k)
     }
 
     fn complete(&mut self, x: u32, now: TimePs) {
@@ -1048,10 +1067,12 @@ impl FabricSim {
                 sh.last_bytes = 0;
             }
             let resent_seq = sh.seq;
-            let tx = port.link.send_packets(now, vc as usize, flits, bytes as u32, bytes.div_ceil(self.payload) as u32);
+            let proto = self.shape_memo.get().2; // `flits_for(bytes)` above set it
+            debug_assert_eq!(proto, bytes.div_ceil(self.payload));
+            let tx = port.link.send_packets(now, vc as usize, flits, bytes as u32, proto as u32);
             port.outstanding += 1;
             if port.inj_ps_per_byte > 0.0 {
-                let cost = bytes + port.inj_overhead_bytes * bytes.div_ceil(self.payload);
+                let cost = bytes + port.inj_overhead_bytes * proto;
                 port.next_inject_ps = tx.start_ps.saturating_add(crate::engine::ps_ceil(cost as f64 * port.inj_ps_per_byte));
             }
             let (sw, input) = (port.sw, port.sw_port);
