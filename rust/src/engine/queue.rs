@@ -249,6 +249,22 @@ impl<E> EventQueue<E> {
         self.head = 0;
     }
 
+    /// [`Self::pop`] if the earliest event is at or before `until_ps`
+    /// (else None, the queue unchanged but for a peek).
+    #[inline]
+    pub fn pop_until(&mut self, until_ps: TimePs) -> Option<Scheduled<E>> {
+        if self.head == self.now.len() && !self.refill() {
+            return None;
+        }
+        if self.last > until_ps {
+            return None;
+        }
+        let (t, event) = self.take_front();
+        self.len -= 1;
+        self.now_ps = t;
+        Some(Scheduled { time_ps: t, event })
+    }
+
     /// Bucket 0 is empty: split the lowest non-empty bucket around its
     /// minimum. False if nothing is pending.
     #[inline]

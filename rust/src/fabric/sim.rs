@@ -219,6 +219,19 @@ struct Sw {
     cycle_ps: f64,
     wake_at: Option<u64>,
     stepped: Option<u64>,
+    /// The last (time, cycle) of [`FabricSim::c_of`] and (cycle, time) of
+    /// [`FabricSim::t_of`] (u64::MAX: none): events of one switch come in
+    /// runs at one time or cycle, and each conversion is a float division
+    /// or product and a rounding. Same values, computed once.
+    c_memo: std::cell::Cell<(TimePs, u64)>,
+    t_memo: std::cell::Cell<(u64, TimePs)>,
+}
+
+impl Sw {
+    fn new(sw: Switch, cycle_ps: f64) -> Self {
+        let none = std::cell::Cell::new((u64::MAX, 0));
+        Sw { sw, cycle_ps, wake_at: None, stepped: None, c_memo: none.clone(), t_memo: none }
+    }
 }
 
 /// Per-GPU reorder-buffer statistics.
@@ -377,7 +390,7 @@ impl FabricSim {
             };
             let mut sw = Switch::new(&ss).map_err(|e| crate::link::prefix_field(e, "switch"))?;
             sw.set_record_upstream_credits(true);
-            sws.push(Sw { sw, cycle_ps: 1000.0 / clock_ghz, wake_at: None, stepped: None });
+            sws.push(Sw::new(sw, 1000.0 / clock_ghz));
         }
         let topo_gpus = topo.gpus as usize;
         let faults = FaultState::new(spec, &topo)?;
@@ -515,7 +528,7 @@ impl FabricSim {
                     sw.set_output_credits(o, d);
                 }
             }
-            sws.push(Sw { sw, cycle_ps: 1000.0 / clock[s as usize], wake_at: None, stepped: None });
+            sws.push(Sw::new(sw, 1000.0 / clock[s as usize]));
         }
         let ne = topo.endpoints as usize;
         let faults = FaultState::new(spec, &topo)?;
@@ -616,12 +629,26 @@ impl FabricSim {
 
     #[inline]
     fn t_of(&self, sw: usize, cycle: u64) -> TimePs {
-        ceil_div_f(cycle as f64 * self.sws[sw].cycle_ps)
+        let s = &self.sws[sw];
+        let (c, t) = s.t_memo.get();
+        if c == cycle {
+            return t;
+        }
+        let t = ceil_div_f(cycle as f64 * s.cycle_ps);
+        s.t_memo.set((cycle, t));
+        t
     }
 
     #[inline]
     fn c_of(&self, sw: usize, t: TimePs) -> u64 {
-        crate::engine::ceil_f64((t as f64 / self.sws[sw].cycle_ps) - 1e-9).max(0.0) as u64
+        let s = &self.sws[sw];
+        let (tm, c) = s.c_memo.get();
+        if tm == t {
+            return c;
+        }
+        let c = crate::engine::ceil_f64((t as f64 / s.cycle_ps) - 1e-9).max(0.0) as u64;
+        s.c_memo.set((t, c));
+        c
     }
 
     fn flits_for(&self, bytes: u64) -> u32 {
