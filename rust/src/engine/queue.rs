@@ -251,7 +251,7 @@ impl<E> EventQueue<E> {
 
     /// [`Self::pop`] if the earliest event is at or before `until_ps`
     /// (else None, the queue unchanged but for a peek).
-    #[inline]
+    #[inline(always)]
     pub fn pop_until(&mut self, until_ps: TimePs) -> Option<Scheduled<E>> {
         if self.head == self.now.len() && !self.refill() {
             return None;
@@ -267,7 +267,7 @@ impl<E> EventQueue<E> {
 
     /// Bucket 0 is empty: split the lowest non-empty bucket around its
     /// minimum. False if nothing is pending.
-    #[inline]
+    #[inline(never)]
     fn refill(&mut self) -> bool {
         if self.nonempty == 0 {
             return false;

@@ -683,6 +683,7 @@ impl FabricSim {
     /// Make sure switch `s` is stepped at its next event cycle, and no later
     /// than `at` if given (after an injection or a credit return, which the
     /// switch acts on at its next step without an event of its own).
+    #[inline]
     fn ensure_wake<Q: Scheduler<FEv> + ?Sized>(&mut self, s: usize, at: Option<u64>, q: &mut Q) {
         let sw = &self.sws[s];
         let next = match (sw.sw.next_event_cycle(), at) {
@@ -701,6 +702,7 @@ impl FabricSim {
         q.schedule(t, FEv::Wake { sw: s as u32, cycle: c });
     }
 
+    #[inline]
     fn schedule_try<Q: Scheduler<FEv> + ?Sized>(&mut self, p: usize, at: TimePs, q: &mut Q) {
         let port = &mut self.ports[p];
         if port.try_at.is_some_and(|t| t <= at) {
