@@ -1077,7 +1077,9 @@ impl FabricSim {
             let vc = self.xfers[x as usize].vc;
             let flits = self.flits_for(bytes);
             let port = &mut self.ports[p];
-            port.queue.rotate_left(1);
+            if n > 1 {
+                port.queue.rotate_left(1); // (a no-op, but a call, for one share)
+            }
             if !port.link.has_credits(vc as usize, flits) {
                 continue;
             }
