@@ -467,6 +467,44 @@ mod tests {
         assert_eq!(q.len(), 1);
     }
 
+    /// Events that own memory are dropped exactly once whichever way they
+    /// leave (popped, taken, cleared, rebased, dropped with the queue),
+    /// including 16-byte ones moved as words: the vector read from `head`
+    /// and the word copies neither leak nor drop twice.
+    #[test]
+    fn owned_events_are_dropped_exactly_once() {
+        use std::rc::Rc;
+        let token = Rc::new(());
+        // Rc is 8 bytes; (Rc, u64) is 16 bytes and 8-aligned: the word path.
+        let mk = |k: u64| (token.clone(), k);
+        {
+            let mut q = EventQueue::new();
+            for k in 0..50u64 {
+                q.schedule(k % 7, mk(k));
+            }
+            for _ in 0..10 {
+                q.pop();
+            }
+            let p = q.peek_time().unwrap();
+            q.schedule(p.saturating_sub(0), mk(99)); // same time as the peeked minimum
+            q.schedule(3, mk(100)); // clamped to now
+            let all = q.take_all();
+            assert_eq!(Rc::strong_count(&token), 1 + all.len());
+            for (t, e) in all {
+                q.schedule(t, e);
+            }
+            q.pop();
+            q.clear();
+            assert_eq!(Rc::strong_count(&token), 1);
+            for k in 0..20u64 {
+                q.schedule(1000 + k, mk(k));
+            }
+            q.pop();
+            assert_eq!(Rc::strong_count(&token), 1 + q.len());
+        }
+        assert_eq!(Rc::strong_count(&token), 1, "queue drop");
+    }
+
     #[test]
     fn engine_is_send() {
         fn is_send<T: Send>() {}
