@@ -482,12 +482,13 @@ mod tests {
             for k in 0..50u64 {
                 q.schedule(k % 7, mk(k));
             }
-            for _ in 0..10 {
-                q.pop();
+            for _ in 0..15 {
+                q.pop(); // the 8 events at 0 and the 7 at 1
             }
-            let p = q.peek_time().unwrap();
-            q.schedule(p.saturating_sub(0), mk(99)); // same time as the peeked minimum
-            q.schedule(3, mk(100)); // clamped to now
+            assert_eq!((q.now_ps(), q.peek_time()), (1, Some(2)));
+            q.schedule(1, mk(99)); // before the peeked minimum: a rebase
+            q.schedule(0, mk(100)); // clamped to now
+            assert_eq!(q.peek_time(), Some(1));
             let all = q.take_all();
             assert_eq!(Rc::strong_count(&token), 1 + all.len());
             for (t, e) in all {
