@@ -61,8 +61,8 @@ pub enum FEv {
 }
 
 impl FEv {
-    /// A credit return to switch `sw`'s output `out` (validated bounds:
-    /// `out < 4096`, `vc < 64`, so the 16-bit fields are exact).
+    /// A credit return to switch `sw`'s output `out` on `vc` (validated
+    /// bounds: `out < 4096`, `vc < 64`, so 16 bits each hold them exactly).
     #[inline(always)]
     fn credit_sw(sw: u32, out: u32, vc: u32, flits: u32) -> Self {
         debug_assert!(out <= u16::MAX as u32 && vc <= u16::MAX as u32);
@@ -70,9 +70,10 @@ impl FEv {
     }
 }
 
-// Events are copied into and out of the queue on every schedule: at 16 bytes
-// they are built and moved in registers (24 bytes went through the stack, a
-// store-forwarding stall per event on the 72-GPU ring).
+// Events are copied into the queue on every schedule: 16 bytes of 32/64-bit
+// fields are moved as words store forwarding serves (a 24-byte event with
+// narrow fields was copied wide from the stack: a store-forwarding stall per
+// event on the 72-GPU ring; docs/performance.md, fourth round).
 const _: () = assert!(std::mem::size_of::<FEv>() == 16);
 
 #[derive(Debug, Clone, Copy, Default)]
