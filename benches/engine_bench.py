@@ -31,7 +31,10 @@ simulated, 4 KiB .. 37 MiB on HGX H100, HGX B200 and NVL72 (identical time and l
 target: >= 100x faster at <= 2 % bandwidth difference).
 
 Each case runs in a fresh interpreter (peak RSS is per case). To compare two
-builds, point PYTHONPATH at each tree's python/ and run the same command."""
+builds, point PYTHONPATH at each tree's python/ and run the same command.
+That a speed change left every answer and statistic bit-identical is checked by
+benches/engine_exact.py against a record made with the build before it
+(tests/test_engine_exact.py runs its fast cases)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,44 @@ pub enum CEv {
     Ready(u32),
     /// Delay node (or ideal transfer) finished.
     Done(u32),
-    /// Flow-level fabric event.
-    Flow(crate::flow::FlowEv),
+    /// Flow-level fabric events ([`crate::flow::FlowEv`] flattened, one
+    /// variant each: with one-field variants `CEv` takes `FEv`'s tag niche
+    /// and stays 16 bytes, so queue entries are built and copied in
+    /// registers; a nested `Flow(FlowEv)` made it 24, copied through the
+    /// stack; see [`CEv::flow`] and [`CEv::as_flow`]).
+    FlowStart(u32),
+    FlowSolve(bool),
+    FlowDrain(u64),
+    FlowDone(u32),
+}
+
+const _: () = assert!(std::mem::size_of::<CEv>() == 16);
+
+impl CEv {
+    /// A flow-level event as a `CEv`.
+    #[inline]
+    pub fn flow(e: crate::flow::FlowEv) -> Self {
+        use crate::flow::FlowEv as F;
+        match e {
+            F::Start(x) => CEv::FlowStart(x),
+            F::Solve { deferred } => CEv::FlowSolve(deferred),
+            F::Drain { gen } => CEv::FlowDrain(gen),
+            F::Done(x) => CEv::FlowDone(x),
+        }
+    }
+
+    /// The flow-level event, if this is one.
+    #[inline]
+    pub fn as_flow(&self) -> Option<crate::flow::FlowEv> {
+        use crate::flow::FlowEv as F;
+        Some(match *self {
+            CEv::FlowStart(x) => F::Start(x),
+            CEv::FlowSolve(deferred) => F::Solve { deferred },
+            CEv::FlowDrain(gen) => F::Drain { gen },
+            CEv::FlowDone(x) => F::Done(x),
+            CEv::Fab(_) | CEv::Ready(_) | CEv::Done(_) => return None,
+        })
+    }
 }
 
 /// Forwards fabric events into a `CEv` scheduler.
@@ -37,7 +73,7 @@ impl Scheduler<FEv> for Wrap<'_> {
 struct WrapQ<'a>(&'a mut crate::engine::EventQueue<CEv>);
 
 impl Scheduler<FEv> for WrapQ<'_> {
-    #[inline]
+    #[inline(always)]
     fn schedule(&mut self, t: TimePs, e: FEv) {
         self.0.schedule(t, CEv::Fab(e))
     }
@@ -49,7 +85,7 @@ struct WrapFlow<'a>(&'a mut dyn Scheduler<CEv>);
 impl Scheduler<crate::flow::FlowEv> for WrapFlow<'_> {
     #[inline]
     fn schedule(&mut self, t: TimePs, e: crate::flow::FlowEv) {
-        self.0.schedule(t, CEv::Flow(e))
+        self.0.schedule(t, CEv::flow(e))
     }
 }
 
@@ -311,7 +347,9 @@ impl DagExec {
         if let CEv::Fab(e) = ev {
             if let Backend::Fabric(sim) = &mut self.backend {
                 sim.handle(now, e, &mut WrapQ(q))?;
-                self.collect(q);
+                if !sim.completed.is_empty() {
+                    self.collect(q);
+                }
                 return Ok(());
             }
         }
@@ -327,7 +365,8 @@ impl DagExec {
                 }
                 self.collect(q);
             }
-            CEv::Flow(e) => {
+            CEv::FlowStart(_) | CEv::FlowSolve(_) | CEv::FlowDrain(_) | CEv::FlowDone(_) => {
+                let e = ev.as_flow().expect("a flow event");
                 if let Backend::Flow(sim) = &mut self.backend {
                     sim.handle(now, e, &mut WrapFlow(q))?;
                 }
@@ -403,8 +442,8 @@ impl DagExec {
         for e in evs {
             match e {
                 CEv::Ready(i) | CEv::Done(i) => nodes.push(*i),
-                CEv::Flow(crate::flow::FlowEv::Start(x)) | CEv::Flow(crate::flow::FlowEv::Done(x)) => xs.push(*x),
-                CEv::Flow(_) => {}
+                CEv::FlowStart(x) | CEv::FlowDone(x) => xs.push(*x),
+                CEv::FlowSolve(_) | CEv::FlowDrain(_) => {}
                 CEv::Fab(_) => return None,
             }
         }
@@ -455,10 +494,10 @@ impl DagExec {
             let r = match e {
                 CEv::Ready(i) => ord(*i).map(|r| [1, r[0], r[1]]),
                 CEv::Done(i) => ord(*i).map(|r| [2, r[0], r[1]]),
-                CEv::Flow(crate::flow::FlowEv::Start(x)) => xref(*x).map(|r| [3, r[0], r[1]]),
-                CEv::Flow(crate::flow::FlowEv::Done(x)) => xref(*x).map(|r| [4, r[0], r[1]]),
-                CEv::Flow(crate::flow::FlowEv::Solve { deferred }) => Some([5, *deferred as u64, 0]),
-                CEv::Flow(crate::flow::FlowEv::Drain { gen }) => Some([6, f.periodic_drain_valid(*gen) as u64, 0]),
+                CEv::FlowStart(x) => xref(*x).map(|r| [3, r[0], r[1]]),
+                CEv::FlowDone(x) => xref(*x).map(|r| [4, r[0], r[1]]),
+                CEv::FlowSolve(deferred) => Some([5, *deferred as u64, 0]),
+                CEv::FlowDrain(gen) => Some([6, f.periodic_drain_valid(*gen) as u64, 0]),
                 CEv::Fab(_) => None,
             };
             let Some(r) = r else { return false };

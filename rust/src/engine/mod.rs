@@ -162,11 +162,7 @@ pub fn run<M: Model>(
     if let Some(t) = queue.beyond_range_ps() {
         return Err(time_range_error(t));
     }
-    while let Some(t) = queue.peek_time() {
-        if t > until_ps {
-            break;
-        }
-        let Scheduled { time_ps, event } = queue.pop().expect("peeked");
+    while let Some(Scheduled { time_ps, event }) = queue.pop_until(until_ps) {
         model.handle(time_ps, event, queue)?;
         if let Some(t) = queue.beyond_range_ps() {
             return Err(time_range_error(t));

@@ -35,20 +35,46 @@ use faults::FaultState;
 const REORDER_WINDOW: u64 = 4096;
 const NONE: u32 = u32::MAX;
 
-/// Fabric events.
+/// Fabric events. 16 bytes, a 32-bit tag and 32/64-bit fields only (no
+/// narrower field): the queue moves them as 32-bit words that store
+/// forwarding serves from the stores that built them (see
+/// `engine::queue::push_words`).
 #[derive(Debug, Clone, Copy)]
+#[repr(u32)]
 pub enum FEv {
     StartTransfer(u32),
     PortTry(u32),
     Arrive { sw: u32, input: u32, pkt: u32 },
-    Wake { sw: u32, cycle: u64, deferred: bool },
+    /// Step switch `sw` at `cycle` (re-queued once at the same picosecond as
+    /// [`FEv::WakeStep`], so every packet head due then is injected first).
+    Wake { sw: u32, cycle: u64 },
+    /// The re-queued wake: step now.
+    WakeStep { sw: u32, cycle: u64 },
     Deliver { port: u32, pkt: u32 },
     Consume { port: u32, pkt: u32 },
     CreditGpu { port: u32, vc: u32, flits: u32 },
-    CreditSw { sw: u32, out: u32, vc: u32, flits: u32 },
+    /// `out_vc` = output | VC << 16 (switch ports <= 4096 and VCs <= 64 by
+    /// validation), so the event stays 16 bytes ([`FEv::credit_sw`]).
+    CreditSw { sw: u32, out_vc: u32, flits: u32 },
     /// A packet lost to a fault is queued again at its source (replay timer expired).
     Requeue(u32),
 }
+
+impl FEv {
+    /// A credit return to switch `sw`'s output `out` on `vc` (validated
+    /// bounds: `out < 4096`, `vc < 64`, so 16 bits each hold them exactly).
+    #[inline(always)]
+    fn credit_sw(sw: u32, out: u32, vc: u32, flits: u32) -> Self {
+        debug_assert!(out <= u16::MAX as u32 && vc <= u16::MAX as u32);
+        FEv::CreditSw { sw, out_vc: out | vc << 16, flits }
+    }
+}
+
+// Events are copied into the queue on every schedule: 16 bytes of 32/64-bit
+// fields are moved as words store forwarding serves (a 24-byte event with
+// narrow fields was copied wide from the stack: a store-forwarding stall per
+// event on the 72-GPU ring; docs/performance.md, fourth round).
+const _: () = assert!(std::mem::size_of::<FEv>() == 16);
 
 #[derive(Debug, Clone, Copy, Default)]
 struct PktInfo {
@@ -194,6 +220,19 @@ struct Sw {
     cycle_ps: f64,
     wake_at: Option<u64>,
     stepped: Option<u64>,
+    /// The last (time, cycle) of [`FabricSim::c_of`] and (cycle, time) of
+    /// [`FabricSim::t_of`] (u64::MAX: none): events of one switch come in
+    /// runs at one time or cycle, and each conversion is a float division
+    /// or product and a rounding. Same values, computed once.
+    c_memo: std::cell::Cell<(TimePs, u64)>,
+    t_memo: std::cell::Cell<(u64, TimePs)>,
+}
+
+impl Sw {
+    fn new(sw: Switch, cycle_ps: f64) -> Self {
+        let none = std::cell::Cell::new((u64::MAX, 0));
+        Sw { sw, cycle_ps, wake_at: None, stepped: None, c_memo: none.clone(), t_memo: none }
+    }
 }
 
 /// Per-GPU reorder-buffer statistics.
@@ -233,6 +272,10 @@ pub struct FabricSim {
     largest: u64,
     vcs: u32,
     scratch: Vec<u32>,
+    /// The last packet size asked of [`Self::shape`] and its (flits,
+    /// protocol packets): nearly every packet of a run has the same size,
+    /// and the three divisions per packet were a visible share of it.
+    shape_memo: std::cell::Cell<(u64, u32, u64)>,
     in_flight: Vec<u64>,
     pub(crate) reorder: Vec<ReorderStats>,
     /// Completed transfers not yet collected by the owner: (transfer, time).
@@ -348,7 +391,7 @@ impl FabricSim {
             };
             let mut sw = Switch::new(&ss).map_err(|e| crate::link::prefix_field(e, "switch"))?;
             sw.set_record_upstream_credits(true);
-            sws.push(Sw { sw, cycle_ps: 1000.0 / clock_ghz, wake_at: None, stepped: None });
+            sws.push(Sw::new(sw, 1000.0 / clock_ghz));
         }
         let topo_gpus = topo.gpus as usize;
         let faults = FaultState::new(spec, &topo)?;
@@ -376,6 +419,7 @@ impl FabricSim {
             largest,
             vcs,
             scratch: Vec::new(),
+            shape_memo: std::cell::Cell::new((0, 0, 0)),
             completed: Vec::new(),
             packets_sent: 0,
             delivered_bytes: vec![0; topo_gpus],
@@ -485,7 +529,7 @@ impl FabricSim {
                     sw.set_output_credits(o, d);
                 }
             }
-            sws.push(Sw { sw, cycle_ps: 1000.0 / clock[s as usize], wake_at: None, stepped: None });
+            sws.push(Sw::new(sw, 1000.0 / clock[s as usize]));
         }
         let ne = topo.endpoints as usize;
         let faults = FaultState::new(spec, &topo)?;
@@ -513,6 +557,7 @@ impl FabricSim {
             largest,
             vcs,
             scratch: Vec::new(),
+            shape_memo: std::cell::Cell::new((0, 0, 0)),
             completed: Vec::new(),
             packets_sent: 0,
             delivered_bytes: vec![0; ne],
@@ -585,17 +630,44 @@ impl FabricSim {
 
     #[inline]
     fn t_of(&self, sw: usize, cycle: u64) -> TimePs {
-        ceil_div_f(cycle as f64 * self.sws[sw].cycle_ps)
+        let s = &self.sws[sw];
+        let (c, t) = s.t_memo.get();
+        if c == cycle {
+            return t;
+        }
+        let t = ceil_div_f(cycle as f64 * s.cycle_ps);
+        s.t_memo.set((cycle, t));
+        t
     }
 
     #[inline]
     fn c_of(&self, sw: usize, t: TimePs) -> u64 {
-        crate::engine::ceil_f64((t as f64 / self.sws[sw].cycle_ps) - 1e-9).max(0.0) as u64
+        let s = &self.sws[sw];
+        let (tm, c) = s.c_memo.get();
+        if tm == t {
+            return c;
+        }
+        let c = crate::engine::ceil_f64((t as f64 / s.cycle_ps) - 1e-9).max(0.0) as u64;
+        s.c_memo.set((t, c));
+        c
     }
 
     fn flits_for(&self, bytes: u64) -> u32 {
+        self.shape(bytes).0
+    }
+
+    /// Flits and protocol packets of a simulated packet of `bytes` (> 0)
+    /// payload bytes (memoized for the last size: the same arithmetic).
+    #[inline]
+    fn shape(&self, bytes: u64) -> (u32, u64) {
+        let (b, f, k) = self.shape_memo.get();
+        if b == bytes && b != 0 {
+            return (f, k);
+        }
         let k = bytes.div_ceil(self.payload);
-        ((k - 1) * self.fmt.flits_per_packet(self.payload) + self.fmt.flits_per_packet(bytes - (k - 1) * self.payload)) as u32
+        let f = ((k - 1) * self.fmt.flits_per_packet(self.payload) + self.fmt.flits_per_packet(bytes - (k - 1) * self.payload)) as u32;
+        self.shape_memo.set((bytes, f, k));
+        (f, k)
     }
 
     fn complete(&mut self, x: u32, now: TimePs) {
@@ -612,6 +684,7 @@ impl FabricSim {
     /// Make sure switch `s` is stepped at its next event cycle, and no later
     /// than `at` if given (after an injection or a credit return, which the
     /// switch acts on at its next step without an event of its own).
+    #[inline]
     fn ensure_wake<Q: Scheduler<FEv> + ?Sized>(&mut self, s: usize, at: Option<u64>, q: &mut Q) {
         let sw = &self.sws[s];
         let next = match (sw.sw.next_event_cycle(), at) {
@@ -627,9 +700,10 @@ impl FabricSim {
         }
         self.sws[s].wake_at = Some(c);
         let t = self.t_of(s, c);
-        q.schedule(t, FEv::Wake { sw: s as u32, cycle: c, deferred: false });
+        q.schedule(t, FEv::Wake { sw: s as u32, cycle: c });
     }
 
+    #[inline]
     fn schedule_try<Q: Scheduler<FEv> + ?Sized>(&mut self, p: usize, at: TimePs, q: &mut Q) {
         let port = &mut self.ports[p];
         if port.try_at.is_some_and(|t| t <= at) {
@@ -703,13 +777,15 @@ impl FabricSim {
                 self.ensure_wake(s, Some(c), q);
                 Ok(())
             }
-            FEv::Wake { sw, cycle, deferred } => {
+            FEv::Wake { sw, cycle } => {
+                if self.sws[sw as usize].wake_at == Some(cycle) {
+                    q.schedule(now, FEv::WakeStep { sw, cycle });
+                }
+                Ok(())
+            }
+            FEv::WakeStep { sw, cycle } => {
                 let s = sw as usize;
                 if self.sws[s].wake_at != Some(cycle) {
-                    return Ok(());
-                }
-                if !deferred {
-                    q.schedule(now, FEv::Wake { sw, cycle, deferred: true });
                     return Ok(());
                 }
                 self.sws[s].wake_at = None;
@@ -748,7 +824,8 @@ impl FabricSim {
                 }
                 Ok(())
             }
-            FEv::CreditSw { sw, out, vc, flits } => {
+            FEv::CreditSw { sw, out_vc, flits } => {
+                let (out, vc) = (out_vc & 0xffff, out_vc >> 16);
                 let s = sw as usize;
                 let c = self.c_of(s, now).max(self.sws[s].stepped.map_or(0, |x| x + 1));
                 self.sws[s].sw.return_credits(out as usize, vc as usize, flits, c)?;
@@ -833,7 +910,7 @@ impl FabricSim {
                 }
                 Peer::Switch { switch, port } => {
                     let crt = gr.out_links[(s as u32 * sp + input) as usize].as_ref().map_or(0, |o| o.link.timing().credit_return_ps);
-                    q.schedule(t0 + crt, FEv::CreditSw { sw: switch, out: port, vc, flits });
+                    q.schedule(t0 + crt, FEv::credit_sw(switch, port, vc, flits));
                 }
                 Peer::None => {}
             }
@@ -1001,7 +1078,9 @@ impl FabricSim {
             let vc = self.xfers[x as usize].vc;
             let flits = self.flits_for(bytes);
             let port = &mut self.ports[p];
-            port.queue.rotate_left(1);
+            if n > 1 {
+                port.queue.rotate_left(1); // (a no-op, but a call, for one share)
+            }
             if !port.link.has_credits(vc as usize, flits) {
                 continue;
             }
@@ -1020,10 +1099,12 @@ impl FabricSim {
                 sh.last_bytes = 0;
             }
             let resent_seq = sh.seq;
-            let tx = port.link.send_packets(now, vc as usize, flits, bytes as u32, bytes.div_ceil(self.payload) as u32);
+            let proto = self.shape_memo.get().2; // `flits_for(bytes)` above set it
+            debug_assert_eq!(proto, bytes.div_ceil(self.payload));
+            let tx = port.link.send_packets(now, vc as usize, flits, bytes as u32, proto as u32);
             port.outstanding += 1;
             if port.inj_ps_per_byte > 0.0 {
-                let cost = bytes + port.inj_overhead_bytes * bytes.div_ceil(self.payload);
+                let cost = bytes + port.inj_overhead_bytes * proto;
                 port.next_inject_ps = tx.start_ps.saturating_add(crate::engine::ps_ceil(cost as f64 * port.inj_ps_per_byte));
             }
             let (sw, input) = (port.sw, port.sw_port);
@@ -1085,7 +1166,7 @@ impl FabricSim {
         self.ports[p].rx_payload_bytes += info.bytes as u64;
         self.faults.count_delivered(info.bytes as u64, info.replayed);
         let crt = self.ports[p].rx.credit_return_ps;
-        q.schedule(now + crt, FEv::CreditSw { sw: info.sw, out: info.out, vc: info.vc, flits: info.flits });
+        q.schedule(now + crt, FEv::credit_sw(info.sw, info.out, info.vc, info.flits));
         let sp = info.src_port as usize;
         self.ports[sp].outstanding -= 1;
         if self.ports[sp].blocked && self.ports[sp].max_outstanding > 0 {
@@ -1207,3 +1288,4 @@ impl FabricSim {
         self.sws.first().map_or(1.0, |s| s.cycle_ps)
     }
 }
+

@@ -219,6 +219,11 @@ impl SerdesSpec {
 #[inline]
 pub fn serialization_ps(bytes: u64, rate_bps: u64) -> u64 {
     let num = bytes as u128 * 8 * 1_000_000_000_000u128;
+    if num <= u64::MAX as u128 {
+        // the same quotient by a 64-bit division (a 128-bit one is a library
+        // call, once per packet on the hot path)
+        return (num as u64).div_ceil(rate_bps);
+    }
     num.div_ceil(rate_bps as u128) as u64
 }
 

@@ -308,13 +308,13 @@ impl FabricSim {
         if at_switch && info.stage == STAGE_ON_TRUNK {
             // Off a trunk: the upstream element's output gets its credits back.
             let crt = self.ports[sp].link.timing().credit_return_ps;
-            q.schedule(now + crt, FEv::CreditSw { sw: info.sw, out: info.out, vc: info.vc, flits: info.flits });
+            q.schedule(now + crt, FEv::credit_sw(info.sw, info.out, info.vc, info.flits));
         } else if at_switch {
             let crt = self.ports[sp].link.timing().credit_return_ps;
             q.schedule(now + crt, FEv::CreditGpu { port: info.src_port, vc: info.vc, flits: info.flits });
         } else {
             let gp = self.topo.switch_port_to[(info.sw * self.topo.switch_ports + info.out) as usize].expect("wired output") as usize;
-            q.schedule(now + self.ports[gp].rx.credit_return_ps, FEv::CreditSw { sw: info.sw, out: info.out, vc: info.vc, flits: info.flits });
+            q.schedule(now + self.ports[gp].rx.credit_return_ps, FEv::credit_sw(info.sw, info.out, info.vc, info.flits));
         }
         self.ports[sp].outstanding -= 1;
         if self.ports[sp].blocked && self.ports[sp].max_outstanding > 0 {
