@@ -44,6 +44,51 @@ pub fn disjoint(a: &[u64], b: &[u64]) -> bool {
     }
 }
 
+/// The bits of `set` (bit `b` standing for row `base + b` of `rows`, rows of
+/// `mask.len()` words) whose row shares a set bit with `mask`. No branch
+/// depends on the rows' contents, so a set of rows that mostly miss the mask
+/// costs no mispredictions.
+#[inline]
+pub fn rows_meeting(set: u64, base: usize, rows: &[u64], mask: &[u64]) -> u64 {
+    // 1 if x != 0, else 0, in arithmetic.
+    #[inline]
+    fn nonzero(x: u64) -> u64 {
+        (x | x.wrapping_neg()) >> 63
+    }
+    let mut out = 0u64;
+    let mut s = set;
+    match mask {
+        [m0] => {
+            while s != 0 {
+                let b = s & s.wrapping_neg();
+                let i = base + s.trailing_zeros() as usize;
+                s ^= b;
+                out |= b & nonzero(rows[i] & m0).wrapping_neg();
+            }
+        }
+        [m0, m1] => {
+            while s != 0 {
+                let b = s & s.wrapping_neg();
+                let i = base + s.trailing_zeros() as usize;
+                s ^= b;
+                let r = &rows[2 * i..2 * i + 2];
+                out |= b & nonzero((r[0] & m0) | (r[1] & m1)).wrapping_neg();
+            }
+        }
+        _ => {
+            let w = mask.len();
+            while s != 0 {
+                let b = s & s.wrapping_neg();
+                let i = base + s.trailing_zeros() as usize;
+                s ^= b;
+                let x = rows[i * w..(i + 1) * w].iter().zip(mask).fold(0, |a, (r, m)| a | (r & m));
+                out |= b & nonzero(x).wrapping_neg();
+            }
+        }
+    }
+    out
+}
+
 /// `dst |= a & b` word by word (rows of equal length).
 #[inline]
 pub fn or_and(dst: &mut [u64], a: &[u64], b: &[u64]) {

@@ -664,15 +664,8 @@ impl Switch {
             // Free inputs with a ready head for some free output, found
             // without a data-dependent branch per input (most candidates
             // wait for busy outputs).
-            let mut all = self.has_ready[wi] & self.free_inputs[wi];
-            let mut cand = 0u64;
-            while all != 0 {
-                let b = all & all.wrapping_neg();
-                let i = wi << 6 | all.trailing_zeros() as usize;
-                all ^= b;
-                let hit = !bits::disjoint(&self.ready_any[i * w..(i + 1) * w], &self.free_outputs);
-                cand |= b & (hit as u64).wrapping_neg();
-            }
+            let all = self.has_ready[wi] & self.free_inputs[wi];
+            let mut cand = bits::rows_meeting(all, wi << 6, &self.ready_any, &self.free_outputs);
             while cand != 0 {
                 let i = wi << 6 | cand.trailing_zeros() as usize;
                 cand &= cand - 1;
@@ -707,22 +700,23 @@ impl Switch {
         self.m.clear();
         self.alloc.allocate(&self.req, &mut self.m);
         // Conflicts: requests not granted, per input and per output.
+        // (Counted in the walk over the request bits, without a popcount or
+        // a branch per request.)
         for k in 0..self.req.active.len() {
             let i = self.req.active[k] as usize;
             let row = &self.req.rows[i * w..(i + 1) * w];
-            let c = bits::count(row) as u64;
-            let granted = self.m.input_to_output[i] != NONE;
-            self.stats.ports[i].input_conflicts += c - granted as u64;
+            let mut c = 0u64;
             for (wi, &word) in row.iter().enumerate() {
                 let mut b = word;
                 while b != 0 {
                     let o = wi << 6 | b.trailing_zeros() as usize;
                     b &= b - 1;
-                    if self.m.output_to_input[o] as usize != i {
-                        self.stats.ports[o].output_conflicts += 1;
-                    }
+                    c += 1;
+                    self.stats.ports[o].output_conflicts += (self.m.output_to_input[o] as usize != i) as u64;
                 }
             }
+            let granted = self.m.input_to_output[i] != NONE;
+            self.stats.ports[i].input_conflicts += c - granted as u64;
         }
         let cycle = self.cycle_of(slot);
         for k in 0..self.m.matched.len() {
