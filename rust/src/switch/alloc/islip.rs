@@ -108,8 +108,10 @@ fn grant_round(s: &mut GrantScratch, grant_ptr: &[u32], n: usize, w: usize) {
 /// Cyclic distance from pointer `p` forward to `x`, over `n` ports.
 #[inline]
 fn dist(x: usize, p: u32, n: usize) -> u32 {
-    let p = p as usize;
-    (if x >= p { x - p } else { x + n - p }) as u32
+    // x - p, plus n if that is negative: arithmetic, not a branch (the
+    // direction is random under random traffic).
+    let d = x as i64 - p as i64;
+    (d + (n as i64 & (d >> 63))) as u32
 }
 
 impl Islip {
