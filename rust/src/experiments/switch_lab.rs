@@ -217,16 +217,113 @@ struct SourceQueues {
 }
 
 /// Trials until the first success (values 1, 2, ...), success probability p,
-/// by inversion; `ln_q` = ln(1 - p), precomputed (0 for p = 1).
+/// by inversion: `floor(ln(u) / ln(1 - p)) + 1` for one uniform draw u in
+/// (0, 1], computed as [`geometric_ge1_exact`] computes it, value for value.
+///
+/// Most draws skip libm's `ln` and the division: a table logarithm
+/// ([`fast_ln`], absolute error below [`FAST_LN_ERR`]) times 1 / ln(1 - p)
+/// brackets the quotient; when the bracket, widened by the rounding of the
+/// exact formula, holds no integer, the floor is known and equals the exact
+/// formula's. Otherwise (a draw within ~1e-8 of a step, about one in 10^7
+/// here) the exact formula runs. Same draws, same values: the random stream
+/// and every result are unchanged.
+#[derive(Clone, Copy)]
+struct Geometric {
+    /// ln(1 - p) (0 for p = 1).
+    ln_q: f64,
+    /// 1 / ln(1 - p).
+    inv_ln_q: f64,
+    /// Bound on |fast quotient - true quotient| from the table logarithm.
+    slack: f64,
+    table: &'static LnTable,
+}
+
+impl Geometric {
+    fn new(ln_q: f64) -> Self {
+        let inv_ln_q = if ln_q == 0.0 { 0.0 } else { 1.0 / ln_q };
+        Geometric { ln_q, inv_ln_q, slack: FAST_LN_ERR * inv_ln_q.abs(), table: ln_table() }
+    }
+
+    #[inline]
+    fn sample(&self, rng: &mut SimRng) -> u64 {
+        if self.ln_q == 0.0 {
+            return 1;
+        }
+        self.of(1.0 - rng.uniform()) // (0, 1]
+    }
+
+    /// The value for the draw u in (0, 1] (ln_q != 0).
+    #[inline]
+    fn of(&self, u: f64) -> u64 {
+        let x = fast_ln(u, self.table) * self.inv_ln_q;
+        // The exact formula's quotient is within 1e-15 relative of the true
+        // one (ln and the division each round once, < 1 ulp); the fast one
+        // within `slack` plus its own roundings: `m` bounds the distance
+        // between the two quotients with a wide margin.
+        let m = self.slack + x.abs() * 1e-13 + 1e-12;
+        let (lo, hi) = (x - m, x + m);
+        if lo >= 0.0 && hi < 4.0e15 {
+            let k = lo as u64;
+            if (hi as u64) == k {
+                return k + 1;
+            }
+        }
+        geometric_ge1_exact(u, self.ln_q)
+    }
+}
+
+/// The inversion formula itself (the reference the fast path reproduces).
+#[inline(never)]
+fn geometric_ge1_exact(u: f64, ln_q: f64) -> u64 {
+    // The quotient is >= 0 (or -0.0), so truncation is the floor (and the
+    // cast saturates as `floor` then the cast would): no libm `floor` call.
+    ((u.ln() / ln_q) as u64).saturating_add(1)
+}
+
+/// Trials until the first success, the plain formula (the bursty process).
 #[inline]
 fn geometric_ge1(rng: &mut SimRng, ln_q: f64) -> u64 {
     if ln_q == 0.0 {
         return 1;
     }
-    let u = 1.0 - rng.uniform(); // (0, 1]
-    // The quotient is >= 0 (or -0.0), so truncation is the floor (and the
-    // cast saturates as `floor` then the cast would): no libm `floor` call.
-    ((u.ln() / ln_q) as u64).saturating_add(1)
+    geometric_ge1_exact(1.0 - rng.uniform(), ln_q)
+}
+
+/// Bound on |[`fast_ln`] - ln| for normal u in (0, 1]: the cubic's remainder
+/// (|t| <= 2^-8: t^4 / 4 < 6e-11) plus roundings (< 1e-13 for |ln u| < 750),
+/// rounded up by more than 10x.
+const FAST_LN_ERR: f64 = 1e-9;
+
+/// Bits of the mantissa that pick the table entry.
+const LN_TABLE_BITS: u32 = 7;
+
+/// Per table entry j: the center c_j = 1 + (j + 1/2) / 128, ln c_j, 1 / c_j.
+type LnTable = [(f64, f64, f64); 1 << LN_TABLE_BITS];
+
+fn ln_table() -> &'static LnTable {
+    static T: std::sync::OnceLock<LnTable> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        let mut t = [(0.0, 0.0, 0.0); 1 << LN_TABLE_BITS];
+        for (j, e) in t.iter_mut().enumerate() {
+            let c = 1.0 + (j as f64 + 0.5) / (1u64 << LN_TABLE_BITS) as f64;
+            *e = (c, c.ln(), 1.0 / c);
+        }
+        t
+    })
+}
+
+/// ln(u) for normal positive u, to within [`FAST_LN_ERR`]: u = 2^e m with m
+/// in [1, 2), m = c_j (1 + t) for the center c_j of m's 1/128 interval
+/// (|t| <= 2^-8), ln u = e ln 2 + ln c_j + t - t^2/2 + t^3/3.
+#[inline]
+fn fast_ln(u: f64, table: &LnTable) -> f64 {
+    let b = u.to_bits();
+    let e = ((b >> 52) & 0x7FF) as i64 - 1023;
+    let m = f64::from_bits((b & 0x000F_FFFF_FFFF_FFFF) | 0x3FF0_0000_0000_0000);
+    let j = ((b >> (52 - LN_TABLE_BITS)) & ((1 << LN_TABLE_BITS) - 1)) as usize;
+    let (c, ln_c, inv_c) = table[j];
+    let t = (m - c) * inv_c;
+    e as f64 * std::f64::consts::LN_2 + ln_c + t * (1.0 - t * (0.5 - t * (1.0 / 3.0)))
 }
 
 /// ln(1 - p), accurate for tiny p (ln_1p), 0 for p >= 1; never 0 for 0 < p < 1.
@@ -344,6 +441,7 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
     }
     let p_packet = t.load / f as f64;
     let ln_q_packet = ln_one_minus(p_packet);
+    let geo_packet = Geometric::new(ln_q_packet);
     let ln_q_burst = ln_one_minus(1.0 / t.mean_burst_packets);
     let off_mean = t.mean_burst_packets * f as f64 * (1.0 - t.load) / t.load;
     let mut sources: Vec<Source> = Vec::with_capacity(n);
@@ -356,7 +454,7 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
         };
         let mut rng = SimRng::substream(t.seed, i as u64);
         let next = match t.process {
-            Process::Bernoulli => geometric_ge1(&mut rng, ln_q_packet).saturating_sub(1),
+            Process::Bernoulli => geo_packet.sample(&mut rng).saturating_sub(1),
             Process::Bursty => geometric_ge0_mean(&mut rng, off_mean),
         };
         if active {
@@ -436,7 +534,7 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
             let (dest, gap) = match t.process {
                 Process::Bernoulli => {
                     let d = pick_dest(t, n, i, &perm, &mut s.rng);
-                    (d, geometric_ge1(&mut s.rng, ln_q_packet))
+                    (d, geo_packet.sample(&mut s.rng))
                 }
                 Process::Bursty => {
                     if s.burst_left == 0 {
@@ -573,5 +671,55 @@ fn pick_dest(t: &TrafficSpec, n: usize, i: usize, perm: &[u32], rng: &mut SimRng
             }
         }
         Pattern::Incast => t.incast_target,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast geometric sampler returns the inversion formula's value for
+    /// every draw: random draws, and draws placed on and a few ulps around
+    /// each step u = (1 - p)^k, where a bracket that is too narrow would show.
+    #[test]
+    fn fast_geometric_equals_the_formula() {
+        let mut rng = SimRng::new(9);
+        for &p in &[1.0 / 16.0, 0.5 / 8.0, 0.9, 0.999, 0.3, 1e-3, 1e-6, 0.0625 / 7.0] {
+            let ln_q = ln_one_minus(p);
+            let g = Geometric::new(ln_q);
+            let mut fast = 0u64;
+            for _ in 0..200_000 {
+                let u = 1.0 - rng.uniform();
+                assert_eq!(g.of(u), geometric_ge1_exact(u, ln_q), "p {p} u {u:e}");
+                fast += 1;
+            }
+            for k in 0..3000u64 {
+                let step = (k as f64 * ln_q).exp();
+                if step < 1e-300 {
+                    break;
+                }
+                for d in -4i64..=4 {
+                    let u = f64::from_bits((step.to_bits() as i64 + d) as u64);
+                    if u > 0.0 && u <= 1.0 {
+                        assert_eq!(g.of(u), geometric_ge1_exact(u, ln_q), "p {p} k {k} u {u:e}");
+                    }
+                }
+            }
+            assert!(fast > 0);
+            for u in [1.0, 1.0 - f64::EPSILON / 2.0, f64::EPSILON / 2.0, 0.5, 0.25] {
+                assert_eq!(g.of(u), geometric_ge1_exact(u, ln_q), "p {p} u {u:e}");
+            }
+        }
+    }
+
+    /// The table logarithm is within its stated bound of libm's.
+    #[test]
+    fn fast_ln_within_its_bound() {
+        let mut rng = SimRng::new(4);
+        let t = ln_table();
+        for _ in 0..200_000 {
+            let u = 1.0 - rng.uniform();
+            assert!((fast_ln(u, t) - u.ln()).abs() < FAST_LN_ERR / 10.0, "u {u:e}");
+        }
     }
 }
