@@ -186,7 +186,7 @@ pub struct Switch {
     /// counts of small values, per output for the latency
     /// (`small_latency[o*SMALL + v]`) and switch-wide for the queueing delay,
     /// folded into the histograms by [`Switch::finish_stats`].
-    small_latency: Vec<u32>,
+    small_latency: Vec<u16>,
     small_queueing: Vec<u32>,
     stats: SwitchStats,
 }
@@ -928,7 +928,7 @@ impl Switch {
         if !self.small_latency.is_empty() && lat < SMALL as u64 {
             let k = &mut self.small_latency[o * SMALL + lat as usize];
             *k += 1;
-            if *k == u32::MAX {
+            if *k == u16::MAX {
                 let k = std::mem::take(k) as u64;
                 st.network_latency.record_n(lat, k);
                 st.output_latency[o].record_n(lat, k);
