@@ -100,6 +100,19 @@ struct Slot {
 }
 
 #[derive(Debug, Clone, Copy)]
+struct InOcc {
+    flits: u32,
+    since: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct OutVc {
+    credits: u32,
+    ob_space: u32,
+    low_since: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
 struct QueueState {
     head: u32,
     tail: u32,
@@ -129,8 +142,9 @@ pub struct Switch {
     /// Per queue (input, VC, output-or-0): head/tail slot, length, ready
     /// count, kept together so one cache line serves a packet's visit.
     qs: Vec<QueueState>,
-    in_occ: Vec<u32>,
-    in_occ_last: Vec<u64>,
+    /// Per (input, VC): buffer occupancy and when it last changed (one
+    /// cache line serves both).
+    in_occ: Vec<InOcc>,
     in_link_free: Vec<u64>,
     /// `ready_rows[(i*V+v)*W ..]`: outputs with a ready head at (i, v).
     ready_rows: Vec<u64>,
@@ -150,9 +164,9 @@ pub struct Switch {
     /// `ok[v*W ..]`: outputs whose VC v can take a maximum-size packet.
     ok: Vec<u64>,
     okfree: Vec<u64>,
-    credits: Vec<u32>,
-    low_since: Vec<Option<u64>>,
-    ob_space: Vec<u32>,
+    /// Per (output, VC): downstream credits, output-buffer space, and since
+    /// when credits are below one packet (kept together: updated together).
+    out_vc: Vec<OutVc>,
     ob_ring: Vec<Slot>,
     ob_head: Vec<u32>,
     ob_len: Vec<u32>,
@@ -237,8 +251,7 @@ impl Switch {
             slots: Vec::with_capacity(n * v * 4),
             free_slots: Vec::with_capacity(n * v * 4),
             qs: vec![QueueState { head: NONE, tail: NONE, ready: 0 }; n * v * q_per_iv],
-            in_occ: vec![0; n * v],
-            in_occ_last: vec![0; n * v],
+            in_occ: vec![InOcc { flits: 0, since: 0 }; n * v],
             in_link_free: vec![0; n],
             ready_rows: vec![0; n * v * w],
             has_ready: vec![0; w],
@@ -251,9 +264,7 @@ impl Switch {
             free_outputs: all,
             okfree: vec![0; ok.len()],
             ok,
-            credits: vec![spec.downstream_credits_per_vc_flits; n * v],
-            low_since: vec![None; n * v],
-            ob_space: vec![spec.output_buffer_per_vc_flits; n * v],
+            out_vc: vec![OutVc { credits: spec.downstream_credits_per_vc_flits, ob_space: spec.output_buffer_per_vc_flits, low_since: None }; n * v],
             ob_ring: vec![Slot::default(); n * v * ob_cap],
             ob_head: vec![0; n * v],
             ob_len: vec![0; n * v],
@@ -372,13 +383,13 @@ impl Switch {
     /// Free input buffer at (input, vc), flits (the upstream sender's credits).
     #[inline]
     pub fn input_free_flits(&self, input: usize, vc: usize) -> u32 {
-        self.spec.buffer_per_vc_flits - self.in_occ[input * self.v + vc]
+        self.spec.buffer_per_vc_flits - self.in_occ[input * self.v + vc].flits
     }
 
     /// Downstream credits (flits) output `output` holds on `vc` (for counters).
     #[inline]
     pub fn output_credits(&self, output: usize, vc: usize) -> u32 {
-        self.credits[output * self.v + vc]
+        self.out_vc[output * self.v + vc].credits
     }
 
     /// Whether `inject(input, vc, flits)` at `cycle` would be accepted: the
@@ -419,11 +430,11 @@ impl Switch {
         }
         let iv = input * v + pkt.vc as usize;
         self.account_occ(iv, cycle);
-        self.in_occ[iv] += pkt.flits;
+        self.in_occ[iv].flits += pkt.flits;
         let st = &mut self.stats.inputs[iv];
         st.packets_in += 1;
         st.flits_in += pkt.flits as u64;
-        st.occupancy_max_flits = st.occupancy_max_flits.max(self.in_occ[iv] as u64);
+        st.occupancy_max_flits = st.occupancy_max_flits.max(self.in_occ[iv].flits as u64);
         self.account_sys(cycle);
         self.sys_flits += pkt.flits as u64;
         self.packets_inside += 1;
@@ -485,7 +496,7 @@ impl Switch {
     pub fn set_output_credits(&mut self, output: usize, flits: u32) {
         for vc in 0..self.v {
             let ov = output * self.v + vc;
-            self.credits[ov] = flits.min(self.spec.downstream_credits_per_vc_flits);
+            self.out_vc[ov].credits = flits.min(self.spec.downstream_credits_per_vc_flits);
             self.update_ok(output, vc, self.now_cycle);
         }
     }
@@ -561,7 +572,7 @@ impl Switch {
                 let sl = self.link_cur[o];
                 self.link_busy[o] = false;
                 let ov = o * self.v + sl.pkt.vc as usize;
-                self.ob_space[ov] += sl.pkt.flits;
+                self.out_vc[ov].ob_space += sl.pkt.flits;
                 self.update_ok(o, sl.pkt.vc as usize, cycle);
                 self.depart(o, &sl, cycle - 1, cycle);
                 self.pend_output(o);
@@ -582,7 +593,7 @@ impl Switch {
     fn on_credit(&mut self, o: usize, vc: usize, flits: u32, cycle: u64) {
         let ov = o * self.v + vc;
         // A misbehaving owner cannot push credits past the configured count.
-        self.credits[ov] = self.credits[ov].saturating_add(flits).min(self.spec.downstream_credits_per_vc_flits);
+        self.out_vc[ov].credits = self.out_vc[ov].credits.saturating_add(flits).min(self.spec.downstream_credits_per_vc_flits);
         self.update_ok(o, vc, cycle);
         if self.outbuf {
             self.pend_output(o);
@@ -614,7 +625,7 @@ impl Switch {
     #[inline]
     fn update_ok(&mut self, o: usize, vc: usize, cycle: u64) {
         let ov = o * self.v + vc;
-        let avail = if self.outbuf { self.ob_space[ov] } else { self.credits[ov] };
+        let avail = if self.outbuf { self.out_vc[ov].ob_space } else { self.out_vc[ov].credits };
         let row = &mut self.ok[vc * self.w..(vc + 1) * self.w];
         if avail >= self.max_f {
             if !bits::get(row, o) {
@@ -625,14 +636,14 @@ impl Switch {
             bits::clear(row, o);
         }
         // Credit exhaustion bookkeeping (downstream credits).
-        let low = self.credits[ov] < self.max_f;
-        match (low, self.low_since[ov]) {
+        let low = self.out_vc[ov].credits < self.max_f;
+        match (low, self.out_vc[ov].low_since) {
             (true, None) => {
-                self.low_since[ov] = Some(cycle);
+                self.out_vc[ov].low_since = Some(cycle);
                 self.stats.outputs[ov].credit_exhaustion_episodes += 1;
             }
             (false, Some(since)) => {
-                self.low_since[ov] = None;
+                self.out_vc[ov].low_since = None;
                 self.stats.outputs[ov].credit_exhaustion_cycles += cycle.saturating_sub(since.max(self.stats.since_cycle));
             }
             _ => {}
@@ -828,14 +839,14 @@ impl Switch {
         self.conn_slot[i] = sl as u32;
         let ov = o * v + vc;
         if self.outbuf {
-            self.ob_space[ov] -= pkt.flits;
+            self.out_vc[ov].ob_space -= pkt.flits;
             let idx = ov * self.ob_cap + ((self.ob_head[ov] + self.ob_len[ov]) as usize % self.ob_cap);
             self.ob_ring[idx] = self.slots[sl];
             self.ob_ring[idx].queued = cycle; // head reaches the output buffer
             self.ob_len[ov] += 1;
             self.pend_output(o);
         } else {
-            self.credits[ov] -= pkt.flits;
+            self.out_vc[ov].credits -= pkt.flits;
         }
         self.update_ok(o, vc, cycle);
         self.push_ev(slot + pkt.flits as u64, EV_CONN_END, i as u32, 0);
@@ -851,7 +862,7 @@ impl Switch {
         let (vc, o, f) = (s.pkt.vc as usize, s.pkt.dest as usize, s.pkt.flits);
         let iv = i * self.v + vc;
         self.account_occ(iv, cycle);
-        self.in_occ[iv] -= f;
+        self.in_occ[iv].flits -= f;
         self.free_slots.push(sl as u32);
         if self.record_upstream {
             self.upstream.push((i as u32, vc as u32, f, cycle));
@@ -885,12 +896,12 @@ impl Switch {
             }
             let idx = ov * self.ob_cap + self.ob_head[ov] as usize;
             let sl = self.ob_ring[idx];
-            if sl.queued > cycle || self.credits[ov] < sl.pkt.flits {
+            if sl.queued > cycle || self.out_vc[ov].credits < sl.pkt.flits {
                 continue;
             }
             self.ob_head[ov] = ((self.ob_head[ov] as usize + 1) % self.ob_cap) as u32;
             self.ob_len[ov] -= 1;
-            self.credits[ov] -= sl.pkt.flits;
+            self.out_vc[ov].credits -= sl.pkt.flits;
             self.update_ok(o, vc, cycle);
             self.link_busy[o] = true;
             self.link_vc_ptr[o] = ((vc + 1) % v) as u32;
