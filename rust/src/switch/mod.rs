@@ -711,8 +711,9 @@ impl Switch {
         self.m.clear();
         self.alloc.allocate(&self.req, &mut self.m);
         // Conflicts: requests not granted, per input and per output.
-        // (Counted in the walk over the request bits, without a popcount or
-        // a branch per request.)
+        // Every request counts once at its input and its output, and each
+        // matched pair (a request) is taken back at both: counted in the walk
+        // over the request bits, without a popcount or a branch per request.
         for k in 0..self.req.active.len() {
             let i = self.req.active[k] as usize;
             let row = &self.req.rows[i * w..(i + 1) * w];
@@ -723,11 +724,16 @@ impl Switch {
                     let o = wi << 6 | b.trailing_zeros() as usize;
                     b &= b - 1;
                     c += 1;
-                    self.stats.ports[o].output_conflicts += (self.m.output_to_input[o] as usize != i) as u64;
+                    self.stats.ports[o].output_conflicts += 1;
                 }
             }
-            let granted = self.m.input_to_output[i] != NONE;
-            self.stats.ports[i].input_conflicts += c - granted as u64;
+            self.stats.ports[i].input_conflicts += c;
+        }
+        for k in 0..self.m.matched.len() {
+            let i = self.m.matched[k] as usize;
+            let o = self.m.input_to_output[i] as usize;
+            self.stats.ports[i].input_conflicts -= 1;
+            self.stats.ports[o].output_conflicts -= 1;
         }
         let cycle = self.cycle_of(slot);
         for k in 0..self.m.matched.len() {
