@@ -206,4 +206,27 @@ mod tests {
         clear(&mut r, 3);
         assert_eq!(next_cyclic(&r, 71, 72), Some(70));
     }
+
+    /// `rows_meeting` keeps exactly the rows that share a bit with the mask,
+    /// for one, two and three words per row (64 w rows, any 64-row block).
+    #[test]
+    fn rows_meeting_keeps_rows_that_share_a_bit() {
+        let mut rng = crate::engine::SimRng::new(2);
+        for w in 1..=3usize {
+            for _ in 0..500 {
+                let rows: Vec<u64> = (0..64 * w * w).map(|_| rng.next_u64() & rng.next_u64() & rng.next_u64()).collect();
+                let mask: Vec<u64> = (0..w).map(|_| rng.next_u64() & rng.next_u64()).collect();
+                let set = rng.next_u64();
+                let base = 64 * rng.below(w as u64) as usize;
+                let mut want = 0u64;
+                for b in 0..64 {
+                    let i = base + b;
+                    if set >> b & 1 == 1 && !disjoint(&rows[i * w..(i + 1) * w], &mask) {
+                        want |= 1 << b;
+                    }
+                }
+                assert_eq!(rows_meeting(set, base, &rows, &mask), want, "w {w}");
+            }
+        }
+    }
 }
