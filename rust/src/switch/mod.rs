@@ -152,10 +152,16 @@ pub struct Switch {
     /// Per input: bit `vc` set iff (input, vc) has a ready head.
     ready_vcs: Vec<u64>,
     /// `ready_any[i*W ..]`: outputs some VC of input i has a ready head for,
-    /// with `ready_cnt[i*N+o]` VCs behind each bit. Lets allocation skip, in
+    /// with `ready_cnt[i*N+o]` behind each bit: with up to 8 VCs the mask of
+    /// those VCs (bit vc), with more their count. Lets allocation skip, in
     /// one AND, inputs whose ready heads all wait for busy outputs.
     ready_any: Vec<u64>,
     ready_cnt: Vec<u8>,
+    /// Up to 8 VCs: `ready_cnt` holds masks and `ok_vcs[o]` the VCs of output
+    /// o that can take a packet (bit vc of `ok`), so a grant picks its VC
+    /// from one AND of two bytes.
+    vc_masks: bool,
+    ok_vcs: Vec<u8>,
     free_inputs: Vec<u64>,
     conn_slot: Vec<u32>,
     vc_ptr: Vec<u32>,
@@ -258,6 +264,8 @@ impl Switch {
             ready_vcs: vec![0; n],
             ready_any: vec![0; n * w],
             ready_cnt: vec![0; n * n],
+            vc_masks: v <= 8,
+            ok_vcs: vec![if v <= 8 { ((1u32 << v) - 1) as u8 } else { 0 }; n],
             free_inputs: all.clone(),
             conn_slot: vec![NONE; n],
             vc_ptr: vec![0; n],
@@ -610,8 +618,9 @@ impl Switch {
         if !bits::get(row, o) {
             bits::set(row, o);
             let c = &mut self.ready_cnt[i * self.n + o];
-            *c += 1;
-            if *c == 1 {
+            let was = *c;
+            *c = if self.vc_masks { was | 1 << vc } else { was + 1 };
+            if was == 0 {
                 bits::set(&mut self.ready_any[i * self.w..(i + 1) * self.w], o);
             }
         }
@@ -632,8 +641,14 @@ impl Switch {
                 bits::set(row, o);
                 self.dirty = true;
             }
+            if self.vc_masks {
+                self.ok_vcs[o] |= 1 << vc;
+            }
         } else {
             bits::clear(row, o);
+            if self.vc_masks {
+                self.ok_vcs[o] &= !(1 << vc);
+            }
         }
         // Credit exhaustion bookkeeping (downstream credits).
         let low = self.out_vc[ov].credits < self.max_f;
@@ -785,12 +800,17 @@ impl Switch {
         } else {
             // The first VC at or after the input's pointer, cyclically, with
             // a ready head for `o` that `o` can take: the VCs as one mask.
-            let (wo, bo) = (o >> 6, o & 63);
-            let w = self.w;
-            let mut can = 0u64;
-            for k in 0..v {
-                can |= ((self.ready_rows[(i * v + k) * w + wo] & self.ok[k * w + wo]) >> bo & 1) << k;
-            }
+            let can = if self.vc_masks {
+                (self.ready_cnt[i * self.n + o] & self.ok_vcs[o]) as u64
+            } else {
+                let (wo, bo) = (o >> 6, o & 63);
+                let w = self.w;
+                let mut can = 0u64;
+                for k in 0..v {
+                    can |= ((self.ready_rows[(i * v + k) * w + wo] & self.ok[k * w + wo]) >> bo & 1) << k;
+                }
+                can
+            };
             let start = self.vc_ptr[i] as usize;
             let from = can & (u64::MAX << start);
             let pick = if from != 0 { from } else { can };
@@ -812,7 +832,7 @@ impl Switch {
         let rr = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
         bits::clear(rr, o);
         let c = &mut self.ready_cnt[i * self.n + o];
-        *c -= 1;
+        *c = if self.vc_masks { *c & !(1 << vc) } else { *c - 1 };
         if *c == 0 {
             bits::clear(&mut self.ready_any[i * self.w..(i + 1) * self.w], o);
         }
