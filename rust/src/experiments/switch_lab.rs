@@ -227,7 +227,7 @@ struct SourceQueues {
 /// formula's. Otherwise (a draw within ~1e-8 of a step, about one in 10^7
 /// here) the exact formula runs. Same draws, same values: the random stream
 /// and every result are unchanged.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Geometric {
     /// ln(1 - p) (0 for p = 1).
     ln_q: f64,
@@ -236,12 +236,47 @@ struct Geometric {
     /// Bound on |fast quotient - true quotient| from the table logarithm.
     slack: f64,
     table: &'static LnTable,
+    /// The value itself for draws u whose top 20 bits (exponent and 8
+    /// mantissa bits) are `CELL_BASE + k`, where every u of that cell gets
+    /// the same value (0 where a step falls inside the cell: those draws
+    /// take the logarithm paths). Cells cover u >= 2^-CELL_OCTAVES.
+    cells: Vec<u32>,
 }
+
+/// Octaves of u below 1 that the cell table covers (u >= 2^-40).
+const CELL_OCTAVES: u64 = 40;
+/// Top 20 bits (u.to_bits() >> 44) of the smallest u in the table.
+const CELL_BASE: u64 = (1023 - CELL_OCTAVES) << 8;
 
 impl Geometric {
     fn new(ln_q: f64) -> Self {
         let inv_ln_q = if ln_q == 0.0 { 0.0 } else { 1.0 / ln_q };
-        Geometric { ln_q, inv_ln_q, slack: FAST_LN_ERR * inv_ln_q.abs() + 1e-12, table: ln_table() }
+        let mut cells = vec![0u32; (CELL_OCTAVES << 8) as usize + 1];
+        if ln_q != 0.0 {
+            // Cell k holds [a, b) with a, b its first bits and the next
+            // cell's; the exact formula's quotient for any u there lies in
+            // [x(b), x(a)] widened by its rounding (1e-15 relative) and that
+            // of x(a), x(b) themselves: a margin of 1e-9 + 1e-12 x covers both
+            // many times over. A constant floor across that range is the value.
+            let x = |bits: u64| f64::from_bits(bits << 44).ln() / ln_q;
+            let mut x_lo_end = x(CELL_BASE);
+            for (k, c) in cells.iter_mut().enumerate() {
+                let t = CELL_BASE + k as u64;
+                let (xa, xb) = (x_lo_end, x(t + 1));
+                x_lo_end = xb;
+                if t == 1023 << 8 {
+                    // The cell of u = 1 holds only u = 1 (u <= 1).
+                    *c = geometric_ge1_exact(1.0, ln_q) as u32;
+                    continue;
+                }
+                let m = 1e-9 + 1e-12 * xa.abs();
+                let (lo, hi) = (xb - m, xa + m);
+                if lo >= 0.0 && hi < 4.0e9 && (lo as u64) == (hi as u64) {
+                    *c = lo as u32 + 1;
+                }
+            }
+        }
+        Geometric { ln_q, inv_ln_q, slack: FAST_LN_ERR * inv_ln_q.abs() + 1e-12, table: ln_table(), cells }
     }
 
     #[inline]
@@ -255,9 +290,21 @@ impl Geometric {
     /// The value for the draw u in (0, 1] (ln_q != 0).
     #[inline]
     fn of(&self, u: f64) -> u64 {
+        if let Some(k) = self.cell(u) {
+            return k;
+        }
         match self.fast(u) {
             Some(k) => k,
             None => geometric_ge1_exact(u, self.ln_q),
+        }
+    }
+
+    /// The value from the cell table, if u's cell holds no step.
+    #[inline]
+    fn cell(&self, u: f64) -> Option<u64> {
+        match self.cells.get((u.to_bits() >> 44).wrapping_sub(CELL_BASE) as usize) {
+            Some(&c) if c != 0 => Some(c as u64),
+            _ => None,
         }
     }
 
@@ -696,11 +743,23 @@ mod tests {
         for &p in &[1.0 / 16.0, 0.5 / 8.0, 0.9, 0.999, 0.3, 1e-3, 1e-6, 0.0625 / 7.0] {
             let ln_q = ln_one_minus(p);
             let g = Geometric::new(ln_q);
-            let (draws, mut decided) = (200_000, 0);
+            let (draws, mut decided, mut by_cell) = (200_000, 0, 0);
             for _ in 0..draws {
                 let u = 1.0 - rng.uniform();
                 assert_eq!(g.of(u), geometric_ge1_exact(u, ln_q), "p {p} u {u:e}");
-                decided += g.fast(u).is_some() as u32;
+                if let Some(k) = g.cell(u) {
+                    assert_eq!(k, geometric_ge1_exact(u, ln_q), "cell: p {p} u {u:e}");
+                    by_cell += 1;
+                }
+                if let Some(k) = g.fast(u) {
+                    assert_eq!(k, geometric_ge1_exact(u, ln_q), "fast: p {p} u {u:e}");
+                    decided += 1;
+                }
+            }
+            // A cell spans ln(1 + 1/256) / |ln(1 - p)| in the quotient: at the
+            // bench's p = 1/16 that is 0.06, so ~94 % of draws end at the cell.
+            if p == 1.0 / 16.0 {
+                assert!(by_cell > draws * 9 / 10, "p {p}: {by_cell} of {draws} decided by a cell");
             }
             // The bracket is 2 x slack wide (1e-8 / |ln(1 - p)| each side), so
             // about that fraction of draws falls back to libm: 2 % at p = 1e-6,
