@@ -169,6 +169,7 @@ impl Calendar {
     }
 
     /// Schedule source `i` at cycle `a` (`now` = current cycle, a >= now).
+    #[inline(always)]
     fn push(&mut self, a: u64, i: u32, now: u64) {
         if a < now + self.len as u64 {
             let k = a as usize & (self.len - 1);

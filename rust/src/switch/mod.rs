@@ -420,6 +420,7 @@ impl Switch {
     /// `Config` for an out-of-range port, VC, destination or length; `Config`
     /// too if the buffer lacks room or the input link is still busy (the
     /// caller must check [`Self::can_accept`], as a sender checks credits).
+    #[inline]
     pub fn inject(&mut self, input: usize, pkt: Packet, cycle: u64) -> Result<()> {
         let (n, v) = (self.n, self.v);
         if input >= n || pkt.dest as usize >= n || pkt.vc as usize >= v || pkt.flits == 0 || pkt.flits > self.max_f {
@@ -481,6 +482,7 @@ impl Switch {
     /// # Errors
     /// `Config` for an out-of-range port or VC, or credits beyond the
     /// configured count.
+    #[inline]
     pub fn return_credits(&mut self, output: usize, vc: usize, flits: u32, cycle: u64) -> Result<()> {
         if output >= self.n || vc >= self.v || flits > self.spec.downstream_credits_per_vc_flits {
             return Err(FlitsimError::config(
@@ -598,6 +600,7 @@ impl Switch {
         }
     }
 
+    #[inline]
     fn on_credit(&mut self, o: usize, vc: usize, flits: u32, cycle: u64) {
         let ov = o * self.v + vc;
         // A misbehaving owner cannot push credits past the configured count.
@@ -609,6 +612,7 @@ impl Switch {
     }
 
     /// The head of queue `q` is ready: set its request bit.
+    #[inline(always)]
     fn mark_head_ready(&mut self, q: usize) {
         self.dirty = true;
         let head = self.qs[q].head as usize;
@@ -631,7 +635,7 @@ impl Switch {
         self.slots[head].queued = self.slots[head].ready_at;
     }
 
-    #[inline]
+    #[inline(always)]
     fn update_ok(&mut self, o: usize, vc: usize, cycle: u64) {
         let ov = o * self.v + vc;
         let avail = if self.outbuf { self.out_vc[ov].ob_space } else { self.out_vc[ov].credits };
@@ -948,7 +952,7 @@ impl Switch {
         sl.queued.saturating_sub(sl.ready_at)
     }
 
-    #[inline]
+    #[inline(always)]
     fn depart(&mut self, o: usize, s: &Slot, tail_out: u64, now: u64) {
         let f = s.pkt.flits as u64;
         self.account_sys(now);
