@@ -571,7 +571,7 @@ impl Switch {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn handle(&mut self, slot: u64, kind: u8, a: usize, b: u32) {
         let cycle = self.cycle_of(slot);
         match kind {
