@@ -169,6 +169,7 @@ impl Calendar {
     }
 
     /// Schedule source `i` at cycle `a` (`now` = current cycle, a >= now).
+    #[inline(always)]
     fn push(&mut self, a: u64, i: u32, now: u64) {
         if a < now + self.len as u64 {
             let k = a as usize & (self.len - 1);
@@ -217,16 +218,169 @@ struct SourceQueues {
 }
 
 /// Trials until the first success (values 1, 2, ...), success probability p,
-/// by inversion; `ln_q` = ln(1 - p), precomputed (0 for p = 1).
+/// by inversion: `floor(ln(u) / ln(1 - p)) + 1` for one uniform draw u in
+/// (0, 1], computed as [`geometric_ge1_exact`] computes it, value for value.
+///
+/// Most draws skip libm's `ln` and the division: a table logarithm
+/// ([`fast_ln`], absolute error below [`FAST_LN_ERR`]) times 1 / ln(1 - p)
+/// brackets the quotient; when the bracket, widened by the rounding of the
+/// exact formula, holds no integer, the floor is known and equals the exact
+/// formula's. Otherwise (a draw within ~1e-8 of a step, about one in 10^7
+/// here) the exact formula runs. Same draws, same values: the random stream
+/// and every result are unchanged.
+#[derive(Clone)]
+struct Geometric {
+    /// ln(1 - p) (0 for p = 1).
+    ln_q: f64,
+    /// 1 / ln(1 - p).
+    inv_ln_q: f64,
+    /// Bound on |fast quotient - true quotient| from the table logarithm.
+    slack: f64,
+    table: &'static LnTable,
+    /// The value itself for draws u whose top 20 bits (exponent and 8
+    /// mantissa bits) are `CELL_BASE + k`, where every u of that cell gets
+    /// the same value (0 where a step falls inside the cell: those draws
+    /// take the logarithm paths). Cells cover u >= 2^-CELL_OCTAVES.
+    cells: Vec<u32>,
+}
+
+/// Octaves of u below 1 that the cell table covers (u >= 2^-40).
+const CELL_OCTAVES: u64 = 40;
+/// Top 20 bits (u.to_bits() >> 44) of the smallest u in the table.
+const CELL_BASE: u64 = (1023 - CELL_OCTAVES) << 8;
+
+impl Geometric {
+    fn new(ln_q: f64) -> Self {
+        let inv_ln_q = if ln_q == 0.0 { 0.0 } else { 1.0 / ln_q };
+        let mut cells = vec![0u32; (CELL_OCTAVES << 8) as usize + 1];
+        if ln_q != 0.0 {
+            // Cell k holds [a, b) with a, b its first bits and the next
+            // cell's; the exact formula's quotient for any u there lies in
+            // [x(b), x(a)] widened by its rounding (1e-15 relative) and that
+            // of x(a), x(b) themselves: a margin of 1e-9 + 1e-12 x covers both
+            // many times over. A constant floor across that range is the value.
+            let x = |bits: u64| f64::from_bits(bits << 44).ln() / ln_q;
+            let mut x_lo_end = x(CELL_BASE);
+            for (k, c) in cells.iter_mut().enumerate() {
+                let t = CELL_BASE + k as u64;
+                let (xa, xb) = (x_lo_end, x(t + 1));
+                x_lo_end = xb;
+                if t == 1023 << 8 {
+                    // The cell of u = 1 holds only u = 1 (u <= 1).
+                    *c = geometric_ge1_exact(1.0, ln_q) as u32;
+                    continue;
+                }
+                let m = 1e-9 + 1e-12 * xa.abs();
+                let (lo, hi) = (xb - m, xa + m);
+                if lo >= 0.0 && hi < 4.0e9 && (lo as u64) == (hi as u64) {
+                    *c = lo as u32 + 1;
+                }
+            }
+        }
+        Geometric { ln_q, inv_ln_q, slack: FAST_LN_ERR * inv_ln_q.abs() + 1e-12, table: ln_table(), cells }
+    }
+
+    #[inline]
+    fn sample(&self, rng: &mut SimRng) -> u64 {
+        if self.ln_q == 0.0 {
+            return 1;
+        }
+        self.of(1.0 - rng.uniform()) // (0, 1]
+    }
+
+    /// The value for the draw u in (0, 1] (ln_q != 0).
+    #[inline]
+    fn of(&self, u: f64) -> u64 {
+        if let Some(k) = self.cell(u) {
+            return k;
+        }
+        match self.fast(u) {
+            Some(k) => k,
+            None => geometric_ge1_exact(u, self.ln_q),
+        }
+    }
+
+    /// The value from the cell table, if u's cell holds no step.
+    #[inline]
+    fn cell(&self, u: f64) -> Option<u64> {
+        match self.cells.get((u.to_bits() >> 44).wrapping_sub(CELL_BASE) as usize) {
+            Some(&c) if c != 0 => Some(c as u64),
+            _ => None,
+        }
+    }
+
+    /// The value from the table logarithm, if its bracket decides it.
+    #[inline]
+    fn fast(&self, u: f64) -> Option<u64> {
+        let x = fast_ln(u, self.table) * self.inv_ln_q;
+        // The exact formula's quotient is within 1e-15 relative of the true
+        // one (ln and the division each round once, < 1 ulp); the fast one
+        // within `slack` plus its own roundings: [lo, hi] holds both with a
+        // wide margin (x >= 0 whenever lo >= 0).
+        let lo = x * (1.0 - 1e-13) - self.slack;
+        let hi = x * (1.0 + 1e-13) + self.slack;
+        if lo >= 0.0 && hi < 4.0e15 {
+            let k = lo as u64;
+            if (hi as u64) == k {
+                return Some(k + 1);
+            }
+        }
+        None
+    }
+}
+
+/// The inversion formula itself (the reference the fast path reproduces).
+#[inline(never)]
+fn geometric_ge1_exact(u: f64, ln_q: f64) -> u64 {
+    // The quotient is >= 0 (or -0.0), so truncation is the floor (and the
+    // cast saturates as `floor` then the cast would): no libm `floor` call.
+    ((u.ln() / ln_q) as u64).saturating_add(1)
+}
+
+/// Trials until the first success, the plain formula (the bursty process).
 #[inline]
 fn geometric_ge1(rng: &mut SimRng, ln_q: f64) -> u64 {
     if ln_q == 0.0 {
         return 1;
     }
-    let u = 1.0 - rng.uniform(); // (0, 1]
-    // The quotient is >= 0 (or -0.0), so truncation is the floor (and the
-    // cast saturates as `floor` then the cast would): no libm `floor` call.
-    ((u.ln() / ln_q) as u64).saturating_add(1)
+    geometric_ge1_exact(1.0 - rng.uniform(), ln_q)
+}
+
+/// Bound on |[`fast_ln`] - ln| for normal u in (0, 1]: the quadratic's
+/// remainder (|t| <= 2^-9: |t|^3 / 3 < 2.5e-9) plus roundings (< 1e-13 for
+/// |ln u| < 750), rounded up 4x.
+const FAST_LN_ERR: f64 = 1e-8;
+
+/// Bits of the mantissa that pick the table entry.
+const LN_TABLE_BITS: u32 = 8;
+
+/// Per table entry j: the center c_j = 1 + (j + 1/2) / 256, ln c_j, 1 / c_j.
+type LnTable = [(f64, f64, f64); 1 << LN_TABLE_BITS];
+
+fn ln_table() -> &'static LnTable {
+    static T: std::sync::OnceLock<LnTable> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        let mut t = [(0.0, 0.0, 0.0); 1 << LN_TABLE_BITS];
+        for (j, e) in t.iter_mut().enumerate() {
+            let c = 1.0 + (j as f64 + 0.5) / (1u64 << LN_TABLE_BITS) as f64;
+            *e = (c, c.ln(), 1.0 / c);
+        }
+        t
+    })
+}
+
+/// ln(u) for normal positive u, to within [`FAST_LN_ERR`]: u = 2^e m with m
+/// in [1, 2), m = c_j (1 + t) for the center c_j of m's 1/256 interval
+/// (|t| <= 2^-9), ln u = e ln 2 + ln c_j + t - t^2/2.
+#[inline]
+fn fast_ln(u: f64, table: &LnTable) -> f64 {
+    let b = u.to_bits();
+    let e = ((b >> 52) & 0x7FF) as i64 - 1023;
+    let m = f64::from_bits((b & 0x000F_FFFF_FFFF_FFFF) | 0x3FF0_0000_0000_0000);
+    let j = ((b >> (52 - LN_TABLE_BITS)) & ((1 << LN_TABLE_BITS) - 1)) as usize;
+    let (c, ln_c, inv_c) = table[j];
+    let t = (m - c) * inv_c;
+    (e as f64 * std::f64::consts::LN_2 + ln_c) + (t - 0.5 * t * t)
 }
 
 /// ln(1 - p), accurate for tiny p (ln_1p), 0 for p >= 1; never 0 for 0 < p < 1.
@@ -344,6 +498,7 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
     }
     let p_packet = t.load / f as f64;
     let ln_q_packet = ln_one_minus(p_packet);
+    let geo_packet = Geometric::new(ln_q_packet);
     let ln_q_burst = ln_one_minus(1.0 / t.mean_burst_packets);
     let off_mean = t.mean_burst_packets * f as f64 * (1.0 - t.load) / t.load;
     let mut sources: Vec<Source> = Vec::with_capacity(n);
@@ -356,7 +511,7 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
         };
         let mut rng = SimRng::substream(t.seed, i as u64);
         let next = match t.process {
-            Process::Bernoulli => geometric_ge1(&mut rng, ln_q_packet).saturating_sub(1),
+            Process::Bernoulli => geo_packet.sample(&mut rng).saturating_sub(1),
             Process::Bursty => geometric_ge0_mean(&mut rng, off_mean),
         };
         if active {
@@ -436,7 +591,7 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
             let (dest, gap) = match t.process {
                 Process::Bernoulli => {
                     let d = pick_dest(t, n, i, &perm, &mut s.rng);
-                    (d, geometric_ge1(&mut s.rng, ln_q_packet))
+                    (d, geo_packet.sample(&mut s.rng))
                 }
                 Process::Bursty => {
                     if s.burst_left == 0 {
@@ -573,5 +728,71 @@ fn pick_dest(t: &TrafficSpec, n: usize, i: usize, perm: &[u32], rng: &mut SimRng
             }
         }
         Pattern::Incast => t.incast_target,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast geometric sampler returns the inversion formula's value for
+    /// every draw: random draws, and draws placed on and a few ulps around
+    /// each step u = (1 - p)^k, where a bracket that is too narrow would show.
+    #[test]
+    fn fast_geometric_equals_the_formula() {
+        let mut rng = SimRng::new(9);
+        for &p in &[1.0 / 16.0, 0.5 / 8.0, 0.9, 0.999, 0.3, 1e-3, 1e-6, 0.0625 / 7.0] {
+            let ln_q = ln_one_minus(p);
+            let g = Geometric::new(ln_q);
+            let (draws, mut decided, mut by_cell) = (200_000, 0, 0);
+            for _ in 0..draws {
+                let u = 1.0 - rng.uniform();
+                assert_eq!(g.of(u), geometric_ge1_exact(u, ln_q), "p {p} u {u:e}");
+                if let Some(k) = g.cell(u) {
+                    assert_eq!(k, geometric_ge1_exact(u, ln_q), "cell: p {p} u {u:e}");
+                    by_cell += 1;
+                }
+                if let Some(k) = g.fast(u) {
+                    assert_eq!(k, geometric_ge1_exact(u, ln_q), "fast: p {p} u {u:e}");
+                    decided += 1;
+                }
+            }
+            // A cell spans ln(1 + 1/256) / |ln(1 - p)| in the quotient: at the
+            // bench's p = 1/16 that is 0.06, so ~94 % of draws end at the cell.
+            if p == 1.0 / 16.0 {
+                assert!(by_cell > draws * 9 / 10, "p {p}: {by_cell} of {draws} decided by a cell");
+            }
+            // The bracket is 2 x slack wide (1e-8 / |ln(1 - p)| each side), so
+            // about that fraction of draws falls back to libm: 2 % at p = 1e-6,
+            // ~1e-6 at the bench's p = 1/16.
+            let bound = (4.0 * g.slack * draws as f64) as u32 + draws / 1000;
+            assert!(draws - decided <= bound, "p {p}: {decided} of {draws} decided by the table");
+            for k in 0..3000u64 {
+                let step = (k as f64 * ln_q).exp();
+                if step < 1e-300 {
+                    break;
+                }
+                for d in -4i64..=4 {
+                    let u = f64::from_bits((step.to_bits() as i64 + d) as u64);
+                    if u > 0.0 && u <= 1.0 {
+                        assert_eq!(g.of(u), geometric_ge1_exact(u, ln_q), "p {p} k {k} u {u:e}");
+                    }
+                }
+            }
+            for u in [1.0, 1.0 - f64::EPSILON / 2.0, f64::EPSILON / 2.0, 0.5, 0.25] {
+                assert_eq!(g.of(u), geometric_ge1_exact(u, ln_q), "p {p} u {u:e}");
+            }
+        }
+    }
+
+    /// The table logarithm is within its stated bound of libm's.
+    #[test]
+    fn fast_ln_within_its_bound() {
+        let mut rng = SimRng::new(4);
+        let t = ln_table();
+        for _ in 0..200_000 {
+            let u = 1.0 - rng.uniform();
+            assert!((fast_ln(u, t) - u.ln()).abs() < FAST_LN_ERR / 3.0, "u {u:e}");
+        }
     }
 }

@@ -44,6 +44,51 @@ pub fn disjoint(a: &[u64], b: &[u64]) -> bool {
     }
 }
 
+/// The bits of `set` (bit `b` standing for row `base + b` of `rows`, rows of
+/// `mask.len()` words) whose row shares a set bit with `mask`. No branch
+/// depends on the rows' contents, so a set of rows that mostly miss the mask
+/// costs no mispredictions.
+#[inline]
+pub fn rows_meeting(set: u64, base: usize, rows: &[u64], mask: &[u64]) -> u64 {
+    // 1 if x != 0, else 0, in arithmetic.
+    #[inline]
+    fn nonzero(x: u64) -> u64 {
+        (x | x.wrapping_neg()) >> 63
+    }
+    let mut out = 0u64;
+    let mut s = set;
+    match mask {
+        [m0] => {
+            while s != 0 {
+                let b = s & s.wrapping_neg();
+                let i = base + s.trailing_zeros() as usize;
+                s ^= b;
+                out |= b & nonzero(rows[i] & m0).wrapping_neg();
+            }
+        }
+        [m0, m1] => {
+            while s != 0 {
+                let b = s & s.wrapping_neg();
+                let i = base + s.trailing_zeros() as usize;
+                s ^= b;
+                let r = &rows[2 * i..2 * i + 2];
+                out |= b & nonzero((r[0] & m0) | (r[1] & m1)).wrapping_neg();
+            }
+        }
+        _ => {
+            let w = mask.len();
+            while s != 0 {
+                let b = s & s.wrapping_neg();
+                let i = base + s.trailing_zeros() as usize;
+                s ^= b;
+                let x = rows[i * w..(i + 1) * w].iter().zip(mask).fold(0, |a, (r, m)| a | (r & m));
+                out |= b & nonzero(x).wrapping_neg();
+            }
+        }
+    }
+    out
+}
+
 /// `dst |= a & b` word by word (rows of equal length).
 #[inline]
 pub fn or_and(dst: &mut [u64], a: &[u64], b: &[u64]) {
@@ -160,5 +205,28 @@ mod tests {
         assert_eq!(iter(&r).collect::<Vec<_>>(), vec![3, 70]);
         clear(&mut r, 3);
         assert_eq!(next_cyclic(&r, 71, 72), Some(70));
+    }
+
+    /// `rows_meeting` keeps exactly the rows that share a bit with the mask,
+    /// for one, two and three words per row (64 w rows, any 64-row block).
+    #[test]
+    fn rows_meeting_keeps_rows_that_share_a_bit() {
+        let mut rng = crate::engine::SimRng::new(2);
+        for w in 1..=3usize {
+            for _ in 0..500 {
+                let rows: Vec<u64> = (0..64 * w * w).map(|_| rng.next_u64() & rng.next_u64() & rng.next_u64()).collect();
+                let mask: Vec<u64> = (0..w).map(|_| rng.next_u64() & rng.next_u64()).collect();
+                let set = rng.next_u64();
+                let base = 64 * rng.below(w as u64) as usize;
+                let mut want = 0u64;
+                for b in 0..64 {
+                    let i = base + b;
+                    if set >> b & 1 == 1 && !disjoint(&rows[i * w..(i + 1) * w], &mask) {
+                        want |= 1 << b;
+                    }
+                }
+                assert_eq!(rows_meeting(set, base, &rows, &mask), want, "w {w}");
+            }
+        }
     }
 }

@@ -28,7 +28,7 @@ impl Switch {
         let mut parts = Vec::new();
         let mut shown = 0;
         for iv in 0..self.n * self.v {
-            if self.in_occ[iv] == 0 {
+            if self.in_occ[iv].flits == 0 {
                 continue;
             }
             let (i, vc) = (iv / self.v, iv % self.v);
@@ -44,13 +44,13 @@ impl Switch {
                 if shown < 8 {
                     let ov = p.dest as usize * self.v + vc;
                     let what = if self.outbuf {
-                        format!("output buffer space {} flits, downstream credits {} flits", self.ob_space[ov], self.credits[ov])
+                        format!("output buffer space {} flits, downstream credits {} flits", self.out_vc[ov].ob_space, self.out_vc[ov].credits)
                     } else {
-                        format!("downstream credits {} flits", self.credits[ov])
+                        format!("downstream credits {} flits", self.out_vc[ov].credits)
                     };
                     parts.push(format!(
                         "input {i} VC{vc} holds {} flits, head packet ({} flits) waits for output {} VC{vc} ({what}, needs {})",
-                        self.in_occ[iv], p.flits, p.dest, self.max_f
+                        self.in_occ[iv].flits, p.flits, p.dest, self.max_f
                     ));
                 }
                 shown += 1;

@@ -100,6 +100,19 @@ struct Slot {
 }
 
 #[derive(Debug, Clone, Copy)]
+struct InOcc {
+    flits: u32,
+    since: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct OutVc {
+    credits: u32,
+    ob_space: u32,
+    low_since: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
 struct QueueState {
     head: u32,
     tail: u32,
@@ -129,8 +142,9 @@ pub struct Switch {
     /// Per queue (input, VC, output-or-0): head/tail slot, length, ready
     /// count, kept together so one cache line serves a packet's visit.
     qs: Vec<QueueState>,
-    in_occ: Vec<u32>,
-    in_occ_last: Vec<u64>,
+    /// Per (input, VC): buffer occupancy and when it last changed (one
+    /// cache line serves both).
+    in_occ: Vec<InOcc>,
     in_link_free: Vec<u64>,
     /// `ready_rows[(i*V+v)*W ..]`: outputs with a ready head at (i, v).
     ready_rows: Vec<u64>,
@@ -138,10 +152,16 @@ pub struct Switch {
     /// Per input: bit `vc` set iff (input, vc) has a ready head.
     ready_vcs: Vec<u64>,
     /// `ready_any[i*W ..]`: outputs some VC of input i has a ready head for,
-    /// with `ready_cnt[i*N+o]` VCs behind each bit. Lets allocation skip, in
+    /// with `ready_cnt[i*N+o]` behind each bit: with up to 8 VCs the mask of
+    /// those VCs (bit vc), with more their count. Lets allocation skip, in
     /// one AND, inputs whose ready heads all wait for busy outputs.
     ready_any: Vec<u64>,
     ready_cnt: Vec<u8>,
+    /// Up to 8 VCs: `ready_cnt` holds masks and `ok_vcs[o]` the VCs of output
+    /// o that can take a packet (bit vc of `ok`), so a grant picks its VC
+    /// from one AND of two bytes.
+    vc_masks: bool,
+    ok_vcs: Vec<u8>,
     free_inputs: Vec<u64>,
     conn_slot: Vec<u32>,
     vc_ptr: Vec<u32>,
@@ -150,9 +170,9 @@ pub struct Switch {
     /// `ok[v*W ..]`: outputs whose VC v can take a maximum-size packet.
     ok: Vec<u64>,
     okfree: Vec<u64>,
-    credits: Vec<u32>,
-    low_since: Vec<Option<u64>>,
-    ob_space: Vec<u32>,
+    /// Per (output, VC): downstream credits, output-buffer space, and since
+    /// when credits are below one packet (kept together: updated together).
+    out_vc: Vec<OutVc>,
     ob_ring: Vec<Slot>,
     ob_head: Vec<u32>,
     ob_len: Vec<u32>,
@@ -186,7 +206,7 @@ pub struct Switch {
     /// counts of small values, per output for the latency
     /// (`small_latency[o*SMALL + v]`) and switch-wide for the queueing delay,
     /// folded into the histograms by [`Switch::finish_stats`].
-    small_latency: Vec<u32>,
+    small_latency: Vec<u16>,
     small_queueing: Vec<u32>,
     stats: SwitchStats,
 }
@@ -237,23 +257,22 @@ impl Switch {
             slots: Vec::with_capacity(n * v * 4),
             free_slots: Vec::with_capacity(n * v * 4),
             qs: vec![QueueState { head: NONE, tail: NONE, ready: 0 }; n * v * q_per_iv],
-            in_occ: vec![0; n * v],
-            in_occ_last: vec![0; n * v],
+            in_occ: vec![InOcc { flits: 0, since: 0 }; n * v],
             in_link_free: vec![0; n],
             ready_rows: vec![0; n * v * w],
             has_ready: vec![0; w],
             ready_vcs: vec![0; n],
             ready_any: vec![0; n * w],
             ready_cnt: vec![0; n * n],
+            vc_masks: v <= 8,
+            ok_vcs: vec![if v <= 8 { ((1u32 << v) - 1) as u8 } else { 0 }; n],
             free_inputs: all.clone(),
             conn_slot: vec![NONE; n],
             vc_ptr: vec![0; n],
             free_outputs: all,
             okfree: vec![0; ok.len()],
             ok,
-            credits: vec![spec.downstream_credits_per_vc_flits; n * v],
-            low_since: vec![None; n * v],
-            ob_space: vec![spec.output_buffer_per_vc_flits; n * v],
+            out_vc: vec![OutVc { credits: spec.downstream_credits_per_vc_flits, ob_space: spec.output_buffer_per_vc_flits, low_since: None }; n * v],
             ob_ring: vec![Slot::default(); n * v * ob_cap],
             ob_head: vec![0; n * v],
             ob_len: vec![0; n * v],
@@ -372,13 +391,13 @@ impl Switch {
     /// Free input buffer at (input, vc), flits (the upstream sender's credits).
     #[inline]
     pub fn input_free_flits(&self, input: usize, vc: usize) -> u32 {
-        self.spec.buffer_per_vc_flits - self.in_occ[input * self.v + vc]
+        self.spec.buffer_per_vc_flits - self.in_occ[input * self.v + vc].flits
     }
 
     /// Downstream credits (flits) output `output` holds on `vc` (for counters).
     #[inline]
     pub fn output_credits(&self, output: usize, vc: usize) -> u32 {
-        self.credits[output * self.v + vc]
+        self.out_vc[output * self.v + vc].credits
     }
 
     /// Whether `inject(input, vc, flits)` at `cycle` would be accepted: the
@@ -401,6 +420,7 @@ impl Switch {
     /// `Config` for an out-of-range port, VC, destination or length; `Config`
     /// too if the buffer lacks room or the input link is still busy (the
     /// caller must check [`Self::can_accept`], as a sender checks credits).
+    #[inline]
     pub fn inject(&mut self, input: usize, pkt: Packet, cycle: u64) -> Result<()> {
         let (n, v) = (self.n, self.v);
         if input >= n || pkt.dest as usize >= n || pkt.vc as usize >= v || pkt.flits == 0 || pkt.flits > self.max_f {
@@ -419,11 +439,11 @@ impl Switch {
         }
         let iv = input * v + pkt.vc as usize;
         self.account_occ(iv, cycle);
-        self.in_occ[iv] += pkt.flits;
+        self.in_occ[iv].flits += pkt.flits;
         let st = &mut self.stats.inputs[iv];
         st.packets_in += 1;
         st.flits_in += pkt.flits as u64;
-        st.occupancy_max_flits = st.occupancy_max_flits.max(self.in_occ[iv] as u64);
+        st.occupancy_max_flits = st.occupancy_max_flits.max(self.in_occ[iv].flits as u64);
         self.account_sys(cycle);
         self.sys_flits += pkt.flits as u64;
         self.packets_inside += 1;
@@ -462,6 +482,7 @@ impl Switch {
     /// # Errors
     /// `Config` for an out-of-range port or VC, or credits beyond the
     /// configured count.
+    #[inline]
     pub fn return_credits(&mut self, output: usize, vc: usize, flits: u32, cycle: u64) -> Result<()> {
         if output >= self.n || vc >= self.v || flits > self.spec.downstream_credits_per_vc_flits {
             return Err(FlitsimError::config(
@@ -485,7 +506,7 @@ impl Switch {
     pub fn set_output_credits(&mut self, output: usize, flits: u32) {
         for vc in 0..self.v {
             let ov = output * self.v + vc;
-            self.credits[ov] = flits.min(self.spec.downstream_credits_per_vc_flits);
+            self.out_vc[ov].credits = flits.min(self.spec.downstream_credits_per_vc_flits);
             self.update_ok(output, vc, self.now_cycle);
         }
     }
@@ -550,7 +571,7 @@ impl Switch {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn handle(&mut self, slot: u64, kind: u8, a: usize, b: u32) {
         let cycle = self.cycle_of(slot);
         match kind {
@@ -561,7 +582,7 @@ impl Switch {
                 let sl = self.link_cur[o];
                 self.link_busy[o] = false;
                 let ov = o * self.v + sl.pkt.vc as usize;
-                self.ob_space[ov] += sl.pkt.flits;
+                self.out_vc[ov].ob_space += sl.pkt.flits;
                 self.update_ok(o, sl.pkt.vc as usize, cycle);
                 self.depart(o, &sl, cycle - 1, cycle);
                 self.pend_output(o);
@@ -579,10 +600,11 @@ impl Switch {
         }
     }
 
+    #[inline]
     fn on_credit(&mut self, o: usize, vc: usize, flits: u32, cycle: u64) {
         let ov = o * self.v + vc;
         // A misbehaving owner cannot push credits past the configured count.
-        self.credits[ov] = self.credits[ov].saturating_add(flits).min(self.spec.downstream_credits_per_vc_flits);
+        self.out_vc[ov].credits = self.out_vc[ov].credits.saturating_add(flits).min(self.spec.downstream_credits_per_vc_flits);
         self.update_ok(o, vc, cycle);
         if self.outbuf {
             self.pend_output(o);
@@ -590,6 +612,7 @@ impl Switch {
     }
 
     /// The head of queue `q` is ready: set its request bit.
+    #[inline(always)]
     fn mark_head_ready(&mut self, q: usize) {
         self.dirty = true;
         let head = self.qs[q].head as usize;
@@ -599,8 +622,9 @@ impl Switch {
         if !bits::get(row, o) {
             bits::set(row, o);
             let c = &mut self.ready_cnt[i * self.n + o];
-            *c += 1;
-            if *c == 1 {
+            let was = *c;
+            *c = if self.vc_masks { was | 1 << vc } else { was + 1 };
+            if was == 0 {
                 bits::set(&mut self.ready_any[i * self.w..(i + 1) * self.w], o);
             }
         }
@@ -611,28 +635,34 @@ impl Switch {
         self.slots[head].queued = self.slots[head].ready_at;
     }
 
-    #[inline]
+    #[inline(always)]
     fn update_ok(&mut self, o: usize, vc: usize, cycle: u64) {
         let ov = o * self.v + vc;
-        let avail = if self.outbuf { self.ob_space[ov] } else { self.credits[ov] };
+        let avail = if self.outbuf { self.out_vc[ov].ob_space } else { self.out_vc[ov].credits };
         let row = &mut self.ok[vc * self.w..(vc + 1) * self.w];
         if avail >= self.max_f {
             if !bits::get(row, o) {
                 bits::set(row, o);
                 self.dirty = true;
             }
+            if self.vc_masks {
+                self.ok_vcs[o] |= 1 << vc;
+            }
         } else {
             bits::clear(row, o);
+            if self.vc_masks {
+                self.ok_vcs[o] &= !(1 << vc);
+            }
         }
         // Credit exhaustion bookkeeping (downstream credits).
-        let low = self.credits[ov] < self.max_f;
-        match (low, self.low_since[ov]) {
+        let low = self.out_vc[ov].credits < self.max_f;
+        match (low, self.out_vc[ov].low_since) {
             (true, None) => {
-                self.low_since[ov] = Some(cycle);
+                self.out_vc[ov].low_since = Some(cycle);
                 self.stats.outputs[ov].credit_exhaustion_episodes += 1;
             }
             (false, Some(since)) => {
-                self.low_since[ov] = None;
+                self.out_vc[ov].low_since = None;
                 self.stats.outputs[ov].credit_exhaustion_cycles += cycle.saturating_sub(since.max(self.stats.since_cycle));
             }
             _ => {}
@@ -664,15 +694,8 @@ impl Switch {
             // Free inputs with a ready head for some free output, found
             // without a data-dependent branch per input (most candidates
             // wait for busy outputs).
-            let mut all = self.has_ready[wi] & self.free_inputs[wi];
-            let mut cand = 0u64;
-            while all != 0 {
-                let b = all & all.wrapping_neg();
-                let i = wi << 6 | all.trailing_zeros() as usize;
-                all ^= b;
-                let hit = !bits::disjoint(&self.ready_any[i * w..(i + 1) * w], &self.free_outputs);
-                cand |= b & (hit as u64).wrapping_neg();
-            }
+            let all = self.has_ready[wi] & self.free_inputs[wi];
+            let mut cand = bits::rows_meeting(all, wi << 6, &self.ready_any, &self.free_outputs);
             while cand != 0 {
                 let i = wi << 6 | cand.trailing_zeros() as usize;
                 cand &= cand - 1;
@@ -707,22 +730,29 @@ impl Switch {
         self.m.clear();
         self.alloc.allocate(&self.req, &mut self.m);
         // Conflicts: requests not granted, per input and per output.
+        // Every request counts once at its input and its output, and each
+        // matched pair (a request) is taken back at both: counted in the walk
+        // over the request bits, without a popcount or a branch per request.
         for k in 0..self.req.active.len() {
             let i = self.req.active[k] as usize;
             let row = &self.req.rows[i * w..(i + 1) * w];
-            let c = bits::count(row) as u64;
-            let granted = self.m.input_to_output[i] != NONE;
-            self.stats.ports[i].input_conflicts += c - granted as u64;
+            let mut c = 0u64;
             for (wi, &word) in row.iter().enumerate() {
                 let mut b = word;
                 while b != 0 {
                     let o = wi << 6 | b.trailing_zeros() as usize;
                     b &= b - 1;
-                    if self.m.output_to_input[o] as usize != i {
-                        self.stats.ports[o].output_conflicts += 1;
-                    }
+                    c += 1;
+                    self.stats.ports[o].output_conflicts += 1;
                 }
             }
+            self.stats.ports[i].input_conflicts += c;
+        }
+        for k in 0..self.m.matched.len() {
+            let i = self.m.matched[k] as usize;
+            let o = self.m.input_to_output[i] as usize;
+            self.stats.ports[i].input_conflicts -= 1;
+            self.stats.ports[o].output_conflicts -= 1;
         }
         let cycle = self.cycle_of(slot);
         for k in 0..self.m.matched.len() {
@@ -774,12 +804,17 @@ impl Switch {
         } else {
             // The first VC at or after the input's pointer, cyclically, with
             // a ready head for `o` that `o` can take: the VCs as one mask.
-            let (wo, bo) = (o >> 6, o & 63);
-            let w = self.w;
-            let mut can = 0u64;
-            for k in 0..v {
-                can |= ((self.ready_rows[(i * v + k) * w + wo] & self.ok[k * w + wo]) >> bo & 1) << k;
-            }
+            let can = if self.vc_masks {
+                (self.ready_cnt[i * self.n + o] & self.ok_vcs[o]) as u64
+            } else {
+                let (wo, bo) = (o >> 6, o & 63);
+                let w = self.w;
+                let mut can = 0u64;
+                for k in 0..v {
+                    can |= ((self.ready_rows[(i * v + k) * w + wo] & self.ok[k * w + wo]) >> bo & 1) << k;
+                }
+                can
+            };
             let start = self.vc_ptr[i] as usize;
             let from = can & (u64::MAX << start);
             let pick = if from != 0 { from } else { can };
@@ -801,7 +836,7 @@ impl Switch {
         let rr = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
         bits::clear(rr, o);
         let c = &mut self.ready_cnt[i * self.n + o];
-        *c -= 1;
+        *c = if self.vc_masks { *c & !(1 << vc) } else { *c - 1 };
         if *c == 0 {
             bits::clear(&mut self.ready_any[i * self.w..(i + 1) * self.w], o);
         }
@@ -834,14 +869,14 @@ impl Switch {
         self.conn_slot[i] = sl as u32;
         let ov = o * v + vc;
         if self.outbuf {
-            self.ob_space[ov] -= pkt.flits;
+            self.out_vc[ov].ob_space -= pkt.flits;
             let idx = ov * self.ob_cap + ((self.ob_head[ov] + self.ob_len[ov]) as usize % self.ob_cap);
             self.ob_ring[idx] = self.slots[sl];
             self.ob_ring[idx].queued = cycle; // head reaches the output buffer
             self.ob_len[ov] += 1;
             self.pend_output(o);
         } else {
-            self.credits[ov] -= pkt.flits;
+            self.out_vc[ov].credits -= pkt.flits;
         }
         self.update_ok(o, vc, cycle);
         self.push_ev(slot + pkt.flits as u64, EV_CONN_END, i as u32, 0);
@@ -857,7 +892,7 @@ impl Switch {
         let (vc, o, f) = (s.pkt.vc as usize, s.pkt.dest as usize, s.pkt.flits);
         let iv = i * self.v + vc;
         self.account_occ(iv, cycle);
-        self.in_occ[iv] -= f;
+        self.in_occ[iv].flits -= f;
         self.free_slots.push(sl as u32);
         if self.record_upstream {
             self.upstream.push((i as u32, vc as u32, f, cycle));
@@ -891,12 +926,12 @@ impl Switch {
             }
             let idx = ov * self.ob_cap + self.ob_head[ov] as usize;
             let sl = self.ob_ring[idx];
-            if sl.queued > cycle || self.credits[ov] < sl.pkt.flits {
+            if sl.queued > cycle || self.out_vc[ov].credits < sl.pkt.flits {
                 continue;
             }
             self.ob_head[ov] = ((self.ob_head[ov] as usize + 1) % self.ob_cap) as u32;
             self.ob_len[ov] -= 1;
-            self.credits[ov] -= sl.pkt.flits;
+            self.out_vc[ov].credits -= sl.pkt.flits;
             self.update_ok(o, vc, cycle);
             self.link_busy[o] = true;
             self.link_vc_ptr[o] = ((vc + 1) % v) as u32;
@@ -917,7 +952,7 @@ impl Switch {
         sl.queued.saturating_sub(sl.ready_at)
     }
 
-    #[inline]
+    #[inline(always)]
     fn depart(&mut self, o: usize, s: &Slot, tail_out: u64, now: u64) {
         let f = s.pkt.flits as u64;
         self.account_sys(now);
@@ -934,7 +969,7 @@ impl Switch {
         if !self.small_latency.is_empty() && lat < SMALL as u64 {
             let k = &mut self.small_latency[o * SMALL + lat as usize];
             *k += 1;
-            if *k == u32::MAX {
+            if *k == u16::MAX {
                 let k = std::mem::take(k) as u64;
                 st.network_latency.record_n(lat, k);
                 st.output_latency[o].record_n(lat, k);

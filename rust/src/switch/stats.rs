@@ -76,9 +76,9 @@ pub struct SwitchStats {
 impl Switch {
     #[inline]
     pub(super) fn account_occ(&mut self, iv: usize, cycle: u64) {
-        let last = self.in_occ_last[iv].max(self.stats.since_cycle);
-        self.stats.inputs[iv].occupancy_flit_cycles += self.in_occ[iv] as u64 * cycle.saturating_sub(last);
-        self.in_occ_last[iv] = cycle;
+        let last = self.in_occ[iv].since.max(self.stats.since_cycle);
+        self.stats.inputs[iv].occupancy_flit_cycles += self.in_occ[iv].flits as u64 * cycle.saturating_sub(last);
+        self.in_occ[iv].since = cycle;
     }
 
     #[inline]
@@ -93,7 +93,7 @@ impl Switch {
     pub fn reset_stats(&mut self, cycle: u64) {
         let nv = self.n * self.v;
         for iv in 0..nv {
-            self.in_occ_last[iv] = cycle;
+            self.in_occ[iv].since = cycle;
         }
         self.sys_last = cycle;
         let st = &mut self.stats;
@@ -113,9 +113,9 @@ impl Switch {
         st.allocation_rounds = 0;
         st.slots_processed = 0;
         for iv in 0..nv {
-            st.inputs[iv].occupancy_max_flits = self.in_occ[iv] as u64;
-            if self.low_since[iv].is_some() {
-                self.low_since[iv] = Some(cycle);
+            st.inputs[iv].occupancy_max_flits = self.in_occ[iv].flits as u64;
+            if self.out_vc[iv].low_since.is_some() {
+                self.out_vc[iv].low_since = Some(cycle);
                 st.outputs[iv].credit_exhaustion_episodes += 1;
             }
         }
@@ -125,9 +125,9 @@ impl Switch {
     pub fn finish_stats(&mut self, cycle: u64) -> &SwitchStats {
         for iv in 0..self.n * self.v {
             self.account_occ(iv, cycle);
-            if let Some(since) = self.low_since[iv] {
+            if let Some(since) = self.out_vc[iv].low_since {
                 self.stats.outputs[iv].credit_exhaustion_cycles += cycle.saturating_sub(since.max(self.stats.since_cycle));
-                self.low_since[iv] = Some(cycle);
+                self.out_vc[iv].low_since = Some(cycle);
             }
         }
         self.account_sys(cycle);

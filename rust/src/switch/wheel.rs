@@ -34,7 +34,7 @@ impl Switch {
     }
 
     /// Schedule an event at `slot` (>= the current cycle's first slot).
-    #[inline]
+    #[inline(always)]
     pub(super) fn push_ev(&mut self, slot: u64, kind: u8, a: u32, b: u32) {
         let base = self.now_cycle * self.s;
         if slot >= base && slot - base <= self.wheel_mask {

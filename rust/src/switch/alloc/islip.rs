@@ -23,13 +23,19 @@ pub struct Islip {
     accept_ptr: Vec<u32>,
     s: GrantScratch,
     /// First iteration, per output: the requesting input nearest its grant
-    /// pointer so far and that distance (NONE = no request yet).
-    grant_to: Vec<u32>,
-    grant_dist: Vec<u32>,
+    /// pointer so far as `distance << 32 | input` (the minimum is the
+    /// nearest: distances of different inputs differ); `u64::MAX` = no
+    /// request yet.
+    grant_key: Vec<u64>,
     /// First iteration, per input: the granting output nearest its accept
-    /// pointer so far and that distance (NONE = no grant yet).
-    accept_of: Vec<u32>,
-    accept_dist: Vec<u32>,
+    /// pointer so far, as `distance << 32 | output`; `u64::MAX` = no grant.
+    accept_key: Vec<u64>,
+    /// First iteration: outputs in the order of their first request, inputs
+    /// in the order of their first grant (fixed length n + 1; a count says
+    /// how many are in use, so an entry is written, one past them, without a
+    /// branch).
+    order_out: Vec<u32>,
+    order_in: Vec<u32>,
 }
 
 impl Islip {
@@ -40,10 +46,10 @@ impl Islip {
             grant_ptr: vec![0; n],
             accept_ptr: vec![0; n],
             s: GrantScratch::new(n),
-            grant_to: vec![NONE; n],
-            grant_dist: vec![0; n],
-            accept_of: vec![NONE; n],
-            accept_dist: vec![0; n],
+            grant_key: vec![u64::MAX; n],
+            accept_key: vec![u64::MAX; n],
+            order_out: vec![0; n + 1],
+            order_in: vec![0; n + 1],
         }
     }
 }
@@ -102,8 +108,10 @@ fn grant_round(s: &mut GrantScratch, grant_ptr: &[u32], n: usize, w: usize) {
 /// Cyclic distance from pointer `p` forward to `x`, over `n` ports.
 #[inline]
 fn dist(x: usize, p: u32, n: usize) -> u32 {
-    let p = p as usize;
-    (if x >= p { x - p } else { x + n - p }) as u32
+    // x - p, plus n if that is negative: arithmetic, not a branch (the
+    // direction is random under random traffic).
+    let d = x as i64 - p as i64;
+    (d + (n as i64 & (d >> 63))) as u32
 }
 
 impl Islip {
@@ -117,7 +125,9 @@ impl Islip {
     fn first_iteration(&mut self, req: &Requests, m: &mut Matching) {
         let n = self.n;
         let w = req.w;
-        // Step 1 (request) and step 2 (grant): per output the nearest requester.
+        // Step 1 (request) and step 2 (grant): per output the nearest
+        // requester, kept as a minimum key (no data-dependent branch).
+        let mut touched = 0usize;
         for &i in &req.active {
             let i = i as usize;
             for (wi, &word) in req.rows[i * w..(i + 1) * w].iter().enumerate() {
@@ -125,43 +135,32 @@ impl Islip {
                 while b != 0 {
                     let o = wi << 6 | b.trailing_zeros() as usize;
                     b &= b - 1;
-                    let d = dist(i, self.grant_ptr[o], n);
-                    if self.grant_to[o] == NONE {
-                        self.s.touched.push(o as u32);
-                        self.grant_to[o] = i as u32;
-                        self.grant_dist[o] = d;
-                    } else if d < self.grant_dist[o] {
-                        self.grant_to[o] = i as u32;
-                        self.grant_dist[o] = d;
-                    }
+                    let key = (dist(i, self.grant_ptr[o], n) as u64) << 32 | i as u64;
+                    let g = &mut self.grant_key[o];
+                    self.order_out[touched] = o as u32;
+                    touched += (*g == u64::MAX) as usize;
+                    *g = (*g).min(key);
                 }
             }
         }
-        for k in 0..self.s.touched.len() {
-            let o = self.s.touched[k] as usize;
-            let i = self.grant_to[o] as usize;
-            self.grant_to[o] = NONE;
-            let d = dist(o, self.accept_ptr[i], n);
-            if self.accept_of[i] == NONE {
-                self.s.granted_inputs.push(i as u32);
-                self.accept_of[i] = o as u32;
-                self.accept_dist[i] = d;
-            } else if d < self.accept_dist[i] {
-                self.accept_of[i] = o as u32;
-                self.accept_dist[i] = d;
-            }
+        let mut granted = 0usize;
+        for k in 0..touched {
+            let o = self.order_out[k] as usize;
+            let i = (std::mem::replace(&mut self.grant_key[o], u64::MAX) & 0xFFFF_FFFF) as usize;
+            let key = (dist(o, self.accept_ptr[i], n) as u64) << 32 | o as u64;
+            let a = &mut self.accept_key[i];
+            self.order_in[granted] = i as u32;
+            granted += (*a == u64::MAX) as usize;
+            *a = (*a).min(key);
         }
-        self.s.touched.clear();
         // Step 3 (accept), and the pointer update (first iteration only).
-        for k in 0..self.s.granted_inputs.len() {
-            let i = self.s.granted_inputs[k] as usize;
-            let o = self.accept_of[i] as usize;
-            self.accept_of[i] = NONE;
+        for k in 0..granted {
+            let i = self.order_in[k] as usize;
+            let o = (std::mem::replace(&mut self.accept_key[i], u64::MAX) & 0xFFFF_FFFF) as usize;
             m.add(i, o);
             self.accept_ptr[i] = if o + 1 == n { 0 } else { o as u32 + 1 };
             self.grant_ptr[o] = if i + 1 == n { 0 } else { i as u32 + 1 };
         }
-        self.s.granted_inputs.clear();
     }
 }
 
