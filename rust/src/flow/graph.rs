@@ -273,6 +273,9 @@ impl GraphModel {
     }
 
     /// Append the path of a transfer to `out`: (lanes, work, cap, packet time, latency).
+    /// Entries are in resource order, the source's uplink bundles (its port
+    /// set) first; a round-robin or adaptive path does not depend on
+    /// `spray_offset`.
     ///
     /// # Errors
     /// `Config` if `dst` is unreachable from `src`.
@@ -284,7 +287,13 @@ impl GraphModel {
             self.scratch = elig;
             return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), "a destination reachable from the source"));
         }
-        if spray_offset > 0 {
+        // Rotation-invariant paths: a round-robin (or adaptive) transfer is
+        // spread over every eligible port whatever port its rotation starts
+        // on, so its path is built from the eligible ports in topology order
+        // and its entries kept in resource order (one path per GPU pair, the
+        // same bit for bit at any rotation, docs/fidelity.md "Rotation-
+        // invariant paths"). Only the hash pick depends on the rotation.
+        if spray_offset > 0 && spray == Spray::Hash {
             let k = spray_offset as usize % elig.len();
             elig.rotate_left(k);
         }
@@ -297,7 +306,7 @@ impl GraphModel {
         } else {
             None
         };
-        let key = (src, dst, hash_port.map_or(spray_offset % e as u32, |p| p | 1 << 31));
+        let key = (src, dst, hash_port.map_or(0, |p| p | 1 << 31));
         if !self.cache.contains_key(&key) {
             let used: Vec<u32> = match hash_port {
                 Some(p) => vec![p],
@@ -383,6 +392,9 @@ impl GraphModel {
             entries.push((r, c));
             window_cap = window_cap.min(self.window[r as usize] / c);
         }
+        // canonical order: by resource (endpoint uplinks first, their indices
+        // are below every switch output's), independent of the port order
+        entries.sort_unstable_by_key(|e| e.0);
         let latency_ps = self.latency(topo, src, dst);
         CachedPath { entries, window_cap, latency_ps }
     }

@@ -137,7 +137,9 @@ pub struct FlowSim {
     /// Flows started since the last solve: (round-robin place, dst, src).
     fresh: Vec<(u32, u32, u32)>,
     pairs: Vec<(u32, u32)>,
-    finished: Vec<(u32, TimePs, u32, f64)>,
+    /// Flows drained at one event: (path start, port-set length, start
+    /// time, transfer, packet time).
+    finished: Vec<(u32, u32, TimePs, u32, f64)>,
     /// Path entries of running flows (compaction trigger).
     live_path: usize,
     /// Incremental filling (opt-in: `FLITSIM_FLOW_INCREMENTAL=1` or
@@ -323,8 +325,9 @@ impl FlowSim {
                         self.mark_dirty(a, b);
                         let t = &self.xfers[x];
                         self.live_path -= (t.path.1 - t.path.0) as usize;
-                        let first = self.path_buf[t.path.0 as usize].0;
-                        self.finished.push((first, t.start_ps, x as u32, t.pkt_ps));
+                        let (a, b) = t.path;
+                        let n = self.port_set_len(a, b);
+                        self.finished.push((a, n, t.start_ps, x as u32, t.pkt_ps));
                     } else {
                         self.active[w] = self.active[k];
                         self.rate[w] = r;
@@ -339,20 +342,27 @@ impl FlowSim {
                 // before the last (which ends when the fluid does). Without
                 // this the fluid ties them exactly and loses the lead that
                 // chained steps (ring channels) build on.
-                self.finished.sort_unstable_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+                // Grouped by the port set (the path's uplink resources, a
+                // prefix of its entries: docs/fidelity.md "Rotation-invariant
+                // paths"), groups in resource order, then start order.
+                let mut fin = std::mem::take(&mut self.finished);
+                let buf = &self.path_buf;
+                let set = |f: &(u32, u32, TimePs, u32, f64)| buf[f.0 as usize..(f.0 + f.1) as usize].iter().map(|e| e.0);
+                fin.sort_unstable_by(|a, b| set(a).cmp(set(b)).then((a.2, a.3).cmp(&(b.2, b.3))));
                 let mut i = 0;
-                while i < self.finished.len() {
-                    let mut j = i;
-                    while j < self.finished.len() && self.finished[j].0 == self.finished[i].0 {
+                while i < fin.len() {
+                    let mut j = i + 1;
+                    while j < fin.len() && set(&fin[j]).eq(set(&fin[i])) {
                         j += 1;
                     }
                     let n = j - i;
-                    for (rank, f) in self.finished[i..j].iter().enumerate() {
-                        let early = ((n - 1 - rank) as f64 * f.3) as u64;
-                        q.schedule(now + self.xfers[f.2 as usize].lat_ps.saturating_sub(early), FlowEv::Done(f.2));
+                    for (rank, f) in fin[i..j].iter().enumerate() {
+                        let early = ((n - 1 - rank) as f64 * f.4) as u64;
+                        q.schedule(now + self.xfers[f.3 as usize].lat_ps.saturating_sub(early), FlowEv::Done(f.3));
                     }
                     i = j;
                 }
+                self.finished = fin;
                 // Keep the active list in start order (determinism of the solve order).
                 self.sort_active();
                 self.solve(now, q);
@@ -366,6 +376,17 @@ impl FlowSim {
                 Ok(())
             }
         }
+    }
+
+    /// Entries of the path `a..b` that name its port set: on a graph fabric
+    /// the uplink bundles (a prefix: paths are in resource order and uplinks
+    /// come first); on a one-layer fabric its first resource.
+    fn port_set_len(&self, a: u32, b: u32) -> u32 {
+        if self.fab.graph.is_none() {
+            return 1;
+        }
+        let n = (a..b).take_while(|&k| !self.fab.is_down(self.path_buf[k as usize].0 as usize)).count() as u32;
+        n.max(1)
     }
 
     fn sort_active(&mut self) {
