@@ -232,26 +232,48 @@ fn stride(report: &str) -> usize {
 
 #[test]
 fn rotated_spray_repeats_after_several_steps_and_skips_exactly() {
-    // An InfiniBand-like case: every GPU's ports reach several switch planes,
-    // so a transfer's spray rotation (its DAG node number modulo the port
-    // count) is part of the state; where a step's collectives use a node count
-    // that is no multiple of it, the rotation moves every step and the state
-    // repeats only after several steps. The skip must find that repeat (an
-    // anchor compared with every earlier one) and jump whole multi-step
-    // strides, bit for bit as the plain run.
-    // two HGX H100 nodes (8 GPUs each with 18 NVLink ports on 4 NVSwitch chips,
-    // 5/4/4/5: a pair's path changes with the rotation modulo 18) joined by
-    // InfiniBand, written from flitsim.hardware.tier_presets.ib_hgx_h100(nodes=2)
-    // at flow level (`core_dict()`)
-    let ib: FabricSpec = serde_json::from_str(include_str!("data/fabric_ib_2xhgx_h100.json")).unwrap();
+    // A one-layer HGX H100 (8 GPUs, 18 NVLink ports each on 4 NVSwitch
+    // chips, 5/4/4/5: not collapsed), written from
+    // flitsim.hardware.fabric_preset("hgx-h100") at flow level
+    // (`core_dict()`), GPU 0's port 0 wired with a second, identical link spec
+    // so the flow model keeps one resource per port (a mixed-spec fabric is
+    // not collapsed): a one-layer path names its first `lanes` ports in rotated
+    // order (a transfer of fewer packets than ports uses a rotation's ports), so
+    // its spray rotation (its DAG node number modulo the port count, 18) is
+    // part of the state; where a step's collectives use a node count that is
+    // no multiple of it, the rotation moves every step and the state repeats
+    // only after several steps. The skip must find that repeat (an anchor
+    // compared with every earlier one) and jump whole multi-step strides, bit
+    // for bit as the plain run.
+    let hgx: FabricSpec = serde_json::from_str(include_str!("data/fabric_hgx_h100.json")).unwrap();
     let mut strides = Vec::new();
-    for (dev, layers, comm, steal) in [(8, 1, Comm::Sync, 0), (8, 2, Comm::Sync, 0), (8, 3, Comm::Async, 0), (16, 1, Comm::Async, 120_000), (16, 2, Comm::Sync, 0), (8, 2, Comm::Ring, 0)] {
-        let (g, p) = dit_graph(dev, 30, layers, 1, comm, steal, 2 << 20);
-        let rep = flow(&ib, &g, p); // bit for bit against the plain run
-        eprintln!("{dev} GPUs, {layers} layers: {rep}");
+    for (layers, comm, steal) in [(1, Comm::Sync, 0), (2, Comm::Sync, 0), (3, Comm::Async, 0), (1, Comm::Async, 120_000), (2, Comm::Ring, 0)] {
+        let (g, p) = dit_graph(8, 30, layers, 1, comm, steal, 2 << 20);
+        let rep = flow(&hgx, &g, p); // bit for bit against the plain run
+        eprintln!("HGX, {layers} layers: {rep}");
         strides.push(stride(&rep));
     }
     // coverage: the multi-step strides (the rotation moves every step) are
     // what this test is for; they must be exercised, not only one-step ones
     assert!(strides.iter().filter(|&&s| s >= 2).count() >= 3, "{strides:?}");
+}
+
+#[test]
+fn graph_fabric_paths_are_rotation_invariant_and_repeat_every_step() {
+    // Two HGX H100 nodes joined by InfiniBand (graph fabric), written from
+    // flitsim.hardware.tier_presets.ib_hgx_h100(nodes=2) at flow level
+    // (`core_dict()`). A round-robin transfer there spreads over all its
+    // eligible ports whatever port its rotation starts on, and its flow path
+    // (entries in resource order, drains grouped by the port set) is the same
+    // at every rotation (docs/fidelity.md "Rotation-invariant paths"): the
+    // rotation is no part of the state, the state repeats one step later and
+    // the skip jumps one-step strides, bit for bit as the plain run.
+    let ib: FabricSpec = serde_json::from_str(include_str!("data/fabric_ib_2xhgx_h100.json")).unwrap();
+    for (dev, layers, comm, steal) in [(8, 1, Comm::Sync, 0), (8, 3, Comm::Async, 0), (16, 1, Comm::Async, 120_000), (16, 2, Comm::Sync, 0), (8, 2, Comm::Ring, 0)] {
+        let (g, p) = dit_graph(dev, 30, layers, 1, comm, steal, 2 << 20);
+        let rep = flow(&ib, &g, p); // bit for bit against the plain run
+        eprintln!("IB {dev} GPUs, {layers} layers: {rep}");
+        assert!(skipped(&rep), "{rep}");
+        assert_eq!(stride(&rep), 1, "{rep}");
+    }
 }

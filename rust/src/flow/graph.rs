@@ -82,6 +82,10 @@ pub struct GraphModel {
     sw_acc: Vec<f64>,
     sw_touched: Vec<u32>,
     scratch: Vec<u32>,
+    /// Drain group of the last [`GraphModel::path`]: the uplink bundle of
+    /// the port its spray starts on (the rotated first eligible port, or the
+    /// hash port).
+    pub last_group: u32,
 }
 
 fn ser_ps(bytes: u64, rate_bps: u64) -> f64 {
@@ -158,6 +162,7 @@ impl GraphModel {
             sw_acc: vec![0.0; topo.switches as usize],
             sw_touched: Vec::new(),
             scratch: Vec::new(),
+            last_group: 0,
         };
         let mut capacity = Vec::new();
         let mut why: Option<String> = None;
@@ -275,7 +280,7 @@ impl GraphModel {
     /// Append the path of a transfer to `out`: (lanes, work, cap, packet time, latency).
     /// Entries are in resource order, the source's uplink bundles (its port
     /// set) first; a round-robin or adaptive path does not depend on
-    /// `spray_offset`.
+    /// `spray_offset` (its drain group, [`GraphModel::last_group`], does).
     ///
     /// # Errors
     /// `Config` if `dst` is unreachable from `src`.
@@ -318,6 +323,8 @@ impl GraphModel {
             }
             self.cache.insert(key, cp);
         }
+        // the drain group: the bundle of the port the spray starts on
+        self.last_group = self.up_res[hash_port.unwrap_or(elig[spray_offset as usize % elig.len()]) as usize];
         let cp = &self.cache[&key];
         out.extend_from_slice(&cp.entries);
         let (window_cap, lat) = (cp.window_cap, cp.latency_ps);
