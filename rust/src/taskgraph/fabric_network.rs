@@ -210,6 +210,16 @@ impl FabricNetwork {
         })
     }
 
+    /// Group flow-level drains by the port set alone (the opt-in
+    /// `FLITSIM_FLOW_PORT_SET_DRAIN=1`, `FlowSim::set_port_set_drain`;
+    /// docs/fidelity.md "Rotation-invariant paths"). No effect off flow level.
+    /// Call before anything runs.
+    pub fn set_port_set_drain(&mut self, on: bool) {
+        if let Backend::Flow(f) = &mut self.exec.backend {
+            f.set_port_set_drain(on);
+        }
+    }
+
     /// Turn replay of collectives run alone on or off (on by default at flow
     /// level; results are identical either way, only the cost differs).
     pub fn set_replay(&mut self, on: bool) {
