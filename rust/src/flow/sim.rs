@@ -179,6 +179,8 @@ pub struct FlowSim {
     by_id: Vec<(u32, f64)>,
     /// Solves left before the next component analysis ([`SKIP_ONE_COMPONENT`]).
     skip_analysis: u32,
+    /// Memoized global solves (exact; `FLITSIM_FLOW_SOLVE_MEMO=0` turns it off).
+    memo: super::memo::SolveMemo,
 }
 
 /// Solves filled globally after an analysis found a single component holding
@@ -241,6 +243,7 @@ impl FlowSim {
             sub_rate: Vec::new(),
             by_id: Vec::new(),
             skip_analysis: 0,
+            memo: super::memo::SolveMemo::new(),
         })
     }
 
@@ -250,6 +253,16 @@ impl FlowSim {
         self.incremental = on;
         self.all_dirty = true;
         self.skip_analysis = 0;
+    }
+
+    /// Memoized solves on or off (results are identical either way).
+    pub fn set_solve_memo(&mut self, on: bool) {
+        self.memo.set_on(on);
+    }
+
+    /// Global solves looked up in the memo and how many it answered.
+    pub fn solve_memo_counts(&self) -> (u64, u64) {
+        self.memo.counts()
     }
 
     /// Whether drains are grouped by the port set alone (the opt-in
@@ -617,7 +630,18 @@ impl FlowSim {
             self.off.push(self.flat.len() as u32);
             self.caps.push(t.cap);
         }
+        // (the opt-in incremental filling keeps its own per-component state: no memo with it)
+        let (hit, h) = if self.incremental { (None, 0) } else { self.memo.get(&self.off, &self.flat, &self.caps) };
+        if let Some((rate, used, full)) = hit {
+            self.rate.clear();
+            self.rate.extend_from_slice(rate);
+            self.filler.restore(self.fab.capacity.len(), used, full);
+            return;
+        }
         self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.rate);
+        if !self.incremental {
+            self.memo.put(h, &self.off, &self.flat, &self.caps, &self.rate, self.filler.used(), &self.filler.full);
+        }
         if self.incremental {
             self.res_full.iter_mut().for_each(|f| *f = false);
             for &r in self.filler.used() {
