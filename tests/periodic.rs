@@ -11,7 +11,7 @@ use flitsim::fabric::{FabricSpec, Fidelity};
 use flitsim::presets;
 use flitsim::taskgraph::{execute, AnalyticNetwork, CollectiveKind, FabricNetwork, TaskGraph, TaskGraphResult, TaskKind};
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 enum Comm {
     /// A collective after each layer, the next layer waits for it (Ulysses / TP).
     Sync,
@@ -288,4 +288,35 @@ fn graph_fabric_paths_are_rotation_invariant_and_repeat_every_step() {
         assert_eq!(stride(&rep), 1, "{rep}");
     }
     assert!(strides.iter().filter(|&&s| s >= 2).count() >= 2, "{strides:?}");
+}
+
+#[test]
+fn memoized_solves_are_bit_identical() {
+    // A solve whose input (paths, caps, order) equals an earlier one takes
+    // its rates: the same task times, events, link statistics and findings as
+    // filling every solve; on the IB graph and a one-layer fabric, with the
+    // periodic skip off (every step simulated, so steps repeat their solves).
+    let ib: FabricSpec = serde_json::from_str(include_str!("data/fabric_ib_2xhgx_h100.json")).unwrap();
+    for (spec, dev) in [(ib, 16), (presets::planar(8, 2, false), 8)] {
+        let mut spec = spec.clone();
+        spec.fidelity = Fidelity::Flow;
+        for (layers, comm, steal) in [(2, Comm::Sync, 0), (3, Comm::Async, 120_000), (2, Comm::Ring, 0)] {
+            let (g, _) = dit_graph(dev, 12, layers, 1, comm, steal, 2 << 20);
+            let run = |memo: bool| {
+                let mut net = FabricNetwork::with_params(&spec, CollectiveParams::default(), true).unwrap();
+                net.set_solve_memo(memo);
+                let r = execute(&g, &mut net, &mut NoInterrupt).unwrap();
+                let st = serde_json::to_string(&net.stats(r.makespan_ps, r.events)).unwrap();
+                (r, st, net.flow_outside_validation(), net.packets_sent(), net.solve_memo_counts())
+            };
+            let (a, sa, wa, pa, _) = run(false);
+            let (b, sb, wb, pb, (looked, hits)) = run(true);
+            same(&a, &b);
+            assert_eq!(sa, sb, "link statistics differ");
+            assert_eq!(wa, wb, "validation findings differ");
+            assert_eq!(pa, pb, "packets differ");
+            // coverage: the memo answered solves (the steps repeat their flow sets)
+            assert!(hits > 0 && hits <= looked, "{dev} GPUs {layers} layers {comm:?}: {hits} of {looked}");
+        }
+    }
 }

@@ -210,6 +210,20 @@ impl FabricNetwork {
         })
     }
 
+    /// Memoized flow-level solves on or off (on by default; results are
+    /// identical either way, `FlowSim::set_solve_memo`).
+    pub fn set_solve_memo(&mut self, on: bool) {
+        if let Backend::Flow(f) = &mut self.exec.backend {
+            f.set_solve_memo(on);
+        }
+    }
+
+    /// Flow-level global solves looked up in the memo and how many it
+    /// answered ((0, 0) off flow level).
+    pub fn solve_memo_counts(&self) -> (u64, u64) {
+        self.exec.flow().map_or((0, 0), |f| f.solve_memo_counts())
+    }
+
     /// Group flow-level drains by the port set alone (the opt-in
     /// `FLITSIM_FLOW_PORT_SET_DRAIN=1`, `FlowSim::set_port_set_drain`;
     /// docs/fidelity.md "Rotation-invariant paths"). No effect off flow level.
