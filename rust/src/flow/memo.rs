@@ -9,16 +9,17 @@
 //! Bounded: at most [`MAX_ENTRIES`] path entries are kept (then the table is
 //! cleared); after [`PROBE_SOLVES`] solves with under one hit in
 //! [`MIN_HIT_RATIO`] the memo turns itself off for the run (misses cost a
-//! hash and a copy of the input).
+//! hash and a copy of the input). `FLITSIM_FLOW_SOLVE_MEMO_DEBUG=1` prints
+//! each simulator's counts when it ends.
 
 use std::collections::HashMap;
 
 /// Most path entries (resource, coefficient) kept over all memoized solves.
 const MAX_ENTRIES: usize = 1 << 21;
 /// Solves before the hit rate is judged.
-const PROBE_SOLVES: u64 = 4096;
+const PROBE_SOLVES: u64 = 1 << 15;
 /// Off if fewer than one hit per this many solves by then.
-const MIN_HIT_RATIO: u64 = 10;
+const MIN_HIT_RATIO: u64 = 20;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -131,6 +132,14 @@ impl SolveMemo {
     /// (solves looked up, hits).
     pub fn counts(&self) -> (u64, u64) {
         (self.solves, self.hits)
+    }
+}
+
+impl Drop for SolveMemo {
+    fn drop(&mut self) {
+        if std::env::var("FLITSIM_FLOW_SOLVE_MEMO_DEBUG").is_ok_and(|v| v == "1") {
+            eprintln!("solve memo: {} solves, {} hits, on {}, {} entries", self.solves, self.hits, self.on, self.entries);
+        }
     }
 }
 
