@@ -7,6 +7,9 @@ periodic skip (rust/src/taskgraph/exec.rs); results must be identical.
 schedule); ``--match`` runs those whose label contains every substring (once
 with the skip, once with FLITSIM_PERIODIC=0 unless ``--on-only``) and prints
 CPU s, latency and the skip's report. Prints only (no timed assertions).
+The flow tier's other levers follow the environment as in any run:
+``FLITSIM_FLOW_SOLVE_MEMO=0`` (memoized solves off), ``FLITSIM_FLOW_PORT_SET_DRAIN=1``
+(the opt-in port-set drain grouping, docs/fidelity.md "Rotation-invariant paths").
 """
 from __future__ import annotations
 

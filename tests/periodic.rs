@@ -11,7 +11,7 @@ use flitsim::fabric::{FabricSpec, Fidelity};
 use flitsim::presets;
 use flitsim::taskgraph::{execute, AnalyticNetwork, CollectiveKind, FabricNetwork, TaskGraph, TaskGraphResult, TaskKind};
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 enum Comm {
     /// A collective after each layer, the next layer waits for it (Ulysses / TP).
     Sync,
@@ -150,10 +150,16 @@ fn analytic(g: &TaskGraph, period: u32) -> String {
 
 /// Plain vs declared at flow level on `spec`; returns the declared run's report.
 fn flow(spec: &FabricSpec, g: &TaskGraph, period: u32) -> String {
+    flow_with(spec, g, period, false)
+}
+
+/// As [`flow`], with the opt-in port-set drain grouping on or off.
+fn flow_with(spec: &FabricSpec, g: &TaskGraph, period: u32, port_set: bool) -> String {
     let mut spec = spec.clone();
     spec.fidelity = Fidelity::Flow;
     let run = |g: &TaskGraph| {
         let mut net = FabricNetwork::with_params(&spec, CollectiveParams::default(), true).unwrap();
+        net.set_port_set_drain(port_set);
         let r = execute(g, &mut net, &mut NoInterrupt).unwrap();
         let st = serde_json::to_string(&net.stats(r.makespan_ps, r.events)).unwrap();
         (r, st, net.flow_outside_validation(), net.packets_sent())
@@ -232,26 +238,85 @@ fn stride(report: &str) -> usize {
 
 #[test]
 fn rotated_spray_repeats_after_several_steps_and_skips_exactly() {
-    // An InfiniBand-like case: every GPU's ports reach several switch planes,
-    // so a transfer's spray rotation (its DAG node number modulo the port
-    // count) is part of the state; where a step's collectives use a node count
-    // that is no multiple of it, the rotation moves every step and the state
-    // repeats only after several steps. The skip must find that repeat (an
-    // anchor compared with every earlier one) and jump whole multi-step
-    // strides, bit for bit as the plain run.
-    // two HGX H100 nodes (8 GPUs each with 18 NVLink ports on 4 NVSwitch chips,
-    // 5/4/4/5: a pair's path changes with the rotation modulo 18) joined by
-    // InfiniBand, written from flitsim.hardware.tier_presets.ib_hgx_h100(nodes=2)
-    // at flow level (`core_dict()`)
-    let ib: FabricSpec = serde_json::from_str(include_str!("data/fabric_ib_2xhgx_h100.json")).unwrap();
+    // A one-layer HGX H100 (8 GPUs, 18 NVLink ports each on 4 NVSwitch
+    // chips, 5/4/4/5: not collapsed), written from
+    // flitsim.hardware.fabric_preset("hgx-h100") at flow level
+    // (`core_dict()`), GPU 0's port 0 wired with a second, identical link spec
+    // so the flow model keeps one resource per port (a mixed-spec fabric is
+    // not collapsed): a one-layer path names its first `lanes` ports in rotated
+    // order (a transfer of fewer packets than ports uses a rotation's ports), so
+    // its spray rotation (its DAG node number modulo the port count, 18) is
+    // part of the state; where a step's collectives use a node count that is
+    // no multiple of it, the rotation moves every step and the state repeats
+    // only after several steps. The skip must find that repeat (an anchor
+    // compared with every earlier one) and jump whole multi-step strides, bit
+    // for bit as the plain run.
+    let hgx: FabricSpec = serde_json::from_str(include_str!("data/fabric_hgx_h100.json")).unwrap();
     let mut strides = Vec::new();
-    for (dev, layers, comm, steal) in [(8, 1, Comm::Sync, 0), (8, 2, Comm::Sync, 0), (8, 3, Comm::Async, 0), (16, 1, Comm::Async, 120_000), (16, 2, Comm::Sync, 0), (8, 2, Comm::Ring, 0)] {
-        let (g, p) = dit_graph(dev, 30, layers, 1, comm, steal, 2 << 20);
-        let rep = flow(&ib, &g, p); // bit for bit against the plain run
-        eprintln!("{dev} GPUs, {layers} layers: {rep}");
+    for (layers, comm, steal) in [(1, Comm::Sync, 0), (2, Comm::Sync, 0), (3, Comm::Async, 0), (1, Comm::Async, 120_000), (2, Comm::Ring, 0)] {
+        let (g, p) = dit_graph(8, 30, layers, 1, comm, steal, 2 << 20);
+        let rep = flow(&hgx, &g, p); // bit for bit against the plain run
+        eprintln!("HGX, {layers} layers: {rep}");
         strides.push(stride(&rep));
     }
     // coverage: the multi-step strides (the rotation moves every step) are
     // what this test is for; they must be exercised, not only one-step ones
     assert!(strides.iter().filter(|&&s| s >= 2).count() >= 3, "{strides:?}");
+}
+
+#[test]
+fn graph_fabric_paths_are_rotation_invariant_and_repeat_every_step() {
+    // Two HGX H100 nodes joined by InfiniBand (graph fabric), written from
+    // flitsim.hardware.tier_presets.ib_hgx_h100(nodes=2) at flow level
+    // (`core_dict()`). A round-robin transfer there spreads over all its
+    // eligible ports whatever port its rotation starts on, and its flow path
+    // (entries in resource order) is the same at every rotation
+    // (docs/fidelity.md "Rotation-invariant paths"). By default the drain
+    // group (the bundle of the port the spray starts on) keeps the rotation
+    // in the state: multi-step strides, bit for bit. With the opt-in port-set
+    // drain the rotation is no part of the state: one-step strides, bit for bit.
+    let ib: FabricSpec = serde_json::from_str(include_str!("data/fabric_ib_2xhgx_h100.json")).unwrap();
+    let mut strides = Vec::new();
+    for (dev, layers, comm, steal) in [(8, 1, Comm::Sync, 0), (8, 3, Comm::Async, 0), (16, 1, Comm::Async, 120_000), (16, 2, Comm::Sync, 0), (8, 2, Comm::Ring, 0)] {
+        let (g, p) = dit_graph(dev, 30, layers, 1, comm, steal, 2 << 20);
+        let rep = flow(&ib, &g, p); // bit for bit against the plain run
+        eprintln!("IB {dev} GPUs, {layers} layers: {rep}");
+        strides.push(stride(&rep));
+        let rep = flow_with(&ib, &g, p, true);
+        eprintln!("IB {dev} GPUs, {layers} layers, port-set drain: {rep}");
+        assert!(skipped(&rep), "{rep}");
+        assert_eq!(stride(&rep), 1, "{rep}");
+    }
+    assert!(strides.iter().filter(|&&s| s >= 2).count() >= 2, "{strides:?}");
+}
+
+#[test]
+fn memoized_solves_are_bit_identical() {
+    // A solve whose input (paths, caps, order) equals an earlier one takes
+    // its rates: the same task times, events, link statistics and findings as
+    // filling every solve; on the IB graph and a one-layer fabric, with the
+    // periodic skip off (every step simulated, so steps repeat their solves).
+    let ib: FabricSpec = serde_json::from_str(include_str!("data/fabric_ib_2xhgx_h100.json")).unwrap();
+    for (spec, dev) in [(ib, 16), (presets::planar(8, 2, false), 8)] {
+        let mut spec = spec.clone();
+        spec.fidelity = Fidelity::Flow;
+        for (layers, comm, steal) in [(2, Comm::Sync, 0), (3, Comm::Async, 120_000), (2, Comm::Ring, 0)] {
+            let (g, _) = dit_graph(dev, 12, layers, 1, comm, steal, 2 << 20);
+            let run = |memo: bool| {
+                let mut net = FabricNetwork::with_params(&spec, CollectiveParams::default(), true).unwrap();
+                net.set_solve_memo(memo);
+                let r = execute(&g, &mut net, &mut NoInterrupt).unwrap();
+                let st = serde_json::to_string(&net.stats(r.makespan_ps, r.events)).unwrap();
+                (r, st, net.flow_outside_validation(), net.packets_sent(), net.solve_memo_counts())
+            };
+            let (a, sa, wa, pa, _) = run(false);
+            let (b, sb, wb, pb, (looked, hits)) = run(true);
+            same(&a, &b);
+            assert_eq!(sa, sb, "link statistics differ");
+            assert_eq!(wa, wb, "validation findings differ");
+            assert_eq!(pa, pb, "packets differ");
+            // coverage: the memo answered solves (the steps repeat their flow sets)
+            assert!(hits > 0 && hits <= looked, "{dev} GPUs {layers} layers {comm:?}: {hits} of {looked}");
+        }
+    }
 }

@@ -82,6 +82,10 @@ pub struct GraphModel {
     sw_acc: Vec<f64>,
     sw_touched: Vec<u32>,
     scratch: Vec<u32>,
+    /// Drain group of the last [`GraphModel::path`]: the uplink bundle of
+    /// the port its spray starts on (the rotated first eligible port, or the
+    /// hash port).
+    pub last_group: u32,
 }
 
 fn ser_ps(bytes: u64, rate_bps: u64) -> f64 {
@@ -158,6 +162,7 @@ impl GraphModel {
             sw_acc: vec![0.0; topo.switches as usize],
             sw_touched: Vec::new(),
             scratch: Vec::new(),
+            last_group: 0,
         };
         let mut capacity = Vec::new();
         let mut why: Option<String> = None;
@@ -273,6 +278,9 @@ impl GraphModel {
     }
 
     /// Append the path of a transfer to `out`: (lanes, work, cap, packet time, latency).
+    /// Entries are in resource order, the source's uplink bundles (its port
+    /// set) first; a round-robin or adaptive path does not depend on
+    /// `spray_offset` (its drain group, [`GraphModel::last_group`], does).
     ///
     /// # Errors
     /// `Config` if `dst` is unreachable from `src`.
@@ -284,7 +292,13 @@ impl GraphModel {
             self.scratch = elig;
             return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), "a destination reachable from the source"));
         }
-        if spray_offset > 0 {
+        // Rotation-invariant paths: a round-robin (or adaptive) transfer is
+        // spread over every eligible port whatever port its rotation starts
+        // on, so its path is built from the eligible ports in topology order
+        // and its entries kept in resource order (one path per GPU pair, the
+        // same bit for bit at any rotation, docs/fidelity.md "Rotation-
+        // invariant paths"). Only the hash pick depends on the rotation.
+        if spray_offset > 0 && spray == Spray::Hash {
             let k = spray_offset as usize % elig.len();
             elig.rotate_left(k);
         }
@@ -297,7 +311,7 @@ impl GraphModel {
         } else {
             None
         };
-        let key = (src, dst, hash_port.map_or(spray_offset % e as u32, |p| p | 1 << 31));
+        let key = (src, dst, hash_port.map_or(0, |p| p | 1 << 31));
         if !self.cache.contains_key(&key) {
             let used: Vec<u32> = match hash_port {
                 Some(p) => vec![p],
@@ -309,6 +323,8 @@ impl GraphModel {
             }
             self.cache.insert(key, cp);
         }
+        // the drain group: the bundle of the port the spray starts on
+        self.last_group = self.up_res[hash_port.unwrap_or(elig[spray_offset as usize % elig.len()]) as usize];
         let cp = &self.cache[&key];
         out.extend_from_slice(&cp.entries);
         let (window_cap, lat) = (cp.window_cap, cp.latency_ps);
@@ -383,6 +399,9 @@ impl GraphModel {
             entries.push((r, c));
             window_cap = window_cap.min(self.window[r as usize] / c);
         }
+        // canonical order: by resource (endpoint uplinks first, their indices
+        // are below every switch output's), independent of the port order
+        entries.sort_unstable_by_key(|e| e.0);
         let latency_ps = self.latency(topo, src, dst);
         CachedPath { entries, window_cap, latency_ps }
     }

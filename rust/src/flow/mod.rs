@@ -14,6 +14,7 @@
 
 mod batch;
 mod graph;
+mod memo;
 mod paths;
 mod share;
 mod sim;
@@ -22,6 +23,7 @@ mod stats;
 pub use crate::fabric::Fidelity;
 pub use batch::{run_batch_at, run_batch_flow, run_batch_flow_filling};
 pub use graph::{Bundle, GraphModel};
+pub use memo::SolveMemo;
 pub use paths::{FlowFabric, Resource};
 pub use share::{Filler, Flows};
 pub use sim::{FlowDiagnosis, FlowEv, FlowMark, FlowReplay, FlowSim, FlowXfer};

@@ -46,6 +46,24 @@ impl Filler {
         &self.used
     }
 
+    /// Put the state a [`Filler::max_min`] call leaves behind that callers
+    /// read (`used`, `full`) back as a call with these results left it: the
+    /// previous call's resources read not full, `used`'s get `full` (a memoized
+    /// solve, `FlowSim`). `used` sorted, one flag per entry.
+    pub fn restore(&mut self, capacity_len: usize, used: &[u32], full: &[bool]) {
+        if self.full.len() != capacity_len {
+            return; // never filled: nothing to restore over (callers fill first)
+        }
+        for &r in &self.used {
+            self.full[r as usize] = false;
+        }
+        self.used.clear();
+        self.used.extend_from_slice(used);
+        for (&r, &f) in used.iter().zip(full) {
+            self.full[r as usize] = f;
+        }
+    }
+
     /// Shared set-up of a filling: zero rates, per-resource state of the
     /// resources `flows` touch (sorted into `used`), their weights and the CSR
     /// of flows per resource (`res_off`, `res_flows`). Returns (flows, resources).

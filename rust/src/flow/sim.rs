@@ -73,6 +73,8 @@ pub struct FlowXfer {
     pub end_ps: TimePs,
     pub done: bool,
     pub lanes: u32,
+    /// Drain group: the resource its spray starts on (see `FlowSim::handle`).
+    group: u32,
     work: f64,
     scale: f64,
     cap: f64,
@@ -137,7 +139,16 @@ pub struct FlowSim {
     /// Flows started since the last solve: (round-robin place, dst, src).
     fresh: Vec<(u32, u32, u32)>,
     pairs: Vec<(u32, u32)>,
-    finished: Vec<(u32, TimePs, u32, f64)>,
+    /// Flows drained at one event: (group, path start, port-set length (0
+    /// unless `port_set_drain`), start time, transfer, packet time).
+    finished: Vec<(u32, u32, u32, TimePs, u32, f64)>,
+    /// Opt-in (`FLITSIM_FLOW_PORT_SET_DRAIN=1`, off by default): drains
+    /// grouped by the port set alone, not by the port the spray starts on.
+    /// Makes a graph fabric's flow state independent of the spray rotation
+    /// (the periodic skip then repeats every step) but moves answers where
+    /// flows of one port set drain together (ib-4xhgx-h100 16 MiB ring
+    /// all_reduce -6.3 %, docs/fidelity.md "Rotation-invariant paths").
+    port_set_drain: bool,
     /// Path entries of running flows (compaction trigger).
     live_path: usize,
     /// Incremental filling (opt-in: `FLITSIM_FLOW_INCREMENTAL=1` or
@@ -168,6 +179,8 @@ pub struct FlowSim {
     by_id: Vec<(u32, f64)>,
     /// Solves left before the next component analysis ([`SKIP_ONE_COMPONENT`]).
     skip_analysis: u32,
+    /// Memoized global solves (exact; `FLITSIM_FLOW_SOLVE_MEMO=0` turns it off).
+    memo: super::memo::SolveMemo,
 }
 
 /// Solves filled globally after an analysis found a single component holding
@@ -216,6 +229,7 @@ impl FlowSim {
             fresh: Vec::new(),
             pairs: Vec::new(),
             finished: Vec::new(),
+            port_set_drain: std::env::var("FLITSIM_FLOW_PORT_SET_DRAIN").is_ok_and(|v| v == "1"),
             live_path: 0,
             incremental: std::env::var("FLITSIM_FLOW_INCREMENTAL").is_ok_and(|v| v == "1"),
             dirty: Vec::new(),
@@ -229,6 +243,7 @@ impl FlowSim {
             sub_rate: Vec::new(),
             by_id: Vec::new(),
             skip_analysis: 0,
+            memo: super::memo::SolveMemo::new(),
         })
     }
 
@@ -238,6 +253,27 @@ impl FlowSim {
         self.incremental = on;
         self.all_dirty = true;
         self.skip_analysis = 0;
+    }
+
+    /// Memoized solves on or off (results are identical either way).
+    pub fn set_solve_memo(&mut self, on: bool) {
+        self.memo.set_on(on);
+    }
+
+    /// Global solves looked up in the memo and how many it answered.
+    pub fn solve_memo_counts(&self) -> (u64, u64) {
+        self.memo.counts()
+    }
+
+    /// Whether drains are grouped by the port set alone (the opt-in
+    /// `FLITSIM_FLOW_PORT_SET_DRAIN=1`; see the field).
+    pub fn port_set_drain(&self) -> bool {
+        self.port_set_drain
+    }
+
+    /// Port-set drain grouping on or off (see the field).
+    pub fn set_port_set_drain(&mut self, on: bool) {
+        self.port_set_drain = on;
     }
 
     /// Make the next solve fill every component (for code that changes the
@@ -271,7 +307,7 @@ impl FlowSim {
             return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &allowed));
         }
         let id = self.xfers.len() as u32;
-        self.xfers.push(FlowXfer { src, dst, bytes, tag, loopback: false, spray_offset: 0, start_ps: 0, end_ps: 0, done: false, lanes: 0, work: 0.0, scale: 0.0, cap: 0.0, pkt_ps: 0.0, lat_ps: 0, path: (0, 0) });
+        self.xfers.push(FlowXfer { src, dst, bytes, tag, loopback: false, spray_offset: 0, start_ps: 0, end_ps: 0, done: false, lanes: 0, group: 0, work: 0.0, scale: 0.0, cap: 0.0, pkt_ps: 0.0, lat_ps: 0, path: (0, 0) });
         Ok(id)
     }
 
@@ -323,8 +359,9 @@ impl FlowSim {
                         self.mark_dirty(a, b);
                         let t = &self.xfers[x];
                         self.live_path -= (t.path.1 - t.path.0) as usize;
-                        let first = self.path_buf[t.path.0 as usize].0;
-                        self.finished.push((first, t.start_ps, x as u32, t.pkt_ps));
+                        let (a, b) = t.path;
+                        let n = if self.port_set_drain { self.port_set_len(a, b) } else { 0 };
+                        self.finished.push((t.group, a, n, t.start_ps, x as u32, t.pkt_ps));
                     } else {
                         self.active[w] = self.active[k];
                         self.rate[w] = r;
@@ -339,20 +376,29 @@ impl FlowSim {
                 // before the last (which ends when the fluid does). Without
                 // this the fluid ties them exactly and loses the lead that
                 // chained steps (ring channels) build on.
-                self.finished.sort_unstable_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+                // Groups: the resource the spray starts on (FlowXfer::group;
+                // on a graph fabric the uplink bundle of the rotated first
+                // port), or with the opt-in port-set drain the path's uplink
+                // resources (a prefix of its entries); groups in that order,
+                // flows in start order within one.
+                let mut fin = std::mem::take(&mut self.finished);
+                let buf = &self.path_buf;
+                let set = |f: &(u32, u32, u32, TimePs, u32, f64)| buf[f.1 as usize..(f.1 + f.2) as usize].iter().map(|e| e.0);
+                fin.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| set(a).cmp(set(b))).then((a.3, a.4).cmp(&(b.3, b.4))));
                 let mut i = 0;
-                while i < self.finished.len() {
-                    let mut j = i;
-                    while j < self.finished.len() && self.finished[j].0 == self.finished[i].0 {
+                while i < fin.len() {
+                    let mut j = i + 1;
+                    while j < fin.len() && fin[j].0 == fin[i].0 && set(&fin[j]).eq(set(&fin[i])) {
                         j += 1;
                     }
                     let n = j - i;
-                    for (rank, f) in self.finished[i..j].iter().enumerate() {
-                        let early = ((n - 1 - rank) as f64 * f.3) as u64;
-                        q.schedule(now + self.xfers[f.2 as usize].lat_ps.saturating_sub(early), FlowEv::Done(f.2));
+                    for (rank, f) in fin[i..j].iter().enumerate() {
+                        let early = ((n - 1 - rank) as f64 * f.5) as u64;
+                        q.schedule(now + self.xfers[f.4 as usize].lat_ps.saturating_sub(early), FlowEv::Done(f.4));
                     }
                     i = j;
                 }
+                self.finished = fin;
                 // Keep the active list in start order (determinism of the solve order).
                 self.sort_active();
                 self.solve(now, q);
@@ -366,6 +412,17 @@ impl FlowSim {
                 Ok(())
             }
         }
+    }
+
+    /// Entries of the path `a..b` that name its port set: on a graph fabric
+    /// the uplink bundles (a prefix: paths are in resource order and uplinks
+    /// come first); on a one-layer fabric its first resource.
+    fn port_set_len(&self, a: u32, b: u32) -> u32 {
+        if self.fab.graph.is_none() {
+            return 1;
+        }
+        let n = (a..b).take_while(|&k| !self.fab.is_down(self.path_buf[k as usize].0 as usize)).count() as u32;
+        n.max(1)
     }
 
     fn sort_active(&mut self) {
@@ -411,8 +468,14 @@ impl FlowSim {
         let (lanes, work, cap, pkt_ps, lat_ps) = self.fab.path(src, dst, bytes, x, off, &mut self.path_buf)?;
         let b = self.path_buf.len() as u32;
         self.mark_dirty(a, b);
+        let group = match (&self.fab.graph, self.port_set_drain) {
+            (Some(_), true) => 0,
+            (Some(g), false) => g.last_group,
+            (None, _) => self.path_buf[a as usize].0,
+        };
         let t = &mut self.xfers[x as usize];
         t.path = (a, b);
+        t.group = group;
         self.live_path += (t.path.1 - t.path.0) as usize;
         t.lanes = lanes;
         t.work = work;
@@ -567,7 +630,18 @@ impl FlowSim {
             self.off.push(self.flat.len() as u32);
             self.caps.push(t.cap);
         }
+        // (the opt-in incremental filling keeps its own per-component state: no memo with it)
+        let (hit, h) = if self.incremental { (None, 0) } else { self.memo.get(&self.off, &self.flat, &self.caps) };
+        if let Some((rate, used, full)) = hit {
+            self.rate.clear();
+            self.rate.extend_from_slice(rate);
+            self.filler.restore(self.fab.capacity.len(), used, full);
+            return;
+        }
         self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.rate);
+        if !self.incremental {
+            self.memo.put(h, &self.off, &self.flat, &self.caps, &self.rate, self.filler.used(), &self.filler.full);
+        }
         if self.incremental {
             self.res_full.iter_mut().for_each(|f| *f = false);
             for &r in self.filler.used() {

@@ -210,6 +210,30 @@ impl FabricNetwork {
         })
     }
 
+    /// Memoized flow-level solves on or off (on by default; results are
+    /// identical either way, `FlowSim::set_solve_memo`).
+    pub fn set_solve_memo(&mut self, on: bool) {
+        if let Backend::Flow(f) = &mut self.exec.backend {
+            f.set_solve_memo(on);
+        }
+    }
+
+    /// Flow-level global solves looked up in the memo and how many it
+    /// answered ((0, 0) off flow level).
+    pub fn solve_memo_counts(&self) -> (u64, u64) {
+        self.exec.flow().map_or((0, 0), |f| f.solve_memo_counts())
+    }
+
+    /// Group flow-level drains by the port set alone (the opt-in
+    /// `FLITSIM_FLOW_PORT_SET_DRAIN=1`, `FlowSim::set_port_set_drain`;
+    /// docs/fidelity.md "Rotation-invariant paths"). No effect off flow level.
+    /// Call before anything runs.
+    pub fn set_port_set_drain(&mut self, on: bool) {
+        if let Backend::Flow(f) = &mut self.exec.backend {
+            f.set_port_set_drain(on);
+        }
+    }
+
     /// Turn replay of collectives run alone on or off (on by default at flow
     /// level; results are identical either way, only the cost differs).
     pub fn set_replay(&mut self, on: bool) {
@@ -245,7 +269,7 @@ impl FabricNetwork {
                 self.pairs_seen.insert((src, dst));
                 f.fab.topo.eligible_ports(src, dst, &mut ports);
                 let e = ports.len().max(1) as u32;
-                let d = if graph && src != dst { path_period(&mut f.fab, src, dst, e) } else { e } as u64;
+                let d = if graph && src != dst { path_period(f, src, dst, e) } else { e } as u64;
                 let l = self.pairs_lcm as u64;
                 let l = l / gcd(l, d) * d;
                 self.pairs_lcm = if l > 1 << 20 { 0 } else { l as u32 };
@@ -302,7 +326,7 @@ impl FabricNetwork {
                 }
                 f.fab.topo.eligible_ports(src, dst, &mut ports);
                 let e = ports.len().max(1) as u32;
-                let d = if graph && src != dst { path_period(&mut f.fab, src, dst, e) } else { e };
+                let d = if graph && src != dst { path_period(f, src, dst, e) } else { e };
                 let d = d as u64;
                 l = l / gcd(l, d) * d;
                 if l > 1 << 20 {
@@ -680,15 +704,22 @@ fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-/// Smallest d dividing `e` with the path of rotation k equal to that of k + d
-/// for every k (graph fabrics: a path depends on the rotation only through
-/// the eligible ports' order, the same for any size).
-fn path_period(fab: &mut crate::flow::FlowFabric, src: u32, dst: u32, e: u32) -> u32 {
+/// Smallest d dividing `e` with the path and drain group of rotation k equal
+/// to those of k + d for every k (graph fabrics: a round-robin path does not
+/// depend on the rotation; its drain group, the bundle of the port the spray
+/// starts on, does unless the opt-in port-set drain is on; the same for any
+/// size).
+fn path_period(f: &mut crate::flow::FlowSim, src: u32, dst: u32, e: u32) -> u32 {
     let mut sig = Vec::with_capacity(e as usize);
+    let port_set = f.port_set_drain();
+    let fab = &mut f.fab;
     for k in 0..e {
         let mut out = Vec::new();
         match fab.path(src, dst, 1 << 20, 0, k, &mut out) {
-            Ok((lanes, work, cap, pkt, lat)) => sig.push((out.iter().map(|&(r, c)| (r, c.to_bits())).collect::<Vec<_>>(), lanes, work.to_bits(), cap.to_bits(), pkt.to_bits(), lat)),
+            Ok((lanes, work, cap, pkt, lat)) => {
+                let group = if port_set { 0 } else { fab.graph.as_ref().map_or(0, |g| g.last_group) };
+                sig.push((out.iter().map(|&(r, c)| (r, c.to_bits())).collect::<Vec<_>>(), lanes, work.to_bits(), cap.to_bits(), pkt.to_bits(), lat, group));
+            }
             Err(_) => return e,
         }
     }
