@@ -186,8 +186,9 @@ pub struct Switch {
     /// Far events (beyond the wheel's horizon); rare.
     heap: BinaryHeap<Ev>,
     /// Timing wheel for near events (every event the switch schedules for
-    /// itself lies within `wheel.len()` slots): bucket = slot & mask.
-    wheel: Vec<Vec<(u8, u32, u32)>>,
+    /// itself lies within `wheel.len()` slots): bucket = slot & mask;
+    /// entries packed into one word each ([`wheel::pack`]).
+    wheel: Vec<Vec<u64>>,
     wheel_slot: Vec<u64>,
     wheel_bits: Vec<u64>,
     wheel_mask: u64,
@@ -538,7 +539,8 @@ impl Switch {
                 let mut evs = std::mem::take(&mut self.wheel[k]);
                 bits::clear(&mut self.wheel_bits, k);
                 self.wheel_events -= evs.len();
-                for &(kind, a, b) in &evs {
+                for &e in &evs {
+                    let (kind, a, b) = wheel::unpack(e);
                     self.handle(slot, kind, a as usize, b);
                 }
                 evs.clear();

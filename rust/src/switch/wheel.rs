@@ -22,6 +22,23 @@ fn ev(slot: u64, kind: u8, a: u32, b: u32) -> Ev {
     Reverse((slot, kind, a, b))
 }
 
+/// A wheel entry as one word: kind (2 bits) << 62 | index (< 2^30) << 32 |
+/// value. Pushed with one 8-byte store and read back with one 8-byte load
+/// (a tuple of a byte and two words took three stores, and its read waited
+/// on them). Every index fits: a queue index is below ports x VCs x ports
+/// <= 4096 x 64 x 4096 = 2^30, a credit's (output << 8 | VC) below 2^20.
+#[inline(always)]
+pub(super) fn pack(kind: u8, a: u32, b: u32) -> u64 {
+    debug_assert!(kind < 4 && a < 1 << 30);
+    (kind as u64) << 62 | (a as u64) << 32 | b as u64
+}
+
+/// The (kind, index, value) of a wheel entry.
+#[inline(always)]
+pub(super) fn unpack(e: u64) -> (u8, u32, u32) {
+    ((e >> 62) as u8, (e >> 32) as u32 & ((1 << 30) - 1), e as u32)
+}
+
 impl Switch {
     /// The cycle of a slot (no division without speedup).
     #[inline]
@@ -44,7 +61,7 @@ impl Switch {
                 self.wheel_slot[k] = slot;
             }
             debug_assert_eq!(self.wheel_slot[k], slot);
-            self.wheel[k].push((kind, a, b));
+            self.wheel[k].push(pack(kind, a, b));
             self.wheel_events += 1;
         } else {
             self.heap.push(ev(slot, kind, a, b));
