@@ -421,22 +421,20 @@ impl Switch {
     /// `Config` for an out-of-range port, VC, destination or length; `Config`
     /// too if the buffer lacks room or the input link is still busy (the
     /// caller must check [`Self::can_accept`], as a sender checks credits).
-    #[inline]
+    ///
+    /// Inlined into its caller, so the packet's fields go from the caller's
+    /// registers into the slot (passed by value out of line, the 32-byte
+    /// packet was written to the stack field by field and read back in two
+    /// 16-byte loads, which wait for those stores); the error paths stay out
+    /// of line.
+    #[inline(always)]
     pub fn inject(&mut self, input: usize, pkt: Packet, cycle: u64) -> Result<()> {
         let (n, v) = (self.n, self.v);
         if input >= n || pkt.dest as usize >= n || pkt.vc as usize >= v || pkt.flits == 0 || pkt.flits > self.max_f {
-            return Err(FlitsimError::config(
-                "packet",
-                format!("input {input}, dest {}, vc {}, {} flits", pkt.dest, pkt.vc, pkt.flits),
-                format!("ports < {n}, vc < {v}, 1..={} flits", self.max_f),
-            ));
+            return Err(self.bad_packet(input, &pkt));
         }
         if !self.can_accept(input, pkt.vc as usize, pkt.flits, cycle) || cycle < self.now_cycle {
-            return Err(FlitsimError::config(
-                "inject",
-                format!("input {input} vc {} at cycle {cycle}", pkt.vc),
-                "a free input link and buffer room for the whole packet (check can_accept)",
-            ));
+            return Err(Self::bad_inject(input, &pkt, cycle));
         }
         let iv = input * v + pkt.vc as usize;
         self.account_occ(iv, cycle);
@@ -475,6 +473,27 @@ impl Switch {
         }
         self.last_progress = cycle;
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_packet(&self, input: usize, pkt: &Packet) -> FlitsimError {
+        let (n, v) = (self.n, self.v);
+        FlitsimError::config(
+            "packet",
+            format!("input {input}, dest {}, vc {}, {} flits", pkt.dest, pkt.vc, pkt.flits),
+            format!("ports < {n}, vc < {v}, 1..={} flits", self.max_f),
+        )
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_inject(input: usize, pkt: &Packet, cycle: u64) -> FlitsimError {
+        FlitsimError::config(
+            "inject",
+            format!("input {input} vc {} at cycle {cycle}", pkt.vc),
+            "a free input link and buffer room for the whole packet (check can_accept)",
+        )
     }
 
     /// Downstream credits for `flits` on (output, vc) arrive at `cycle`
