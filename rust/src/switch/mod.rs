@@ -555,15 +555,18 @@ impl Switch {
                     break;
                 }
                 let k = (t & self.wheel_mask) as usize;
-                let mut evs = std::mem::take(&mut self.wheel[k]);
                 bits::clear(&mut self.wheel_bits, k);
-                self.wheel_events -= evs.len();
-                for &e in &evs {
-                    let (kind, a, b) = wheel::unpack(e);
+                // Handled in place: an event handled at slot t schedules
+                // only later slots, below t + the wheel's length, so never
+                // into bucket k, which stays as it is until cleared.
+                let len = self.wheel[k].len();
+                self.wheel_events -= len;
+                for j in 0..len {
+                    let (kind, a, b) = wheel::unpack(self.wheel[k][j]);
                     self.handle(slot, kind, a as usize, b);
                 }
-                evs.clear();
-                self.wheel[k] = evs;
+                debug_assert_eq!(self.wheel[k].len(), len);
+                self.wheel[k].clear();
             }
             while let Some(&Reverse((t, kind, a, b))) = self.heap.peek() {
                 if t > slot {
@@ -613,7 +616,7 @@ impl Switch {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_ready(&mut self, q: usize) {
         self.qs[q].ready += 1;
         if self.qs[q].ready == 1 {

@@ -79,6 +79,7 @@ impl Switch {
     }
 
     /// Earliest cycle at which [`Self::step`] has work, if any.
+    #[inline]
     pub fn next_event_cycle(&self) -> Option<u64> {
         let mut t = self.retry_slot.unwrap_or(u64::MAX);
         if let Some(Reverse((slot, ..))) = self.heap.peek() {
