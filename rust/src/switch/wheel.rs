@@ -22,6 +22,10 @@ fn ev(slot: u64, kind: u8, a: u32, b: u32) -> Ev {
     Reverse((slot, kind, a, b))
 }
 
+/// Entries of a bucket kept in the flat array (two cache lines); more go to
+/// the bucket's spill vector, after them in order.
+pub(super) const BUCKET: usize = 16;
+
 /// A wheel entry as one word: kind (2 bits) << 62 | index (< 2^30) << 32 |
 /// value. Pushed with one 8-byte store and read back with one 8-byte load
 /// (a tuple of a byte and two words took three stores, and its read waited
@@ -56,12 +60,18 @@ impl Switch {
         let base = self.now_cycle * self.s;
         if slot >= base && slot - base <= self.wheel_mask {
             let k = (slot & self.wheel_mask) as usize;
-            if self.wheel[k].is_empty() {
+            let len = self.wheel_len[k] as usize;
+            if len == 0 {
                 bits::set(&mut self.wheel_bits, k);
                 self.wheel_slot[k] = slot;
             }
             debug_assert_eq!(self.wheel_slot[k], slot);
-            self.wheel[k].push(pack(kind, a, b));
+            if len < BUCKET {
+                self.wheel_ev[k * BUCKET + len] = pack(kind, a, b);
+            } else {
+                self.wheel_spill[k].push(pack(kind, a, b));
+            }
+            self.wheel_len[k] = len as u32 + 1;
             self.wheel_events += 1;
         } else {
             self.heap.push(ev(slot, kind, a, b));
@@ -75,7 +85,7 @@ impl Switch {
             return None;
         }
         let start = ((self.now_cycle * self.s) & self.wheel_mask) as usize;
-        bits::next_cyclic(&self.wheel_bits, start, self.wheel.len()).map(|k| self.wheel_slot[k])
+        bits::next_cyclic(&self.wheel_bits, start, self.wheel_len.len()).map(|k| self.wheel_slot[k])
     }
 
     /// Earliest cycle at which [`Self::step`] has work, if any.
