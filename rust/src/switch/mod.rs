@@ -186,8 +186,15 @@ pub struct Switch {
     /// Far events (beyond the wheel's horizon); rare.
     heap: BinaryHeap<Ev>,
     /// Timing wheel for near events (every event the switch schedules for
-    /// itself lies within `wheel.len()` slots): bucket = slot & mask.
-    wheel: Vec<Vec<(u8, u32, u32)>>,
+    /// itself lies within `wheel_len.len()` slots): bucket = slot & mask;
+    /// entries packed into one word each ([`wheel::pack`]). Bucket k's
+    /// first [`wheel::BUCKET`] entries lie in `wheel_ev[k * BUCKET ..]` (one
+    /// flat array: a push is one store at an address known from the bucket's
+    /// length alone), the rest, in order, in `wheel_spill[k]` (grows to its
+    /// high-water mark, then is reused).
+    wheel_ev: Vec<u64>,
+    wheel_len: Vec<u32>,
+    wheel_spill: Vec<Vec<u64>>,
     wheel_slot: Vec<u64>,
     wheel_bits: Vec<u64>,
     wheel_mask: u64,
@@ -283,7 +290,9 @@ impl Switch {
             out_pending: Vec::with_capacity(n),
             out_pending_mark: vec![false; n],
             heap: BinaryHeap::with_capacity(4 * n * v + 16),
-            wheel: (0..horizon).map(|_| Vec::with_capacity(2 * n + 4)).collect(),
+            wheel_ev: vec![0; horizon * wheel::BUCKET],
+            wheel_len: vec![0; horizon],
+            wheel_spill: (0..horizon).map(|_| Vec::new()).collect(),
             wheel_slot: vec![0; horizon],
             wheel_bits: vec![0; bits::words(horizon)],
             wheel_mask: horizon as u64 - 1,
@@ -420,22 +429,20 @@ impl Switch {
     /// `Config` for an out-of-range port, VC, destination or length; `Config`
     /// too if the buffer lacks room or the input link is still busy (the
     /// caller must check [`Self::can_accept`], as a sender checks credits).
-    #[inline]
+    ///
+    /// Inlined into its caller, so the packet's fields go from the caller's
+    /// registers into the slot (passed by value out of line, the 32-byte
+    /// packet was written to the stack field by field and read back in two
+    /// 16-byte loads, which wait for those stores); the error paths stay out
+    /// of line.
+    #[inline(always)]
     pub fn inject(&mut self, input: usize, pkt: Packet, cycle: u64) -> Result<()> {
         let (n, v) = (self.n, self.v);
         if input >= n || pkt.dest as usize >= n || pkt.vc as usize >= v || pkt.flits == 0 || pkt.flits > self.max_f {
-            return Err(FlitsimError::config(
-                "packet",
-                format!("input {input}, dest {}, vc {}, {} flits", pkt.dest, pkt.vc, pkt.flits),
-                format!("ports < {n}, vc < {v}, 1..={} flits", self.max_f),
-            ));
+            return Err(self.bad_packet(input, &pkt));
         }
         if !self.can_accept(input, pkt.vc as usize, pkt.flits, cycle) || cycle < self.now_cycle {
-            return Err(FlitsimError::config(
-                "inject",
-                format!("input {input} vc {} at cycle {cycle}", pkt.vc),
-                "a free input link and buffer room for the whole packet (check can_accept)",
-            ));
+            return Err(Self::bad_inject(input, &pkt, cycle));
         }
         let iv = input * v + pkt.vc as usize;
         self.account_occ(iv, cycle);
@@ -474,6 +481,27 @@ impl Switch {
         }
         self.last_progress = cycle;
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_packet(&self, input: usize, pkt: &Packet) -> FlitsimError {
+        let (n, v) = (self.n, self.v);
+        FlitsimError::config(
+            "packet",
+            format!("input {input}, dest {}, vc {}, {} flits", pkt.dest, pkt.vc, pkt.flits),
+            format!("ports < {n}, vc < {v}, 1..={} flits", self.max_f),
+        )
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_inject(input: usize, pkt: &Packet, cycle: u64) -> FlitsimError {
+        FlitsimError::config(
+            "inject",
+            format!("input {input} vc {} at cycle {cycle}", pkt.vc),
+            "a free input link and buffer room for the whole packet (check can_accept)",
+        )
     }
 
     /// Downstream credits for `flits` on (output, vc) arrive at `cycle`
@@ -535,14 +563,25 @@ impl Switch {
                     break;
                 }
                 let k = (t & self.wheel_mask) as usize;
-                let mut evs = std::mem::take(&mut self.wheel[k]);
                 bits::clear(&mut self.wheel_bits, k);
-                self.wheel_events -= evs.len();
-                for &(kind, a, b) in &evs {
+                // Handled in place: an event handled at slot t schedules
+                // only later slots, below t + the wheel's length, so never
+                // into bucket k, which stays as it is until cleared.
+                let len = self.wheel_len[k] as usize;
+                self.wheel_events -= len;
+                for j in 0..len.min(wheel::BUCKET) {
+                    let (kind, a, b) = wheel::unpack(self.wheel_ev[k * wheel::BUCKET + j]);
                     self.handle(slot, kind, a as usize, b);
                 }
-                evs.clear();
-                self.wheel[k] = evs;
+                if len > wheel::BUCKET {
+                    for j in 0..len - wheel::BUCKET {
+                        let (kind, a, b) = wheel::unpack(self.wheel_spill[k][j]);
+                        self.handle(slot, kind, a as usize, b);
+                    }
+                    self.wheel_spill[k].clear();
+                }
+                debug_assert_eq!(self.wheel_len[k] as usize, len);
+                self.wheel_len[k] = 0;
             }
             while let Some(&Reverse((t, kind, a, b))) = self.heap.peek() {
                 if t > slot {
@@ -592,7 +631,7 @@ impl Switch {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_ready(&mut self, q: usize) {
         self.qs[q].ready += 1;
         if self.qs[q].ready == 1 {
@@ -1065,6 +1104,37 @@ mod tests {
         let d2 = drain(&mut sw, 1000);
         assert_eq!(d2.len(), 1);
         assert_eq!(d2[0].tail_out_cycle, back + 8 - 1);
+    }
+
+    /// More events at one slot than a wheel bucket's flat part holds
+    /// (`wheel::BUCKET`): 32 packets on 32 disjoint input-output pairs all
+    /// connect at once, so their 32 connection ends fall in one slot, and
+    /// 24 credit returns to one cycle; every one is handled (each tail at
+    /// P + F - 1 = 9, the credits back to one packet's worth).
+    #[test]
+    fn a_bucket_overflowing_its_flat_part_loses_no_event() {
+        let mut sp = spec(0, 1);
+        sp.ports = 32;
+        let mut sw = Switch::new(&sp).unwrap();
+        for i in 0..32u32 {
+            sw.inject(i as usize, Packet { dest: (i + 5) % 32, vc: 0, flits: 8, birth_cycle: 0, tag: i as u64 }, 0).unwrap();
+        }
+        let d = drain(&mut sw, 1000);
+        assert!(wheel::BUCKET < 32);
+        assert_eq!(d.len(), 32);
+        assert!(d.iter().all(|x| x.tail_out_cycle == 2 + 8 - 1));
+        let mut tags: Vec<u64> = d.iter().map(|x| x.packet.tag).collect();
+        tags.sort();
+        assert_eq!(tags, (0..32).collect::<Vec<u64>>());
+        // 8 credits used on each output VC 0; 24 returns of one flit at
+        // cycle 50 on output 0 (saturating at the configured 8).
+        for _ in 0..24 {
+            sw.return_credits(0, 0, 1, 50).unwrap();
+        }
+        drain(&mut sw, 1000);
+        assert_eq!(sw.output_credits(0, 0), 8);
+        assert_eq!(sw.output_credits(1, 0), 0);
+        assert_eq!(sw.next_event_cycle(), None);
     }
 
     #[test]

@@ -22,6 +22,27 @@ fn ev(slot: u64, kind: u8, a: u32, b: u32) -> Ev {
     Reverse((slot, kind, a, b))
 }
 
+/// Entries of a bucket kept in the flat array (two cache lines); more go to
+/// the bucket's spill vector, after them in order.
+pub(super) const BUCKET: usize = 16;
+
+/// A wheel entry as one word: kind (2 bits) << 62 | index (< 2^30) << 32 |
+/// value. Pushed with one 8-byte store and read back with one 8-byte load
+/// (a tuple of a byte and two words took three stores, and its read waited
+/// on them). Every index fits: a queue index is below ports x VCs x ports
+/// <= 4096 x 64 x 4096 = 2^30, a credit's (output << 8 | VC) below 2^20.
+#[inline(always)]
+pub(super) fn pack(kind: u8, a: u32, b: u32) -> u64 {
+    debug_assert!(kind < 4 && a < 1 << 30);
+    (kind as u64) << 62 | (a as u64) << 32 | b as u64
+}
+
+/// The (kind, index, value) of a wheel entry.
+#[inline(always)]
+pub(super) fn unpack(e: u64) -> (u8, u32, u32) {
+    ((e >> 62) as u8, (e >> 32) as u32 & ((1 << 30) - 1), e as u32)
+}
+
 impl Switch {
     /// The cycle of a slot (no division without speedup).
     #[inline]
@@ -39,12 +60,18 @@ impl Switch {
         let base = self.now_cycle * self.s;
         if slot >= base && slot - base <= self.wheel_mask {
             let k = (slot & self.wheel_mask) as usize;
-            if self.wheel[k].is_empty() {
+            let len = self.wheel_len[k] as usize;
+            if len == 0 {
                 bits::set(&mut self.wheel_bits, k);
                 self.wheel_slot[k] = slot;
             }
             debug_assert_eq!(self.wheel_slot[k], slot);
-            self.wheel[k].push((kind, a, b));
+            if len < BUCKET {
+                self.wheel_ev[k * BUCKET + len] = pack(kind, a, b);
+            } else {
+                self.wheel_spill[k].push(pack(kind, a, b));
+            }
+            self.wheel_len[k] = len as u32 + 1;
             self.wheel_events += 1;
         } else {
             self.heap.push(ev(slot, kind, a, b));
@@ -58,10 +85,11 @@ impl Switch {
             return None;
         }
         let start = ((self.now_cycle * self.s) & self.wheel_mask) as usize;
-        bits::next_cyclic(&self.wheel_bits, start, self.wheel.len()).map(|k| self.wheel_slot[k])
+        bits::next_cyclic(&self.wheel_bits, start, self.wheel_len.len()).map(|k| self.wheel_slot[k])
     }
 
     /// Earliest cycle at which [`Self::step`] has work, if any.
+    #[inline]
     pub fn next_event_cycle(&self) -> Option<u64> {
         let mut t = self.retry_slot.unwrap_or(u64::MAX);
         if let Some(Reverse((slot, ..))) = self.heap.peek() {
