@@ -1111,3 +1111,52 @@ def test_ctrl_c_during_the_workers_fork_is_not_lost():
             "except KeyboardInterrupt:\n    print('interrupted')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "interrupted", r.stdout + r.stderr
+
+
+# --- stop 15 fresh-user pass (handoff_sync / ring_impl / sequence-parallel padding) ---
+
+_PIX = dit_workload("pixart-alpha-xl/2", 256, steps=1)
+
+
+@pytest.mark.parametrize("value", ["false", "yes", 0, 1, None, 2.0])
+@pytest.mark.parametrize("extra", [{}, {"ulysses": 2}])
+def test_handoff_sync_is_a_flag_not_a_truthy_value(value, extra):
+    # 'false' is truthy: bool('false') silently turned the synchronised hand-offs on.
+    with pytest.raises(flitsim.ConfigError, match="handoff_sync.*true or false"):
+        S.build("pipefusion", None, _PIX, stages=2, handoff_sync=value, **extra)
+
+
+def test_handoff_sync_accepts_numpy_bools():
+    s = S.build("pipefusion", None, _PIX, stages=2, handoff_sync=np.bool_(False))
+    assert s.options["handoff_sync"] is False
+
+
+def test_include_embed_head_is_a_flag():
+    with pytest.raises(flitsim.ConfigError, match="include_embed_head.*true or false"):
+        S.build("ulysses", None, _PIX, degree=2, include_embed_head="no")
+
+
+def test_ring_impl_refused_on_plain_pipefusion_too():
+    # Without a ring the option changes nothing, but a misspelt value was dropped silently.
+    with pytest.raises(flitsim.ConfigError, match="ring_impl.*ring_flash_attn, torch_cp"):
+        S.build("pipefusion", None, _PIX, stages=2, ring_impl="torch-cp")
+
+
+@pytest.mark.parametrize("kind,kw", [("usp", {"ulysses": 4, "ring": 2}), ("usp", {"ulysses": 8})])
+def test_usp_degree_above_the_sequence_is_refused_as_pure_ulysses_is(kind, kw):
+    # 5 tokens over 8 ranks: pure Ulysses / Ring refuse it (each rank needs a token); USP built it.
+    with pytest.raises(flitsim.ConfigError, match="ulysses x ring = 8: at most the 5 tokens"):
+        S.build(kind, "llama-3-8b", 5, **kw)
+    assert S.build(kind, "llama-3-8b", 8, **kw).options["ulysses"] * S.build(kind, "llama-3-8b", 8, **kw).options["ring"] == 8
+
+
+def test_tokens_per_rank_refuses_bad_rank_counts():
+    from flitsim.models.kernels import tokens_per_rank
+
+    assert tokens_per_rank(10, 3) == 4 and tokens_per_rank(12, 3) == 4 and tokens_per_rank(0, 4) == 0
+    assert list(tokens_per_rank(np.array([10, 12, 1]), 4)) == [3, 3, 1]
+    for n in (0, -1, True, 2.5, "2"):
+        with pytest.raises(flitsim.ConfigError, match="n = "):
+            tokens_per_rank(10, n)
+    with pytest.raises(flitsim.ConfigError, match="tokens = "):
+        tokens_per_rank(-5, 2)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from flitsim.errors import config_error
+from flitsim.errors import check_bool, config_error
+from flitsim.models.kernels import RING_IMPLS
 from flitsim.schedules.schedule import Schedule
 from flitsim.schedules.decode import build_decode
 from flitsim.schedules.distrifusion import build_distrifusion
@@ -105,11 +106,17 @@ def build(name: str, model: Any, workload: Any, *, devices: Any = None, **option
             builder = _pipefusion_hybrid
         else:
             allowed = sorted(set(allowed) | set(HYBRID_OPTIONS) | {"ring_impl"})
+            impl = options.get("ring_impl")
+            if impl is not None and impl not in RING_IMPLS:  # refused, though without a ring it changes nothing
+                raise config_error("ring_impl", impl, f"one of {', '.join(RING_IMPLS)}")
             for k in ("ulysses", "ring", "cfg", "ep", "ring_impl"):  # no ring: ring_impl has nothing to change
                 options.pop(k, None)
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise config_error(f"{name} option", unknown[0], f"one of {allowed}")
+    for k in ("handoff_sync", "include_embed_head"):  # flags: "false" or 0 is not coerced to a bool
+        if k in options:
+            options[k] = check_bool(k, options[k])
     sched = builder(model, workload, devices=devices, **options)
     if workspace is not None:
         sched.options["workspace_bytes"] = workspace
