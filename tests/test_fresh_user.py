@@ -1160,3 +1160,32 @@ def test_tokens_per_rank_refuses_bad_rank_counts():
             tokens_per_rank(10, n)
     with pytest.raises(flitsim.ConfigError, match="tokens = "):
         tokens_per_rank(-5, 2)
+
+
+def test_a_fabric_dict_is_refused_in_a_short_message_that_points_at_fabric_from_dict():
+    from flitsim.hardware import fabric_from_dict, fabric_preset
+
+    d = fabric_preset("hgx-h100").to_dict()
+    with pytest.raises(flitsim.ConfigError, match="fabric_from_dict") as e:
+        flitsim.transfers(d, [0], [1], 1 << 20)
+    assert len(str(e.value)) < 200  # it printed the whole 11,000-character dict
+    assert flitsim.transfers(fabric_from_dict(d), [0], [1], 1 << 20).makespan_ps > 0
+
+
+def test_64_vcs_and_2048_switch_ports_run_as_the_small_fabric_does():
+    # The packet engine packs output port and VC into 16 bits each: the bounds of the
+    # spec (ports <= 4096, VCs <= 64) must run, and give the 2-GPU fabric's time for
+    # transfers that share nothing (one switch, one link per GPU).
+    from flitsim.hardware.fabric import uniform_fabric
+    from flitsim.hardware.links import link_preset
+
+    l1 = link_preset("nvlink5").replace(vcs=1)
+    small = flitsim.transfers(uniform_fabric(2, [1], link=l1), [0, 1], [1, 0], 1 << 16).makespan_ps
+    wide = flitsim.transfers(uniform_fabric(2048, [1], link=l1), [0, 2047], [2047, 0], 1 << 16).makespan_ps
+    assert wide == small
+    l64 = link_preset("nvlink5").replace(vcs=64, credits_per_vc_flits=17)
+    assert flitsim.transfers(uniform_fabric(8, [1], link=l64), [0, 7], [7, 0], 1 << 16).makespan_ps > 0
+    with pytest.raises(flitsim.ConfigError, match="vcs = 65: 1..=64"):
+        link_preset("nvlink5").replace(vcs=65)
+    with pytest.raises(flitsim.ConfigError, match="switch_ports = 4097: 0..=4096"):
+        uniform_fabric(2, [1], switch_ports=4097)

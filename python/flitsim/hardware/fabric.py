@@ -513,6 +513,10 @@ def as_fabric(fabric: "FabricSpec | str | os.PathLike[str]") -> FabricSpec:
     if isinstance(fabric, str):
         return fabric_preset(fabric)
     if not isinstance(fabric, FabricSpec):
-        raise ConfigError(f"fabric = {fabric!r}: expected a FabricSpec or a preset name")
+        shown = repr(fabric)
+        if len(shown) > 80:  # a whole fabric dict would bury the rule under thousands of characters
+            shown = f"<{type(fabric).__name__}, {len(shown)} characters>"
+        hint = " (a dict: flitsim.hardware.fabric_from_dict(d))" if isinstance(fabric, dict) else ""
+        raise ConfigError(f"fabric = {shown}: expected a FabricSpec, a preset name or a fabric TOML path{hint}")
     return fabric
 
