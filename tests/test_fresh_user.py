@@ -1189,3 +1189,22 @@ def test_64_vcs_and_2048_switch_ports_run_as_the_small_fabric_does():
         link_preset("nvlink5").replace(vcs=65)
     with pytest.raises(flitsim.ConfigError, match="switch_ports = 4097: 0..=4096"):
         uniform_fabric(2, [1], switch_ports=4097)
+
+
+@pytest.mark.parametrize("t", ["1e308", "1e13"])
+def test_profile_time_beyond_a_task_duration_is_refused_at_validation(tmp_path, t):
+    # 1e308 us passed `flitsim profile validate` and then raised OverflowError (int(inf)) in the builder.
+    from flitsim.cost.profile import read_profile
+
+    src = Path(flitsim.__file__).parent / "data" / "example_profile_h100.csv"
+    rows = [l for l in src.read_text().splitlines() if not l.startswith("#")]
+    col = rows[0].split(",").index("time_us")
+    first = rows[1].split(",")
+    first[col] = t
+    p = tmp_path / "big.csv"
+    p.write_text("\n".join([rows[0], ",".join(first)]) + "\n")
+    with pytest.raises(flitsim.ConfigError, match=r"row 0: time_us = .*at most 4\.61e\+12"):
+        read_profile(p)
+    first[col] = "1e9"  # 1000 s: large but a valid duration
+    p.write_text("\n".join([rows[0], ",".join(first)]) + "\n")
+    assert len(read_profile(p).frame) == 1
