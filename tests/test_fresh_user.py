@@ -1208,3 +1208,25 @@ def test_profile_time_beyond_a_task_duration_is_refused_at_validation(tmp_path, 
     first[col] = "1e9"  # 1000 s: large but a valid duration
     p.write_text("\n".join([rows[0], ",".join(first)]) + "\n")
     assert len(read_profile(p).frame) == 1
+
+
+@pytest.mark.parametrize("name,opts", [("usp", "ulysses = 2, ring = 2"), ("pipefusion", "stages = 2, patches = 2, ulysses = 2"),
+                                       ("pipefusion", 'stages = 4, patches = 4, ring_impl = "torch_cp"')])
+def test_scenario_cases_take_the_hybrid_options_build_takes(tmp_path, name, opts):
+    # A [[cases]] entry checked its options against the builder's signature: usp took
+    # nothing but `devices`, pipefusion refused ulysses / ring / cfg / ring_impl,
+    # though S.build (and the [map] section) take them.
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    text = (Path(__file__).parents[1] / "examples" / "tiny.toml").read_text()
+    text = text.replace('name = "pipefusion"', f'name = "{name}"').replace(
+        "options = { stages = 4, patches = 4 }", "options = { " + opts + " }")
+    (tmp_path / "s.toml").write_text(text)
+    r = CliRunner().invoke(cli, ["run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    bad = text.replace(opts, opts + ", ulysess = 2")
+    (tmp_path / "bad.toml").write_text(bad)
+    r = CliRunner().invoke(cli, ["run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "out2")])
+    assert r.exit_code != 0 and "ulysess" in r.output and "an option of" in r.output

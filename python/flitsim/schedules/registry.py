@@ -57,6 +57,31 @@ _HYBRID_PARAMS = ("stages", "patches", "warmup_steps", "ulysses", "ring", "cfg",
 
 
 
+def schedule_options(name: str) -> list[str]:
+    """Every option :func:`build` may accept for schedule ``name`` (sorted): the
+    builder's keyword options, the hybrid options for ``usp`` / ``cfg_parallel``
+    / ``pipefusion`` (PipeFusion x USP x CFG), ``devices`` and ``workspace_bytes``.
+    A superset where the choice depends on the model (``pipefusion`` is hybrid
+    only with ulysses / ring / cfg / ep / placement or long skips): :func:`build`
+    refuses what does not apply. Scenario files check their options with it
+    before any simulation runs.
+
+    Raises:
+        ConfigError: unknown ``name``.
+    """
+    if name not in SCHEDULES:
+        raise config_error("schedule", name, f"one of {sorted(SCHEDULES)}")
+    import inspect
+
+    params = inspect.signature(SCHEDULES[name]).parameters
+    own = {k for k, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    if name in ("usp", "cfg_parallel"):
+        own |= set(_HYBRID_PARAMS) - {"stages", "patches", "warmup_steps", "handoff_sync"}
+    elif name == "pipefusion":
+        own |= set(_HYBRID_PARAMS)
+    return sorted(own | {"devices", "workspace_bytes"})
+
+
 def build(name: str, model: Any, workload: Any, *, devices: Any = None, **options: Any) -> Schedule:
     """Lower schedule ``name`` (a key of :data:`SCHEDULES`) for ``model`` and
     ``workload`` on ``devices`` (a count or device ids of the fabric).
@@ -129,4 +154,4 @@ def _pipefusion_hybrid(model: Any, workload: Any, *, devices: Any = None, **opti
 
 
 
-__all__ = ["SCHEDULES", "HYBRID_OPTIONS", "build", "build_usp", "build_cfg_parallel"]
+__all__ = ["SCHEDULES", "HYBRID_OPTIONS", "build", "schedule_options", "build_usp", "build_cfg_parallel"]
