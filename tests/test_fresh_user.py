@@ -1230,3 +1230,13 @@ def test_scenario_cases_take_the_hybrid_options_build_takes(tmp_path, name, opts
     (tmp_path / "bad.toml").write_text(bad)
     r = CliRunner().invoke(cli, ["run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "out2")])
     assert r.exit_code != 0 and "ulysess" in r.output and "an option of" in r.output
+
+
+def test_serving_arrivals_beyond_float_resolution_are_refused():
+    # rate 1e-300: arrivals ~1e301 s apart, every TTFT / TPOT rounded to 0 s and was reported as such.
+    from flitsim.serving import serve
+
+    with pytest.raises(flitsim.ConfigError, match=r"rate = 1e-300: arrivals within 1e\+09 s"):
+        serve("llama-3-8b", "llmperf", rate=1e-300, n=10)
+    s = serve("llama-3-8b", "llmperf", rate=1e-6, n=4).summary()  # 4 arrivals over ~days: still resolved
+    assert s["mean_ttft_s"] > 0 and s["mean_tpot_s"] > 0
