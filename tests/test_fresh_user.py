@@ -1240,3 +1240,20 @@ def test_serving_arrivals_beyond_float_resolution_are_refused():
         serve("llama-3-8b", "llmperf", rate=1e-300, n=10)
     s = serve("llama-3-8b", "llmperf", rate=1e-6, n=4).summary()  # 4 arrivals over ~days: still resolved
     assert s["mean_ttft_s"] > 0 and s["mean_tpot_s"] > 0
+
+
+def test_compiled_fabric_follows_a_top_level_field_swapped_behind_the_frozen_model():
+    # A user hack: object.__setattr__ on the frozen spec. The compiled copy must not be reused.
+    import warnings
+
+    from flitsim.hardware import fabric_preset
+
+    f = fabric_preset("hgx-h100").replace(fidelity="flow")
+    slow = f.links[0].replace(propagation_ps=f.links[0].propagation_ps * 100)
+    before = flitsim.transfers(f, [0], [1], 1 << 20).makespan_ps
+    object.__setattr__(f, "links", (slow,) + f.links[1:])
+    fresh = type(f).model_validate(f.to_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert flitsim.transfers(f, [0], [1], 1 << 20).makespan_ps == flitsim.transfers(fresh, [0], [1], 1 << 20).makespan_ps
+    assert flitsim.transfers(fresh, [0], [1], 1 << 20).makespan_ps > before

@@ -312,7 +312,10 @@ class FabricSpec(Spec):
         Reused only while every field is the very object it was made from
         (fields are immutable: frozen specs and tuples), so a copy with any
         field changed (``replace``, ``model_copy(update=...)``,
-        ``with_faults``) gets its own.
+        ``with_faults``) gets its own; so does a top-level field swapped with
+        ``object.__setattr__``. Not detected: a nested spec mutated in place
+        through ``object.__setattr__`` (``spec.links[0]``'s ``propagation_ps``,
+        say), which bypasses the frozen model; build a new spec instead.
 
         Raises:
             ConfigError: as the constructor (the engine's checks).
