@@ -1257,3 +1257,18 @@ def test_compiled_fabric_follows_a_top_level_field_swapped_behind_the_frozen_mod
         warnings.simplefilter("ignore")
         assert flitsim.transfers(f, [0], [1], 1 << 20).makespan_ps == flitsim.transfers(fresh, [0], [1], 1 << 20).makespan_ps
     assert flitsim.transfers(fresh, [0], [1], 1 << 20).makespan_ps > before
+
+
+@pytest.mark.parametrize("line,match", [('kv_fidelity = "fluid"', "serve.kv_fidelity = 'fluid': one of"),
+                                        ('fidelity = "fast"', "serve.fidelity = 'fast': one of"),
+                                        ("max_num_seqs = 0", "serve.max_num_seqs = 0: an integer >= 1"),
+                                        ("max_num_batched_tokens = 1.5", "serve.max_num_batched_tokens = 1.5")])
+def test_serving_study_checks_shared_serve_values_before_the_first_point(tmp_path, line, match):
+    # Each was an error row per point and exit 0 (the whole study ran to report the same typo).
+    from flitsim.serving.study import read_study, run_study
+    from test_serving import STUDY
+
+    f = tmp_path / "s.toml"
+    f.write_text(STUDY.replace("[serve]\n", "[serve]\n" + line + "\n", 1))
+    with pytest.raises(flitsim.ConfigError, match=match):
+        run_study(read_study(str(f)))
