@@ -1272,3 +1272,18 @@ def test_serving_study_checks_shared_serve_values_before_the_first_point(tmp_pat
     f.write_text(STUDY.replace("[serve]\n", "[serve]\n" + line + "\n", 1))
     with pytest.raises(flitsim.ConfigError, match=match):
         run_study(read_study(str(f)))
+
+
+def test_rate_strings_are_bounded_and_whole():
+    # '1e-300:1' doubled into 998 serving runs; '1:64:1e9' allocated 1e9 rates; '1:64:2.5' ran 2.
+    from flitsim.serving.serve import parse_rates
+
+    assert parse_rates("1:64") == [1, 2, 4, 8, 16, 32, 64] and len(parse_rates("1:64:256")) == 256
+    with pytest.raises(flitsim.ConfigError, match="at most 256 rates"):
+        parse_rates("1e-300:1")
+    for text in ("1:64:1e9", "1:64:2.5"):
+        with pytest.raises(flitsim.ConfigError, match="whole n in 1..=256"):
+            parse_rates(text)
+    for text in ("1:inf", "1:64:inf", "1e-308:1e308"):  # OverflowError from the point count
+        with pytest.raises(flitsim.ConfigError, match="rate = "):
+            parse_rates(text)
