@@ -1287,3 +1287,24 @@ def test_rate_strings_are_bounded_and_whole():
     for text in ("1:inf", "1:64:inf", "1e-308:1e308"):  # OverflowError from the point count
         with pytest.raises(flitsim.ConfigError, match="rate = "):
             parse_rates(text)
+
+
+def test_fabric_network_checks_faults_on_construction_and_compiles_its_fabric_once():
+    # Bad faults were accepted until the first simulation; a network with a fidelity or
+    # faults built (and compiled) a new spec on every run.
+    import flitsim.hardware.fabric as F
+
+    with pytest.raises(flitsim.ConfigError, match=r"faults\[0\].switch = 9"):
+        flitsim.FabricNetwork("hgx-h100", faults=[{"kind": "plane", "switch": 9, "at_ps": 0}])
+    s = S.build("tensor_parallel", "llama-3-8b", 64, degree=2, include_embed_head=False)
+    calls = []
+    orig = F._core.fabric_compile
+    net = flitsim.FabricNetwork("hgx-h100", fidelity="auto", faults=[{"kind": "plane", "switch": 1, "at_ps": 10**12}])
+    try:
+        F._core.fabric_compile = lambda d: calls.append(1) or orig(d)
+        times = {S.simulate(s, net).makespan_ps for _ in range(2)}
+    finally:
+        F._core.fabric_compile = orig
+    assert len(calls) == 0 and len(times) == 1  # compiled on construction; main compiled once per run
+    fresh = flitsim.FabricNetwork("hgx-h100", fidelity="auto", faults=[{"kind": "plane", "switch": 1, "at_ps": 10**12}])
+    assert S.simulate(s, fresh).makespan_ps in times
