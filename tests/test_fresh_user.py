@@ -1111,3 +1111,200 @@ def test_ctrl_c_during_the_workers_fork_is_not_lost():
             "except KeyboardInterrupt:\n    print('interrupted')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "interrupted", r.stdout + r.stderr
+
+
+# --- stop 15 fresh-user pass (handoff_sync / ring_impl / sequence-parallel padding) ---
+
+_PIX = dit_workload("pixart-alpha-xl/2", 256, steps=1)
+
+
+@pytest.mark.parametrize("value", ["false", "yes", 0, 1, None, 2.0])
+@pytest.mark.parametrize("extra", [{}, {"ulysses": 2}])
+def test_handoff_sync_is_a_flag_not_a_truthy_value(value, extra):
+    # 'false' is truthy: bool('false') silently turned the synchronised hand-offs on.
+    with pytest.raises(flitsim.ConfigError, match="handoff_sync.*true or false"):
+        S.build("pipefusion", None, _PIX, stages=2, handoff_sync=value, **extra)
+
+
+def test_handoff_sync_accepts_numpy_bools():
+    s = S.build("pipefusion", None, _PIX, stages=2, handoff_sync=np.bool_(False))
+    assert s.options["handoff_sync"] is False
+
+
+def test_include_embed_head_is_a_flag():
+    with pytest.raises(flitsim.ConfigError, match="include_embed_head.*true or false"):
+        S.build("ulysses", None, _PIX, degree=2, include_embed_head="no")
+
+
+def test_ring_impl_refused_on_plain_pipefusion_too():
+    # Without a ring the option changes nothing, but a misspelt value was dropped silently.
+    with pytest.raises(flitsim.ConfigError, match="ring_impl.*ring_flash_attn, torch_cp"):
+        S.build("pipefusion", None, _PIX, stages=2, ring_impl="torch-cp")
+
+
+@pytest.mark.parametrize("kind,kw", [("usp", {"ulysses": 4, "ring": 2}), ("usp", {"ulysses": 8})])
+def test_usp_degree_above_the_sequence_is_refused_as_pure_ulysses_is(kind, kw):
+    # 5 tokens over 8 ranks: pure Ulysses / Ring refuse it (each rank needs a token); USP built it.
+    with pytest.raises(flitsim.ConfigError, match="ulysses x ring = 8: at most the 5 tokens"):
+        S.build(kind, "llama-3-8b", 5, **kw)
+    assert S.build(kind, "llama-3-8b", 8, **kw).options["ulysses"] * S.build(kind, "llama-3-8b", 8, **kw).options["ring"] == 8
+
+
+def test_tokens_per_rank_refuses_bad_rank_counts():
+    from flitsim.models.kernels import tokens_per_rank
+
+    assert tokens_per_rank(10, 3) == 4 and tokens_per_rank(12, 3) == 4 and tokens_per_rank(0, 4) == 0
+    assert list(tokens_per_rank(np.array([10, 12, 1]), 4)) == [3, 3, 1]
+    for n in (0, -1, True, 2.5, "2"):
+        with pytest.raises(flitsim.ConfigError, match="n = "):
+            tokens_per_rank(10, n)
+    with pytest.raises(flitsim.ConfigError, match="tokens = "):
+        tokens_per_rank(-5, 2)
+
+
+def test_a_fabric_dict_is_refused_in_a_short_message_that_points_at_fabric_from_dict():
+    from flitsim.hardware import fabric_from_dict, fabric_preset
+
+    d = fabric_preset("hgx-h100").to_dict()
+    with pytest.raises(flitsim.ConfigError, match="fabric_from_dict") as e:
+        flitsim.transfers(d, [0], [1], 1 << 20)
+    assert len(str(e.value)) < 200  # it printed the whole 11,000-character dict
+    assert flitsim.transfers(fabric_from_dict(d), [0], [1], 1 << 20).makespan_ps > 0
+
+
+def test_64_vcs_and_2048_switch_ports_run_as_the_small_fabric_does():
+    # The packet engine packs output port and VC into 16 bits each: the bounds of the
+    # spec (ports <= 4096, VCs <= 64) must run, and give the 2-GPU fabric's time for
+    # transfers that share nothing (one switch, one link per GPU).
+    from flitsim.hardware.fabric import uniform_fabric
+    from flitsim.hardware.links import link_preset
+
+    l1 = link_preset("nvlink5").replace(vcs=1)
+    small = flitsim.transfers(uniform_fabric(2, [1], link=l1), [0, 1], [1, 0], 1 << 16).makespan_ps
+    wide = flitsim.transfers(uniform_fabric(2048, [1], link=l1), [0, 2047], [2047, 0], 1 << 16).makespan_ps
+    assert wide == small
+    l64 = link_preset("nvlink5").replace(vcs=64, credits_per_vc_flits=17)
+    assert flitsim.transfers(uniform_fabric(8, [1], link=l64), [0, 7], [7, 0], 1 << 16).makespan_ps > 0
+    with pytest.raises(flitsim.ConfigError, match="vcs = 65: 1..=64"):
+        link_preset("nvlink5").replace(vcs=65)
+    with pytest.raises(flitsim.ConfigError, match="switch_ports = 4097: 0..=4096"):
+        uniform_fabric(2, [1], switch_ports=4097)
+
+
+@pytest.mark.parametrize("t", ["1e308", "1e13"])
+def test_profile_time_beyond_a_task_duration_is_refused_at_validation(tmp_path, t):
+    # 1e308 us passed `flitsim profile validate` and then raised OverflowError (int(inf)) in the builder.
+    from flitsim.cost.profile import read_profile
+
+    src = Path(flitsim.__file__).parent / "data" / "example_profile_h100.csv"
+    rows = [l for l in src.read_text().splitlines() if not l.startswith("#")]
+    col = rows[0].split(",").index("time_us")
+    first = rows[1].split(",")
+    first[col] = t
+    p = tmp_path / "big.csv"
+    p.write_text("\n".join([rows[0], ",".join(first)]) + "\n")
+    with pytest.raises(flitsim.ConfigError, match=r"row 0: time_us = .*at most 4\.61e\+12"):
+        read_profile(p)
+    first[col] = "1e9"  # 1000 s: large but a valid duration
+    p.write_text("\n".join([rows[0], ",".join(first)]) + "\n")
+    assert len(read_profile(p).frame) == 1
+
+
+@pytest.mark.parametrize("name,opts", [("usp", "ulysses = 2, ring = 2"), ("pipefusion", "stages = 2, patches = 2, ulysses = 2"),
+                                       ("pipefusion", 'stages = 4, patches = 4, ring_impl = "torch_cp"')])
+def test_scenario_cases_take_the_hybrid_options_build_takes(tmp_path, name, opts):
+    # A [[cases]] entry checked its options against the builder's signature: usp took
+    # nothing but `devices`, pipefusion refused ulysses / ring / cfg / ring_impl,
+    # though S.build (and the [map] section) take them.
+    from click.testing import CliRunner
+
+    from flitsim.cli import cli
+
+    text = (Path(__file__).parents[1] / "examples" / "tiny.toml").read_text()
+    text = text.replace('name = "pipefusion"', f'name = "{name}"').replace(
+        "options = { stages = 4, patches = 4 }", "options = { " + opts + " }")
+    (tmp_path / "s.toml").write_text(text)
+    r = CliRunner().invoke(cli, ["run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    bad = text.replace(opts, opts + ", ulysess = 2")
+    (tmp_path / "bad.toml").write_text(bad)
+    r = CliRunner().invoke(cli, ["run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "out2")])
+    assert r.exit_code != 0 and "ulysess" in r.output and "an option of" in r.output
+
+
+def test_serving_arrivals_beyond_float_resolution_are_refused():
+    # rate 1e-300: arrivals ~1e301 s apart, every TTFT / TPOT rounded to 0 s and was reported as such.
+    from flitsim.serving import serve
+
+    with pytest.raises(flitsim.ConfigError, match=r"rate = 1e-300: arrivals within 1e\+09 s"):
+        serve("llama-3-8b", "llmperf", rate=1e-300, n=10)
+    s = serve("llama-3-8b", "llmperf", rate=1e-6, n=4).summary()  # 4 arrivals over ~days: still resolved
+    assert s["mean_ttft_s"] > 0 and s["mean_tpot_s"] > 0
+
+
+def test_compiled_fabric_follows_a_top_level_field_swapped_behind_the_frozen_model():
+    # A user hack: object.__setattr__ on the frozen spec. The compiled copy must not be reused.
+    import warnings
+
+    from flitsim.hardware import fabric_preset
+
+    f = fabric_preset("hgx-h100").replace(fidelity="flow")
+    slow = f.links[0].replace(propagation_ps=f.links[0].propagation_ps * 100)
+    before = flitsim.transfers(f, [0], [1], 1 << 20).makespan_ps
+    object.__setattr__(f, "links", (slow,) + f.links[1:])
+    fresh = type(f).model_validate(f.to_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert flitsim.transfers(f, [0], [1], 1 << 20).makespan_ps == flitsim.transfers(fresh, [0], [1], 1 << 20).makespan_ps
+    assert flitsim.transfers(fresh, [0], [1], 1 << 20).makespan_ps > before
+
+
+@pytest.mark.parametrize("line,match", [('kv_fidelity = "fluid"', "serve.kv_fidelity = 'fluid': one of"),
+                                        ('fidelity = "fast"', "serve.fidelity = 'fast': one of"),
+                                        ("max_num_seqs = 0", "serve.max_num_seqs = 0: an integer >= 1"),
+                                        ("max_num_batched_tokens = 1.5", "serve.max_num_batched_tokens = 1.5")])
+def test_serving_study_checks_shared_serve_values_before_the_first_point(tmp_path, line, match):
+    # Each was an error row per point and exit 0 (the whole study ran to report the same typo).
+    from flitsim.serving.study import read_study, run_study
+    from test_serving import STUDY
+
+    f = tmp_path / "s.toml"
+    f.write_text(STUDY.replace("[serve]\n", "[serve]\n" + line + "\n", 1))
+    with pytest.raises(flitsim.ConfigError, match=match):
+        run_study(read_study(str(f)))
+
+
+def test_rate_strings_are_bounded_and_whole():
+    # '1e-300:1' doubled into 998 serving runs; '1:64:1e9' allocated 1e9 rates; '1:64:2.5' ran 2.
+    from flitsim.serving.serve import parse_rates
+
+    assert parse_rates("1:64") == [1, 2, 4, 8, 16, 32, 64] and len(parse_rates("1:64:256")) == 256
+    with pytest.raises(flitsim.ConfigError, match="at most 256 rates"):
+        parse_rates("1e-300:1")
+    for text in ("1:64:1e9", "1:64:2.5"):
+        with pytest.raises(flitsim.ConfigError, match="whole n in 1..=256"):
+            parse_rates(text)
+    for text in ("1:inf", "1:64:inf", "1e-308:1e308"):  # OverflowError from the point count
+        with pytest.raises(flitsim.ConfigError, match="rate = "):
+            parse_rates(text)
+
+
+def test_fabric_network_checks_faults_on_construction_and_compiles_its_fabric_once():
+    # Bad faults were accepted until the first simulation; a network with a fidelity or
+    # faults built (and compiled) a new spec on every run.
+    import flitsim.hardware.fabric as F
+
+    with pytest.raises(flitsim.ConfigError, match=r"faults\[0\].switch = 9"):
+        flitsim.FabricNetwork("hgx-h100", faults=[{"kind": "plane", "switch": 9, "at_ps": 0}])
+    s = S.build("tensor_parallel", "llama-3-8b", 64, degree=2, include_embed_head=False)
+    calls = []
+    orig = F._core.fabric_compile
+    net = flitsim.FabricNetwork("hgx-h100", fidelity="auto", faults=[{"kind": "plane", "switch": 1, "at_ps": 10**12}])
+    try:
+        F._core.fabric_compile = lambda d: calls.append(1) or orig(d)
+        times = {S.simulate(s, net).makespan_ps for _ in range(2)}
+    finally:
+        F._core.fabric_compile = orig
+    assert len(calls) == 0 and len(times) == 1  # compiled on construction; main compiled once per run
+    fresh = flitsim.FabricNetwork("hgx-h100", fidelity="auto", faults=[{"kind": "plane", "switch": 1, "at_ps": 10**12}])
+    assert S.simulate(s, fresh).makespan_ps in times

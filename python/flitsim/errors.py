@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from flitsim._core import ConfigError, StalledError
 
-__all__ = ["ConfigError", "StalledError", "config_error", "from_validation_error", "check_int", "number_list", "U64_MAX"]
+__all__ = ["ConfigError", "StalledError", "config_error", "from_validation_error", "check_int", "check_bool", "number_list", "U64_MAX"]
 
 U64_MAX = 2**64 - 1
 """Largest value of the engine's unsigned 64-bit fields (bytes, ps)."""
@@ -69,6 +69,20 @@ def check_int(field: str, value: Any, minimum: int = 0, maximum: int | None = No
     if not ok:
         allowed += f" (got {type(value).__name__})"
     raise config_error(field, value, allowed)
+
+
+def check_bool(field: str, value: Any) -> bool:
+    """``value`` as a Python bool if it is one (Python or numpy bool).
+
+    The one flag check of the builders: a string (``"false"`` is truthy), a
+    number or None is not a flag, so it is refused rather than coerced.
+
+    Raises:
+        ConfigError: naming ``field``, the value and "true or false".
+    """
+    if type(value).__name__ in ("bool", "bool_"):
+        return bool(value)
+    raise config_error(field, value, f"true or false (got {type(value).__name__})")
 
 
 def from_validation_error(err: ValidationError, owner: str) -> ConfigError:

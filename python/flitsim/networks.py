@@ -121,9 +121,10 @@ class FabricNetwork:
     :data:`flitsim.hardware.fabric.Fidelity` and docs/fidelity.md). The run's
     ``network["fidelity"]`` and ``network["fidelity_reason"]`` say which ran and why.
 
-    Raises (from :meth:`to_core`):
-        ConfigError: a task graph with more devices than the fabric has GPUs;
-            invalid faults (unknown ids, every plane dead, ...); an unknown fidelity.
+    Raises:
+        ConfigError: on construction, invalid faults (unknown ids, every plane
+            dead, ...) or an unknown fidelity / transport; from :meth:`to_core`,
+            a task graph with more devices than the fabric has GPUs.
     """
 
     fabric: FabricSpec
@@ -148,15 +149,32 @@ class FabricNetwork:
 
             if self.transport not in TRANSPORTS:
                 raise ConfigError(f"FabricNetwork.transport = {self.transport!r}: expected one of {list(TRANSPORTS)}")
+        # The spec runs are made on, built (and so validated: faults with unknown ids, every plane dead)
+        # now rather than at the first simulation, and once: a new spec per to_core recompiled it per run.
+        self._run_fabric()
 
-    def to_core(self, devices: int) -> dict[str, Any]:
+    def _run_fabric(self) -> FabricSpec:
+        """The fabric with this network's fidelity and faults applied (memoized on the instance).
+
+        Raises:
+            ConfigError: invalid faults or fidelity.
+        """
         from flitsim.transfers import with_fidelity
 
+        key = (self.fabric, self.fidelity, tuple(self.faults))
+        memo = self.__dict__.get("_run_fabric_memo")
+        if memo is not None and memo[0][0] is key[0] and memo[0][1] == key[1] and memo[0][2] == key[2]:
+            return memo[1]
+        fab = with_fidelity(self.fabric, self.fidelity)
+        fab = fab.with_faults(self.faults) if self.faults else fab
+        object.__setattr__(self, "_run_fabric_memo", (key, fab))
+        return fab
+
+    def to_core(self, devices: int) -> dict[str, Any]:
         if devices > self.fabric.gpus:
             raise ConfigError(f"devices = {devices}: the task graph uses more devices than the fabric's "
                               f"{self.fabric.gpus} GPUs")
-        fab = with_fidelity(self.fabric, self.fidelity)
-        fab = fab.with_faults(self.faults) if self.faults else fab
+        fab = self._run_fabric()
         # (the engine's compiled copy of the spec, made once per spec object: no conversion per run)
         d: dict[str, Any] = {"kind": "fabric", "fabric": fab._core_fabric(), "calibrated": bool(self.calibrated)}
         # the fabric's own collective parameters (reduction rate), as collective() uses them

@@ -121,7 +121,11 @@ class CostModel:
     def time_ps(self, kernels: Any) -> tuple[int, int]:
         """:meth:`task_time_s` in integer picoseconds."""
         t, m = self.task_time_s(kernels)
-        return int(round(t * 1e12)), int(round(m * 1e12))
+        tp, mp = t * 1e12, m * 1e12
+        if not (np.isfinite(tp) and np.isfinite(mp)):  # e.g. an efficiency of 1e-308: int(inf) would raise OverflowError
+            raise config_error("task time_ps", tp, "a finite time (the compute model's time of this task overflowed; "
+                               "check the profile, efficiency and GPU figures)")
+        return int(round(tp)), int(round(mp))
 
     def slice_grid_times_s(self, template: Any, tokens: np.ndarray, context: np.ndarray) -> np.ndarray:
         """Task times of a causal slice for many (tokens s, context c) at once,

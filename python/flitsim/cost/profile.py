@@ -36,6 +36,11 @@ from flitsim.errors import ConfigError, config_error
 from flitsim.hardware.gpus import GPU_PRESETS, gpu_preset
 from flitsim.models.kernels import KINDS, OPS
 
+MAX_TIME_US = 2**62 / 1e6
+"""Largest measured time a profile row may give, microseconds: one launch
+must fit a task's duration (TaskGraphBuilder's bound, 2^62 ps ~ 53 days);
+a larger one (1e308) overflowed the picosecond conversion."""
+
 __all__ = ["Profile", "read_profile", "PROFILE_KEYS"]
 
 PROFILE_KEYS: dict[str, tuple[str, ...]] = {
@@ -119,8 +124,9 @@ class Profile:
                 t = float(r["time_us"])
             except (TypeError, ValueError):
                 raise _row_error(i, "time_us", r["time_us"], "a measured time > 0 (microseconds)") from None
-            if not math.isfinite(t) or t <= 0:
-                raise _row_error(i, "time_us", r["time_us"], "a measured time > 0 (microseconds)")
+            if not math.isfinite(t) or t <= 0 or t > MAX_TIME_US:
+                raise _row_error(i, "time_us", r["time_us"], "a measured time > 0 (microseconds), at most "
+                                 f"{MAX_TIME_US:.3g} (2^62 ps, the task graph's duration bound)")
             shape: list[Any] = []
             if kind == "gemm":
                 shape = [_pos_int(i, f, r.get(f)) for f in ("m", "n", "k")]

@@ -312,7 +312,10 @@ class FabricSpec(Spec):
         Reused only while every field is the very object it was made from
         (fields are immutable: frozen specs and tuples), so a copy with any
         field changed (``replace``, ``model_copy(update=...)``,
-        ``with_faults``) gets its own.
+        ``with_faults``) gets its own; so does a top-level field swapped with
+        ``object.__setattr__``. Not detected: a nested spec mutated in place
+        through ``object.__setattr__`` (``spec.links[0]``'s ``propagation_ps``,
+        say), which bypasses the frozen model; build a new spec instead.
 
         Raises:
             ConfigError: as the constructor (the engine's checks).
@@ -513,6 +516,10 @@ def as_fabric(fabric: "FabricSpec | str | os.PathLike[str]") -> FabricSpec:
     if isinstance(fabric, str):
         return fabric_preset(fabric)
     if not isinstance(fabric, FabricSpec):
-        raise ConfigError(f"fabric = {fabric!r}: expected a FabricSpec or a preset name")
+        shown = repr(fabric)
+        if len(shown) > 80:  # a whole fabric dict would bury the rule under thousands of characters
+            shown = f"<{type(fabric).__name__}, {len(shown)} characters>"
+        hint = " (a dict: flitsim.hardware.fabric_from_dict(d))" if isinstance(fabric, dict) else ""
+        raise ConfigError(f"fabric = {shown}: expected a FabricSpec, a preset name or a fabric TOML path{hint}")
     return fabric
 

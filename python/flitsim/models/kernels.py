@@ -64,11 +64,18 @@ def tokens_per_rank(tokens: Any, n: int) -> Any:
     ring and USP / hybrid builders use it.
 
     Raises:
-        ValueError: ``n`` < 1 (callers validate degrees first).
+        ConfigError: ``n`` not an integer >= 1 (a bool, a float, a string), or
+            ``tokens`` negative.
     """
-    if int(n) < 1:
-        raise ValueError(f"n = {n}: at least 1 rank")
-    return -(-tokens // int(n))
+    from flitsim.errors import check_int, config_error
+
+    n = check_int("n", n, 1, what="a rank count")
+    if isinstance(tokens, np.ndarray) or isinstance(tokens, (list, tuple)):
+        arr = np.asarray(tokens)
+        if arr.dtype.kind not in "iu" or (arr.size and int(arr.min()) < 0):
+            raise config_error("tokens", tokens, "integers >= 0")
+        return -(-arr // n)
+    return -(-check_int("tokens", tokens, 0) // n)
 
 
 KINDS = ("gemm", "attention", "elementwise")

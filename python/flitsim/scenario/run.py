@@ -22,6 +22,7 @@ from flitsim.cost import read_profile
 from flitsim.errors import ConfigError, config_error
 from flitsim.hardware import fabric_gpu, gpu_preset
 from flitsim.schedules.builder import DEFAULT_GPU
+from flitsim.schedules.registry import schedule_options
 from flitsim.networks import AnalyticNetwork, FabricNetwork
 from flitsim.parallel import check_jobs, map_ordered
 from flitsim.report.critical_path import critical_path
@@ -100,8 +101,8 @@ def run_scenario(scenario: Scenario | str | os.PathLike[str], *, progress: bool 
             if e.name not in S.SCHEDULES:
                 raise config_error(f"cases.{case.name}.schedules.name", e.name, f"one of {sorted(S.SCHEDULES)}")
             # Unknown options fail here, before any simulation runs.
-            params = inspect.signature(S.SCHEDULES[e.name]).parameters
-            allowed = sorted(k for k, v in params.items() if v.kind == v.KEYWORD_ONLY)
+            # (the options S.build takes: usp / cfg_parallel / PipeFusion hybrids included)
+            allowed = schedule_options(e.name)
             for key in e.options:
                 if key not in allowed:
                     raise config_error(f"cases.{case.name}.schedules.{e.label or e.name}.options.{key}",

@@ -47,7 +47,7 @@ from flitsim.schedules.tensor_parallel import build_tensor_parallel
 from flitsim.schedules.terapipe import build_terapipe, pipeline_latency, terapipe_plan
 from flitsim.schedules.ulysses import build_ulysses
 from flitsim.schedules.hybrid import build_hybrid
-from flitsim.schedules.registry import HYBRID_OPTIONS, SCHEDULES, build, build_cfg_parallel, build_usp
+from flitsim.schedules.registry import HYBRID_OPTIONS, SCHEDULES, build, build_cfg_parallel, build_usp, schedule_options
 from flitsim.schedules.compose import Parallel
 
 __all__ = ["SCHEDULES", "Schedule", "Parallel", "HYBRID_OPTIONS", "build", "simulate", "request_metrics",

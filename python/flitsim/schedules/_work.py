@@ -175,15 +175,16 @@ def parallel_setup(model: Any, workload: Any, *, devices: Any, degree: int, step
     return work, ids, gb, N
 
 
-def require_token_split(tokens: int, N: int, what: str) -> None:
+def require_token_split(tokens: int, N: int, what: str, field: str = "degree") -> None:
     """Refuse a degree above the tokens it splits (each device needs at least
-    one: ``what`` names them, e.g. "image tokens (DistriFusion patches)").
+    one: ``what`` names them, e.g. "image tokens (DistriFusion patches)";
+    ``field`` names the degree, e.g. "ulysses x ring" for USP).
 
     Raises:
-        ConfigError: naming ``degree``, the token count and what they are.
+        ConfigError: naming ``field``, the token count and what they are.
     """
     if tokens < N:
-        raise config_error("degree", N, f"at most the {tokens} {what} it splits over the devices "
+        raise config_error(field, N, f"at most the {tokens} {what} it splits over the devices "
                                         "(each device needs at least one token)")
 
 

@@ -57,12 +57,12 @@ from typing import Any
 
 import numpy as np
 
-from flitsim.errors import config_error
+from flitsim.errors import check_bool, config_error
 from flitsim.memory import hybrid_memory
 from flitsim.models import handoff_bytes
 from flitsim.models.config import dtype_bytes
 from flitsim.models.kernels import Kernels, patch_kernels, ring_step_kernels, tokens_per_rank
-from flitsim.schedules._work import block_kind, dit_stage_layers, is_joint, layer_work, spread
+from flitsim.schedules._work import block_kind, dit_stage_layers, is_joint, layer_work, require_token_split, spread
 from flitsim.schedules.builder import GraphBuilder, Hardware, check_int, new_builder
 from flitsim.schedules.placement import place
 from flitsim.schedules.ring_attention import _block
@@ -285,6 +285,8 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
             raise config_error("patches", M, f"a divisor of the image's {P} tokens (equal patches)")
         if K == 1:
             M = 1
+        require_token_split(P // M, n, "image tokens of a patch (the shards of its sequence-parallel group)",
+                            "ulysses x ring")
         S = work.steps
         W = check_int("warmup_steps", warmup_steps, 0) if K > 1 else 0
         if W > S:
@@ -297,6 +299,8 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
     else:
         groups = [["embed", *range(mcfg.n_layers), "head"]] if include_embed_head else [list(range(mcfg.n_layers))]
         M, S, W, keys, P, T, joint, tq, pout = 1, 1, 0, work.tokens, work.tokens, 0, False, [0], 0
+        require_token_split(work.tokens, n, "tokens of the attention sequence (the shards of its sequence-parallel "
+                            "group)", "ulysses x ring")
     blocks_of = [[x for x in g if not isinstance(x, str)] for g in groups]
     stage_of = {blk: j for j, g in enumerate(blocks_of) for blk in g}
     skips = [(a, d) for a, d in skip_pairs(mcfg) if stage_of[a] != stage_of[d]]
@@ -332,7 +336,7 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
             ends_cache[key_] = k.shard_tokens(n) if k is not None else Kernels.empty()
         return ends_cache[key_]
 
-    sync = bool(handoff_sync) and K > 1
+    sync = check_bool("handoff_sync", handoff_sync) and K > 1
     sent: dict[tuple[int, int], list[int]] = {}  # (stage, branch): its last pipeline send, per rank
 
     def handoff(j_from: int, j_to: int, ci: int, tail: list[int], nbytes: int, s: int, m: int, phase: str,

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flitsim.errors import config_error
+from flitsim.errors import check_bool, config_error
 from flitsim.memory import pipefusion_memory
 from flitsim.models import handoff_bytes
 from flitsim.models.kernels import patch_kernels
@@ -115,7 +115,7 @@ def build_pipefusion(model: Any, workload: Any, *, devices: Any = None, stages: 
            for g in groups] for m in range(M)]
     pbytes = [handoff_bytes(cfg, p, batch=B, text_tokens=tq[m] if joint else 0, dtype=dtype) for m in range(M)]
 
-    sync = bool(handoff_sync)
+    sync = check_bool("handoff_sync", handoff_sync)
     sent = [-1] * N  # per stage: its last send (handoff_sync: what its next compute and the sender into it wait for)
 
     def send(j: int, c: int, nbytes: int, **kw: Any) -> int:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from flitsim.errors import config_error
+from flitsim.errors import check_bool, config_error
+from flitsim.models.kernels import RING_IMPLS
 from flitsim.schedules.schedule import Schedule
 from flitsim.schedules.decode import build_decode
 from flitsim.schedules.distrifusion import build_distrifusion
@@ -54,6 +55,31 @@ _HYBRID_PARAMS = ("stages", "patches", "warmup_steps", "ulysses", "ring", "cfg",
                   "profile", "interference", "fabric", "placement", "ring_impl", "handoff_sync")
 """Schedule name -> builder ``(model, workload, *, devices=None, **options) -> Schedule``."""
 
+
+
+def schedule_options(name: str) -> list[str]:
+    """Every option :func:`build` may accept for schedule ``name`` (sorted): the
+    builder's keyword options, the hybrid options for ``usp`` / ``cfg_parallel``
+    / ``pipefusion`` (PipeFusion x USP x CFG), ``devices`` and ``workspace_bytes``.
+    A superset where the choice depends on the model (``pipefusion`` is hybrid
+    only with ulysses / ring / cfg / ep / placement or long skips): :func:`build`
+    refuses what does not apply. Scenario files check their options with it
+    before any simulation runs.
+
+    Raises:
+        ConfigError: unknown ``name``.
+    """
+    if name not in SCHEDULES:
+        raise config_error("schedule", name, f"one of {sorted(SCHEDULES)}")
+    import inspect
+
+    params = inspect.signature(SCHEDULES[name]).parameters
+    own = {k for k, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    if name in ("usp", "cfg_parallel"):
+        own |= set(_HYBRID_PARAMS) - {"stages", "patches", "warmup_steps", "handoff_sync"}
+    elif name == "pipefusion":
+        own |= set(_HYBRID_PARAMS)
+    return sorted(own | {"devices", "workspace_bytes"})
 
 
 def build(name: str, model: Any, workload: Any, *, devices: Any = None, **options: Any) -> Schedule:
@@ -105,11 +131,17 @@ def build(name: str, model: Any, workload: Any, *, devices: Any = None, **option
             builder = _pipefusion_hybrid
         else:
             allowed = sorted(set(allowed) | set(HYBRID_OPTIONS) | {"ring_impl"})
+            impl = options.get("ring_impl")
+            if impl is not None and impl not in RING_IMPLS:  # refused, though without a ring it changes nothing
+                raise config_error("ring_impl", impl, f"one of {', '.join(RING_IMPLS)}")
             for k in ("ulysses", "ring", "cfg", "ep", "ring_impl"):  # no ring: ring_impl has nothing to change
                 options.pop(k, None)
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise config_error(f"{name} option", unknown[0], f"one of {allowed}")
+    for k in ("handoff_sync", "include_embed_head"):  # flags: "false" or 0 is not coerced to a bool
+        if k in options:
+            options[k] = check_bool(k, options[k])
     sched = builder(model, workload, devices=devices, **options)
     if workspace is not None:
         sched.options["workspace_bytes"] = workspace
@@ -122,4 +154,4 @@ def _pipefusion_hybrid(model: Any, workload: Any, *, devices: Any = None, **opti
 
 
 
-__all__ = ["SCHEDULES", "HYBRID_OPTIONS", "build", "build_usp", "build_cfg_parallel"]
+__all__ = ["SCHEDULES", "HYBRID_OPTIONS", "build", "schedule_options", "build_usp", "build_cfg_parallel"]

@@ -59,6 +59,12 @@ class RequestTable:
         return self.input_tokens + self.output_tokens - 1
 
 
+MAX_ARRIVAL_S = 1e9
+"""Latest arrival a request table may have, seconds (~32 years): the serving
+simulation keeps time in float seconds, whose resolution there is 0.12 us; at
+rate 1e-300 (arrivals ~1e301 s) every TTFT and TPOT rounded to 0."""
+
+
 def _rate(rate: Any) -> float:
     if isinstance(rate, bool) or not isinstance(rate, (int, float, np.integer, np.floating)) \
             or not np.isfinite(rate) or not 0 < rate <= 1e9:
@@ -127,6 +133,11 @@ def request_table(workload: Any, *, arrival: str | None = None, rate: Any = None
         if rate is not None:
             raise config_error("rate", rate, "no rate for arrival = 'offline' (every request at t = 0)")
         t = np.zeros(len(inp))
+    if len(t) and not float(np.max(t)) <= MAX_ARRIVAL_S:
+        field, value = ("time_scale", time_scale) if arrival == "trace" else ("rate", rate)
+        raise config_error(field, value, f"arrivals within {MAX_ARRIVAL_S:.0e} s (the last of {len(t)} requests "
+                                         f"arrives at {float(np.max(t)):.3g} s; serving times are float seconds, "
+                                         "which keep microseconds only below that)")
     order = np.argsort(t, kind="stable")
     return RequestTable(np.ascontiguousarray(t[order]), inp[order], out[order], workload.tokenizer,
                         workload.source, arrival)

@@ -406,6 +406,8 @@ def parse_rates(text: str) -> list[float]:
     try:
         if ":" in text:
             parts = [float(p) for p in text.split(":")]
+            if not all(math.isfinite(p) for p in parts):  # '1:inf' raised OverflowError from the point count
+                raise ValueError(text)
             if len(parts) == 2:
                 lo, hi = parts
                 k = int(math.floor(math.log2(hi / lo) + 1e-9)) if lo > 0 and hi >= lo else -1
@@ -414,16 +416,26 @@ def parse_rates(text: str) -> list[float]:
                     rates.append(hi)
             elif len(parts) == 3:
                 lo, hi, m = parts
+                if m != int(m) or m > MAX_RATE_POINTS:  # 2.5 points were 2; 1e9 points allocated 8 GB
+                    raise config_error("rate", text, f"'lo:hi:n' with a whole n in 1..={MAX_RATE_POINTS}")
                 rates = list(np.geomspace(lo, hi, int(m))) if lo > 0 and hi >= lo and m >= 1 else []
             else:
                 rates = []
         else:
             rates = number_list("rate", text, "'lo:hi' (doubling), 'lo:hi:n' (n log-spaced) or 'r1,r2,...', each > 0")
-    except (ValueError, ZeroDivisionError):
+    except ConfigError:
+        raise
+    except (ValueError, ZeroDivisionError, OverflowError):
         rates = []
     if not rates or any(not (r > 0 and math.isfinite(r)) for r in rates):
         raise config_error("rate", text, "'lo:hi' (doubling), 'lo:hi:n' (n log-spaced) or 'r1,r2,...', each > 0")
+    if len(rates) > MAX_RATE_POINTS:  # '1e-300:1' doubled into 997 serving runs
+        raise config_error("rate", text, f"at most {MAX_RATE_POINTS} rates (this is {len(rates)})")
     return [float(r) for r in rates]
+
+
+MAX_RATE_POINTS = 256
+"""Most request rates one ``rate`` string may give (each is a whole serving run)."""
 
 
 def sweep_rates(model: Any, workload: Any, rates: Sequence[float], *, slo_ttft_s: float | None = None,

@@ -106,7 +106,10 @@ def _check_study(study: dict[str, Any], model: Any, policies: Any) -> None:
             an empty ``policies``, ``layouts``, ``[[fabric]]`` or
             ``[[workload]]`` list; two workloads of one name; an entry key the
             study does not read; a workload with both ``trace`` and
-            ``llmperf``; ``rates`` that do not parse.
+            ``llmperf``; ``rates`` that do not parse; a ``[serve]``
+            ``fidelity`` / ``kv_fidelity`` other than packet / flow / auto, or
+            ``max_num_seqs`` / ``max_num_batched_tokens`` / ``block_tokens`` /
+            ``seed`` that is not an integer in range.
     """
     from flitsim.hardware.fabric import as_fabric
     from flitsim.models.zoo import as_model
@@ -149,6 +152,13 @@ def _check_study(study: dict[str, Any], model: Any, policies: Any) -> None:
             if not isinstance(f["rates"], str):  # a number raised TypeError from the parser
                 raise config_error(f"[[{where}]] {i} rates", f["rates"], "a string: 'lo:hi', 'lo:hi:n' or 'r1,r2,...'")
             parse_rates(f["rates"])
+    sv = study.get("serve", {})
+    for key in ("fidelity", "kv_fidelity"):  # one value for every point: a typo was an error row per point (exit 0)
+        if key in sv and sv[key] not in ("packet", "flow", "auto"):
+            raise config_error(f"serve.{key}", sv[key], "one of 'packet', 'flow', 'auto'")
+    for key, lo in (("max_num_seqs", 1), ("max_num_batched_tokens", 1), ("block_tokens", 1), ("seed", 0)):
+        if key in sv:
+            check_int(f"serve.{key}", sv[key], lo)
 
 
 _WORKLOAD_KEYS = {"name", "trace", "columns", "llmperf", "recount"}
