@@ -1308,3 +1308,16 @@ def test_fabric_network_checks_faults_on_construction_and_compiles_its_fabric_on
     assert len(calls) == 0 and len(times) == 1  # compiled on construction; main compiled once per run
     fresh = flitsim.FabricNetwork("hgx-h100", fidelity="auto", faults=[{"kind": "plane", "switch": 1, "at_ps": 10**12}])
     assert S.simulate(s, fresh).makespan_ps in times
+
+
+def test_transfers_take_size_text_like_every_other_size():
+    """README: sizes like 64K mean 65,536 bytes everywhere; transfers() refused them (dtype <U3)."""
+    import flitsim
+    from flitsim.errors import ConfigError
+
+    a = flitsim.transfers("hgx-h100", [0, 1], [1, 2], "64K")
+    b = flitsim.transfers("hgx-h100", [0, 1], [1, 2], [65536, "64KiB"])
+    c = flitsim.transfers("hgx-h100", [0, 1], [1, 2], 65536)
+    assert a.makespan_ps == b.makespan_ps == c.makespan_ps
+    with pytest.raises(ConfigError, match=r"nbytes\[1\] = '1.5'"):
+        flitsim.transfers("hgx-h100", [0, 1], [1, 2], ["64K", "1.5"])

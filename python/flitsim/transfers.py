@@ -136,6 +136,19 @@ the fabric, ``after`` by the transfer count): sizes up to 1 PiB, start times up
 to 2^62 ps (~53 days) so results stay exact in int64."""
 
 
+def _sizes(v: Any) -> Any:
+    """Byte sizes written as text (``"64K"``: the one size parser, :mod:`flitsim.sizes`) to integers;
+    anything else unchanged (checked by :func:`_col`)."""
+    from flitsim.sizes import parse_bytes
+
+    if isinstance(v, str):
+        return parse_bytes(v, "nbytes")
+    a = np.asarray(v) if isinstance(v, (list, tuple, np.ndarray)) else None
+    if a is not None and a.dtype.kind in "UO" and a.ndim == 1 and any(isinstance(x, str) for x in a.tolist()):
+        return [parse_bytes(x, f"nbytes[{i}]") if isinstance(x, str) else x for i, x in enumerate(a.tolist())]
+    return v
+
+
 def _col(name: str, v: Any, n: int, dtype: Any, default: int | None = None, hi: int | None = None) -> np.ndarray:
     if v is None:
         if default is None:
@@ -175,7 +188,8 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
             fabrics) host-memory endpoints ``gpus..gpus + hosts``, so a GPU <->
             host copy is one transfer. With ``transport`` set, GPU ids only (a
             transport is a way to move GPU memory to GPU memory).
-        nbytes: bytes per transfer, shape (n,) or a scalar.
+        nbytes: bytes per transfer, shape (n,) or a scalar; integers or size text
+            (``"64K"`` = 65,536 bytes, as everywhere in flitsim).
         start_ps: earliest start per transfer, ps (default 0).
         after: index of a transfer that must finish first, or -1 (default -1).
         faults: :class:`flitsim.Fault` entries (or dicts) added to the fabric's
@@ -211,7 +225,7 @@ def transfers(fabric: FabricSpec | str, src: Sequence[int] | np.ndarray, dst: Se
     n = s.size
     g = fabric.endpoints  # GPUs, then host-memory endpoints (graph fabrics)
     batch = {"src": _col("src", src, n, np.uint32, hi=g), "dst": _col("dst", dst, n, np.uint32, hi=g),
-             "bytes": _col("nbytes", nbytes, n, np.uint64), "start_ps": _col("start_ps", start_ps, n, np.uint64, 0),
+             "bytes": _col("nbytes", _sizes(nbytes), n, np.uint64), "start_ps": _col("start_ps", start_ps, n, np.uint64, 0),
              "after": _col("after", after, n, np.int64, -1, hi=n)}
     if transport is None:
         r = _core.fabric_transfers(fabric._core_fabric(), batch)
