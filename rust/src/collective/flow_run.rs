@@ -215,24 +215,14 @@ fn rank_zero_dag(dag: &Dag, n: u32) -> Option<Dag> {
     if count.iter().any(|&c| c != count[0]) || count[0] == 0 {
         return None;
     }
-    // predecessors per node, in edge order: pred[at[b]..at[b + 1]] (one allocation, not one per node)
-    let mut at = vec![0u32; nn + 1];
     for &(a, b, _) in &dag.edges {
         let (oa, ob) = (owner[a as usize], owner[b as usize]);
         if ob == SHARED && oa != SHARED || oa != SHARED && oa != ob {
             return None;
         }
-        at[b as usize + 1] += 1;
     }
-    for i in 0..nn {
-        at[i + 1] += at[i];
-    }
-    let mut fill = at.clone();
-    let mut pred = vec![(0u32, 0u64); dag.edges.len()];
-    for &(a, b, d) in &dag.edges {
-        pred[fill[b as usize] as usize] = (a, d);
-        fill[b as usize] += 1;
-    }
+    // predecessors per node, in edge order: pred[at[b]..at[b + 1]] (one allocation, not one per node)
+    let (at, pred) = dag.csr(false);
     let preds = |i: usize| &pred[at[i] as usize..at[i + 1] as usize];
     // rank 0's signature by place, then every rank against it
     let sig = |i: usize| -> (u32, u64, u64) {

@@ -50,6 +50,27 @@ impl Dag {
     pub(crate) fn edge(&mut self, a: u32, b: u32, delay: u64) {
         self.edges.push((a, b, delay));
     }
+    /// The edges grouped per node in CSR form, in edge order: `(off, adj)` with
+    /// node v's entries at `adj[off[v]..off[v + 1]]`, each (other end, delay_ps);
+    /// successors of v when `by_pred` (edges leaving v), else its predecessors.
+    pub(crate) fn csr(&self, by_pred: bool) -> (Vec<u32>, Vec<(u32, u64)>) {
+        let n = self.nodes.len();
+        let mut off = vec![0u32; n + 1];
+        for &(a, b, _) in &self.edges {
+            off[if by_pred { a } else { b } as usize + 1] += 1;
+        }
+        for i in 0..n {
+            off[i + 1] += off[i];
+        }
+        let mut fill = off.clone();
+        let mut adj = vec![(0u32, 0u64); self.edges.len()];
+        for &(a, b, d) in &self.edges {
+            let (at, other) = if by_pred { (a, b) } else { (b, a) };
+            adj[fill[at as usize] as usize] = (other, d);
+            fill[at as usize] += 1;
+        }
+        (off, adj)
+    }
     /// Sum of transfer bytes leaving each GPU (loopback counted), length `gpus`.
     pub fn bytes_sent(&self, gpus: u32) -> Vec<u64> {
         let mut v = vec![0u64; gpus as usize];

@@ -565,20 +565,10 @@ fn rank_blocks(dag: &super::lower::Dag) -> std::result::Result<(usize, Vec<u32>)
 fn chain_transfers(dag: &super::lower::Dag) -> u64 {
     let n = dag.nodes.len();
     let mut indeg = vec![0u32; n];
-    let mut off = vec![0u32; n + 1];
-    for &(a, b, _) in &dag.edges {
+    for &(_, b, _) in &dag.edges {
         indeg[b as usize] += 1;
-        off[a as usize + 1] += 1;
     }
-    for i in 0..n {
-        off[i + 1] += off[i];
-    }
-    let mut fill = off.clone();
-    let mut succ = vec![0u32; dag.edges.len()];
-    for &(a, b, _) in &dag.edges {
-        succ[fill[a as usize] as usize] = b;
-        fill[a as usize] += 1;
-    }
+    let (off, succ) = dag.csr(true);
     let mut depth = vec![0u64; n];
     let mut stack: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
     let mut most = 0;
@@ -587,7 +577,7 @@ fn chain_transfers(dag: &super::lower::Dag) -> u64 {
         let on_fabric = matches!(dag.nodes[v], NodeKind::Transfer { src, dst, bytes, loopback, .. } if bytes > 0 && (src != dst || loopback));
         let here = depth[v] + u64::from(on_fabric);
         most = most.max(here);
-        for &b in &succ[off[v] as usize..off[v + 1] as usize] {
+        for &(b, _) in &succ[off[v] as usize..off[v + 1] as usize] {
             let b = b as usize;
             depth[b] = depth[b].max(here);
             indeg[b] -= 1;
@@ -665,23 +655,11 @@ fn fold_chain_bound(dag: &super::lower::Dag, spec: &FabricSpec, planes: u32) -> 
         }
     };
     // CSR of successors, Kahn's order; best[v] = the chain maximum ending at v
-    let mut off = vec![0u32; n + 1];
     let mut indeg = vec![0u32; n];
     for &(_, b, _) in &dag.edges {
         indeg[b as usize] += 1;
     }
-    for &(a, _, _) in &dag.edges {
-        off[a as usize + 1] += 1;
-    }
-    for i in 0..n {
-        off[i + 1] += off[i];
-    }
-    let mut fill = off.clone();
-    let mut succ = vec![(0u32, 0u64); dag.edges.len()];
-    for &(a, b, d) in &dag.edges {
-        succ[fill[a as usize] as usize] = (b, d);
-        fill[a as usize] += 1;
-    }
+    let (off, succ) = dag.csr(true);
     let mut best = vec![i128::MIN; n];
     let mut stack: Vec<u32> = (0..n as u32).filter(|&v| indeg[v as usize] == 0).collect();
     let (mut seen, mut worst) = (0usize, i128::MIN);
