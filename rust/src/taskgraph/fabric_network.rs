@@ -140,6 +140,13 @@ pub struct FabricNetwork {
     /// Virtual index of the next DAG node (the array index a run without
     /// replays would give it).
     vnext: u32,
+    /// Opt-in model variant (`FLITSIM_SPRAY_PER_DAG=1`, default off): every
+    /// DAG's spray numbering starts at 0, as if each NCCL call mapped its
+    /// transfers to ports afresh, instead of continuing one counter across the
+    /// task graph; a step's state then no longer carries the counter, so the
+    /// periodic skip repeats at one-step strides on rotated fabrics
+    /// (docs/fidelity.md "Spray numbering per DAG").
+    per_dag: bool,
     /// Network operations started and not yet reported done.
     running: u64,
     executor_pending: u64,
@@ -194,6 +201,7 @@ impl FabricNetwork {
             choices: HashMap::new(),
             replay_on,
             vnext: 0,
+            per_dag: std::env::var("FLITSIM_SPRAY_PER_DAG").map_or(false, |v| v == "1"),
             running: 0,
             executor_pending: 0,
             scheduled: 0,
@@ -522,6 +530,15 @@ impl FabricNetwork {
     }
 }
 
+impl FabricNetwork {
+    /// Move the task graph's spray numbering past a DAG of `k` nodes (not with `per_dag`).
+    fn advance(&mut self, k: u32) {
+        if !self.per_dag {
+            self.vnext = self.vnext.wrapping_add(k);
+        }
+    }
+}
+
 impl Network for FabricNetwork {
     type Event = NetEv;
 
@@ -537,7 +554,7 @@ impl Network for FabricNetwork {
         match expand(&one, &self.reach, &self.params.transport_params(), Protocol::Simple)? {
             Some(d) => {
                 let vbase = self.vnext;
-                self.vnext = self.vnext.wrapping_add(d.nodes.len() as u32);
+                self.advance(d.nodes.len() as u32);
                 self.note_pairs(&d);
                 let mut f = Fwd { q: sched, n: &mut self.scheduled };
                 self.exec.start_virtual(now, tag, &d, &mut f, vbase)?
@@ -563,7 +580,7 @@ impl Network for FabricNetwork {
             if let Some(i) = hit {
                 // tentative replay: the DAG is built only if the check fails
                 let vbase = self.vnext;
-                self.vnext = self.vnext.wrapping_add(self.records[&key][i].nodes);
+                self.advance(self.records[&key][i].nodes);
                 let id = self.pending.len() as u32;
                 self.pending.push(Some(Pending { tag, key, op, algorithm: a, protocol: pr, vbase, replay: Some(i), readys: Vec::new(), period: 0, nodes: 0 }));
                 sched.schedule(now, NetEv::Check(id));
@@ -573,7 +590,7 @@ impl Network for FabricNetwork {
         let low = self.lower(op, members, bytes, a, pr)?;
         let vbase = self.vnext;
         let m = low.dag.nodes.len() as u32;
-        self.vnext = self.vnext.wrapping_add(m);
+        self.advance(m);
         if candidate && m > 0 {
             let period = self.rotation_period(&low.dag);
             let mut cap = Capture(Vec::new());
