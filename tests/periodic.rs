@@ -150,16 +150,19 @@ fn analytic(g: &TaskGraph, period: u32) -> String {
 
 /// Plain vs declared at flow level on `spec`; returns the declared run's report.
 fn flow(spec: &FabricSpec, g: &TaskGraph, period: u32) -> String {
-    flow_with(spec, g, period, false)
+    flow_with(spec, g, period, false, false)
 }
 
-/// As [`flow`], with the opt-in port-set drain grouping on or off.
-fn flow_with(spec: &FabricSpec, g: &TaskGraph, period: u32, port_set: bool) -> String {
+/// As [`flow`], with the opt-in port-set drain grouping on or off and the
+/// spray numbered per DAG (the default) or by one running counter (what the
+/// multi-step stride tests need: the counter moves every step).
+fn flow_with(spec: &FabricSpec, g: &TaskGraph, period: u32, port_set: bool, per_dag: bool) -> String {
     let mut spec = spec.clone();
     spec.fidelity = Fidelity::Flow;
     let run = |g: &TaskGraph| {
         let mut net = FabricNetwork::with_params(&spec, CollectiveParams::default(), true).unwrap();
         net.set_port_set_drain(port_set);
+        net.set_spray_per_dag(per_dag);
         let r = execute(g, &mut net, &mut NoInterrupt).unwrap();
         let st = serde_json::to_string(&net.stats(r.makespan_ps, r.events)).unwrap();
         (r, st, net.flow_outside_validation(), net.packets_sent())
@@ -282,8 +285,13 @@ fn graph_fabric_paths_are_rotation_invariant_and_repeat_every_step() {
         let rep = flow(&ib, &g, p); // bit for bit against the plain run
         eprintln!("IB {dev} GPUs, {layers} layers: {rep}");
         strides.push(stride(&rep));
-        let rep = flow_with(&ib, &g, p, true);
+        let rep = flow_with(&ib, &g, p, true, false);
         eprintln!("IB {dev} GPUs, {layers} layers, port-set drain: {rep}");
+        assert!(skipped(&rep), "{rep}");
+        assert_eq!(stride(&rep), 1, "{rep}");
+        // numbered per DAG (the default): no counter in the state either
+        let rep = flow_with(&ib, &g, p, false, true);
+        eprintln!("IB {dev} GPUs, {layers} layers, spray per DAG: {rep}");
         assert!(skipped(&rep), "{rep}");
         assert_eq!(stride(&rep), 1, "{rep}");
     }

@@ -140,12 +140,12 @@ pub struct FabricNetwork {
     /// Virtual index of the next DAG node (the array index a run without
     /// replays would give it).
     vnext: u32,
-    /// Opt-in model variant (`FLITSIM_SPRAY_PER_DAG=1`, default off): every
-    /// DAG's spray numbering starts at 0, as if each NCCL call mapped its
-    /// transfers to ports afresh, instead of continuing one counter across the
-    /// task graph; a step's state then no longer carries the counter, so the
-    /// periodic skip repeats at one-step strides on rotated fabrics
-    /// (docs/fidelity.md "Spray numbering per DAG").
+    /// Every DAG's spray numbering starts at 0 (default since stop 15;
+    /// `FLITSIM_SPRAY_PER_DAG=0` restores one counter across the task graph):
+    /// each collective call maps its transfers to ports afresh, so a step's
+    /// state does not carry a counter and the periodic skip repeats at
+    /// one-step strides on rotated fabrics (docs/fidelity.md "Spray numbering
+    /// per DAG").
     per_dag: bool,
     /// Network operations started and not yet reported done.
     running: u64,
@@ -201,7 +201,7 @@ impl FabricNetwork {
             choices: HashMap::new(),
             replay_on,
             vnext: 0,
-            per_dag: std::env::var("FLITSIM_SPRAY_PER_DAG").map_or(false, |v| v == "1"),
+            per_dag: std::env::var("FLITSIM_SPRAY_PER_DAG").map_or(true, |v| v != "0"),
             running: 0,
             executor_pending: 0,
             scheduled: 0,
@@ -531,6 +531,12 @@ impl FabricNetwork {
 }
 
 impl FabricNetwork {
+    /// Spray numbering per DAG (true, the default) or one running counter
+    /// across the task graph (false; tests of multi-step strides use it).
+    pub fn set_spray_per_dag(&mut self, on: bool) {
+        self.per_dag = on;
+    }
+
     /// Move the task graph's spray numbering past a DAG of `k` nodes (not with `per_dag`).
     fn advance(&mut self, k: u32) {
         if !self.per_dag {
