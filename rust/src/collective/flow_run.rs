@@ -140,13 +140,7 @@ fn fold_one(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, reach: &Re
     let time_ps = model.0.done.first().map_or(summary.end_ps, |x| x.1);
     let st = flow_stats(sim, summary.events);
     let g = n as usize;
-    let (mut sent, mut recv) = (vec![0u64; g], vec![0u64; g]);
-    for nd in &low.dag.nodes {
-        if let NodeKind::Transfer { src, dst, bytes, .. } = *nd {
-            sent[src as usize] += bytes;
-            recv[dst as usize] += bytes;
-        }
-    }
+    let (sent, recv) = low.dag.bytes_per_gpu(n);
     // Rank 0's links stand for every rank's.
     let p0 = st.ports.iter().filter(|p| p.gpu == 0);
     let (tx0, rx0) = p0.clone().fold((0u64, 0u64), |(a, b), p| (a + p.link.payload_bytes, b + p.rx_payload_bytes));

@@ -73,15 +73,24 @@ impl Dag {
     }
     /// Sum of transfer bytes leaving each GPU (loopback counted), length `gpus`.
     pub fn bytes_sent(&self, gpus: u32) -> Vec<u64> {
-        let mut v = vec![0u64; gpus as usize];
+        self.bytes_per_gpu(gpus).0
+    }
+    /// Sums of transfer bytes leaving and reaching each GPU (loopback
+    /// counted), each of length `gpus`; endpoints beyond (host memory on graph
+    /// fabrics) are not GPUs and are left out.
+    pub fn bytes_per_gpu(&self, gpus: u32) -> (Vec<u64>, Vec<u64>) {
+        let (mut sent, mut recv) = (vec![0u64; gpus as usize], vec![0u64; gpus as usize]);
         for n in &self.nodes {
-            if let NodeKind::Transfer { src, bytes, .. } = *n {
-                if (src as usize) < v.len() {
-                    v[src as usize] += bytes;
+            if let NodeKind::Transfer { src, dst, bytes, .. } = *n {
+                if let Some(x) = sent.get_mut(src as usize) {
+                    *x += bytes;
+                }
+                if let Some(x) = recv.get_mut(dst as usize) {
+                    *x += bytes;
                 }
             }
         }
-        v
+        (sent, recv)
     }
 }
 

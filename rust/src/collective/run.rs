@@ -423,18 +423,9 @@ fn simulate_flow(spec: &FabricSpec, req: &CollectiveRequest, low: Lowered, inter
     let time_ps = model.exec.done.first().map_or(summary.end_ps, |x| x.1);
     let st = flow_stats(sim, summary.events);
     let g = spec.gpus as usize;
-    let (mut sent, mut recv, mut link_sent, mut link_recv) = (vec![0u64; g], vec![0u64; g], vec![0u64; g], vec![0u64; g]);
-    for nd in &low.dag.nodes {
-        if let NodeKind::Transfer { src, dst, bytes, .. } = *nd {
-            // host endpoints (staging) are not GPUs: their bytes are not a GPU's
-            if let Some(x) = sent.get_mut(src as usize) {
-                *x += bytes;
-            }
-            if let Some(x) = recv.get_mut(dst as usize) {
-                *x += bytes;
-            }
-        }
-    }
+    // host endpoints (staging) are not GPUs: their bytes are not a GPU's
+    let (sent, recv) = low.dag.bytes_per_gpu(spec.gpus);
+    let (mut link_sent, mut link_recv) = (vec![0u64; g], vec![0u64; g]);
     // Host-memory endpoints' ports (graph fabrics) are not GPUs' links.
     for p in st.ports.iter().filter(|p| (p.gpu as usize) < g) {
         link_sent[p.gpu as usize] += p.link.payload_bytes;
