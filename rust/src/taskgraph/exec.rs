@@ -667,35 +667,26 @@ impl<N: Network> Exec<'_, N> {
             q.schedule(t + big_dt, e);
         }
         // data / credit ready from the (virtually) done predecessors
-        for j in base..vend {
+        // (data, credit) ready of task j: the latest end of its done predecessors per edge kind
+        let ready = |j: usize, end_ps: &[u64]| {
             let (mut d, mut c) = (0u64, 0u64);
             for &(x, kind) in p.pred.of(j) {
                 let x = x as usize;
                 if p.end_ord[x] != NONE {
                     if kind == EdgeKind::Credit as u8 {
-                        c = c.max(self.res.end_ps[x]);
+                        c = c.max(end_ps[x]);
                     } else {
-                        d = d.max(self.res.end_ps[x]);
+                        d = d.max(end_ps[x]);
                     }
                 }
             }
-            self.res.data_ready_ps[j] = d;
-            self.res.credit_ready_ps[j] = c;
+            (d, c)
+        };
+        for j in base..vend {
+            (self.res.data_ready_ps[j], self.res.credit_ready_ps[j]) = ready(j, &self.res.end_ps);
         }
         for (&x, _) in &outside {
-            let (mut d, mut c) = (0u64, 0u64);
-            for &(y, kind) in p.pred.of(x) {
-                let y = y as usize;
-                if p.end_ord[y] != NONE {
-                    if kind == EdgeKind::Credit as u8 {
-                        c = c.max(self.res.end_ps[y]);
-                    } else {
-                        d = d.max(self.res.end_ps[y]);
-                    }
-                }
-            }
-            self.res.data_ready_ps[x] = d;
-            self.res.credit_ready_ps[x] = c;
+            (self.res.data_ready_ps[x], self.res.credit_ready_ps[x]) = ready(x, &self.res.end_ps);
         }
         p.extra_events += ev_stride * m as u64;
         p.skipped_periods += (sh / p.r.p) as u64;
