@@ -231,3 +231,14 @@ def test_cli_variants_run(args):
     assert res.exit_code == 0, res.output
     row = json.loads(res.output)["curve"][0]
     assert row["accepted_throughput"] == pytest.approx(row["offered_load"], rel=0.05)
+
+
+@pytest.mark.parametrize("field,value", [("iterations", 10**11), ("ports", 2**40), ("vcs", 2**33)])
+def test_an_integer_beyond_its_field_range_names_field_and_value(field, value):
+    # The core reads these counts as u32: a larger value is refused
+    # with the field and the value named, not pyo3's OverflowError text.
+    spec = SwitchSpec(**{field: value})
+    with pytest.raises(ConfigError) as e:
+        run(spec, TrafficSpec(load=0.1), warmup_cycles=10, measure_cycles=10)
+    msg = str(e.value)
+    assert f"switch.{field} = {value}" in msg and "integer range" in msg and "Overflow" not in msg

@@ -18,13 +18,15 @@ pub fn from_py<T: DeserializeOwned + Serialize>(obj: &Bound<'_, PyAny>, what: &s
     let v: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let msg = e.inner().to_string();
-        let hint = if msg.contains("Overflow") || msg.contains("out of range") {
-            " (a number exceeds its field's integer range: counts and ids up to 2^32-1, bytes and ps up to 2^64-1)"
-        } else {
-            ""
-        };
         let at = if path == "." || path.is_empty() { what.to_string() } else { format!("{what}.{path}") };
-        ConfigError::new_err(format!("{at}: {msg}{hint}"))
+        if msg.contains("Overflow") || msg.contains("out of range") || msg.contains("too big") {
+            // Name the value, not pyo3's conversion text.
+            let got = value_at(obj, e.path()).unwrap_or_else(|| "the value".to_string());
+            return ConfigError::new_err(format!(
+                "{at} = {got}: exceeds the field's integer range (counts and ids up to 2^32-1, bytes and ps up to 2^64-1; no negative values)"
+            ));
+        }
+        ConfigError::new_err(format!("{at}: {msg}"))
     })?;
     // pythonize reads integers with `__index__`, which takes True as 1: compare
     // the input with the value read back and refuse a bool that became a number.
@@ -41,6 +43,20 @@ pub fn from_py<T: DeserializeOwned + Serialize>(obj: &Bound<'_, PyAny>, what: &s
         return Err(ConfigError::new_err(format!("{what}{at} = {got}: expected a bool (true or false)")));
     }
     Ok(v)
+}
+
+/// The repr of the value at `path` below `obj` (dict keys and list indices), if it can be found.
+fn value_at(obj: &Bound<'_, PyAny>, path: &serde_path_to_error::Path) -> Option<String> {
+    use serde_path_to_error::Segment;
+    let mut cur = obj.clone();
+    for seg in path.iter() {
+        cur = match seg {
+            Segment::Map { key } => cur.get_item(key.as_str()).ok()?,
+            Segment::Seq { index } => cur.get_item(*index).ok()?,
+            _ => return None,
+        };
+    }
+    cur.repr().ok().map(|r| r.to_string())
 }
 
 /// The repr of a value in `input` (with `path` set to where, below `input`) that is not a bool
