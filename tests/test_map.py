@@ -252,6 +252,16 @@ def test_unknown_fabric_or_model_names_the_key(tmp_path):
         _load(tmp_path, 'title = "nothing"\n')
 
 
+
+def test_a_tie_wider_than_the_margin_is_refused(tmp_path):
+    # tie 0.10 > margin 0.05 would let one cell say "ties" and "loses by more than the margin"
+    text = TINY.format(devices=2, preset="hgx-h100", name="x",
+                       row='model = "llama-3-8b"\nworkload = { kind = "tokens", tokens = 64 }')
+    with pytest.raises(ConfigError, match=r"map\.tie = 0\.1: at most map\.margin \(0\.05\)"):
+        _load(tmp_path, text.replace("devices = 2", "devices = 2\nmargin = 0.05\ntie = 0.1"))
+    assert _load(tmp_path, text.replace("devices = 2", "devices = 2\nmargin = 0.05\ntie = 0.05")).map.tie == 0.05
+
+
 SMALL = """
 title = "small map"
 [map]

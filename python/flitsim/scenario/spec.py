@@ -230,6 +230,14 @@ class MapSection(Spec):
     tie: float = Field(default=0.02, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
+    def _tie_within_margin(self) -> "MapSection":
+        # a pipeline that ties the best non-pipelined schedule must also be within the margin of
+        # "fits", or one cell would say both "ties" and "loses by more than the margin"
+        if self.tie > self.margin:
+            raise config_error("map.tie", self.tie, f"at most map.margin ({self.margin}): a tie must be within the margin")
+        return self
+
+    @model_validator(mode="after")
     def _distinct_names(self) -> "MapSection":
         # cells are keyed by (row name, column label): two equal ones would mix their runs
         _distinct("map.workloads", [w.name for w in self.workloads], "name")
