@@ -113,6 +113,27 @@ impl FoldPlan {
     }
 }
 
+/// What breaks the symmetry both folds rest on (planes alike for the plane fold, GPUs alike for
+/// the rank fold), or `Ok` when nothing does: the preconditions the two share, in one place.
+fn symmetry_blocker(spec: &FabricSpec) -> std::result::Result<(), String> {
+    if spec.is_graph() {
+        return Err("graph fabric (trunks, element kinds, hosts or static routes): its parts are not proven identical".into());
+    }
+    if !spec.fold_planes {
+        return Err("folding disabled (fold_planes = false)".into());
+    }
+    if !spec.faults.is_empty() {
+        return Err("faults break the symmetry".into());
+    }
+    if spec.links.iter().any(|l| l.replay.is_some_and(|r| r.ber > 0.0)) {
+        return Err("bit errors are sampled per link, so no two parts run alike".into());
+    }
+    if spec.spray != Spray::RoundRobin {
+        return Err(format!("spray {:?} does not spread packets evenly", spec.spray));
+    }
+    Ok(())
+}
+
 /// Whether every GPU of `spec` is interchangeable with every other for
 /// traffic that stays within one GPU's own ports (a loopback through the
 /// switches, as NVLS is lowered): one switch layer, every GPU wired with the
@@ -124,23 +145,9 @@ impl FoldPlan {
 /// identically and one of them can stand for all (`collective::run`, rank
 /// folding). `Err(why not)`.
 pub fn gpu_symmetry(spec: &FabricSpec) -> std::result::Result<(), String> {
-    if spec.is_graph() {
-        return Err("graph fabric (trunks, element kinds, hosts or static routes)".into());
-    }
-    if !spec.fold_planes {
-        return Err("folding disabled (fold_planes = false)".into());
-    }
-    if !spec.faults.is_empty() {
-        return Err("faults".into());
-    }
-    if spec.links.iter().any(|l| l.replay.is_some_and(|r| r.ber > 0.0)) {
-        return Err("bit errors are sampled per link".into());
-    }
+    symmetry_blocker(spec)?;
     if !spec.counters.is_off() {
         return Err("time-resolved counters are sampled per port".into());
-    }
-    if spec.spray != Spray::RoundRobin {
-        return Err(format!("spray {:?}", spec.spray));
     }
     if spec.switch.allocator == "pim" {
         return Err("the pim allocator draws random numbers shared by all ports".into());
@@ -173,21 +180,7 @@ pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u
 
 /// [`fold_spec`]; `adaptive_ok`: allow adaptive coalescing (balanced folds).
 fn fold_spec_with(spec: &FabricSpec, adaptive_ok: bool) -> std::result::Result<(FabricSpec, u32, u64), String> {
-    if spec.is_graph() {
-        return Err("graph fabric (trunks, element kinds or hosts): planes are not proven identical, so nothing is folded".into());
-    }
-    if !spec.fold_planes {
-        return Err("folding disabled (fold_planes = false)".into());
-    }
-    if !spec.faults.is_empty() {
-        return Err("faults break the symmetry between planes".into());
-    }
-    if spec.links.iter().any(|l| l.replay.is_some_and(|r| r.ber > 0.0)) {
-        return Err("bit errors are sampled per link, so planes are not identical".into());
-    }
-    if spec.spray != Spray::RoundRobin {
-        return Err(format!("spray {:?} does not spread packets evenly over planes", spec.spray));
-    }
+    symmetry_blocker(spec)?;
     if spec.sim_packets_per_lane > 0 && !adaptive_ok {
         return Err("adaptive coalescing (sim_packets_per_lane) sizes packets from each transfer's bytes, which folding divides".into());
     }
