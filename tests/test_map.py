@@ -262,6 +262,22 @@ def test_a_tie_wider_than_the_margin_is_refused(tmp_path):
     assert _load(tmp_path, text.replace("devices = 2", "devices = 2\nmargin = 0.05\ntie = 0.05")).map.tie == 0.05
 
 
+
+def test_a_pipeline_with_no_pipelined_step_competes_as_non_pipelined(tmp_path):
+    # One denoising step is PipeFusion's warm-up only (the whole image stage after stage): the cell
+    # must not say token-level pipelining won or lost; those runs are non-pipelined, and say why.
+    text = TINY.format(devices=2, preset="hgx-h100", name="one step",
+                       row='workload = { kind = "dit", model = "pixart-alpha-xl/2", resolution_px = 256, steps = 1 }')
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = run_map(_load(tmp_path, text), progress=False)
+    t, ct = m.table(), m.candidates_table()
+    pf = ct[ct.builder == "pipefusion"]
+    assert len(pf) and (~pf.pipelined).all() and pf.reason.str.contains("no pipelined step").all()
+    assert t.best_pipelined.iloc[0] is None and t.pipelining.iloc[0] == "n/a"
+    assert t.verdict.iloc[0] == "infeasible" and "no pipelined step" in t.verdict_text.iloc[0]
+
+
 SMALL = """
 title = "small map"
 [map]

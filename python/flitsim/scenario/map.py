@@ -94,6 +94,15 @@ class CandidateRun:
     throughput_tokens_per_s: float = float("nan")
     wall_s: float = 0.0
     cpu_s: float = 0.0
+    #: False when a pipelined candidate ran no pipelined step (PipeFusion with steps <= warmup_steps: its
+    #: warm-up passes the whole image stage after stage); None = as the candidate says
+    pipelined_override: bool | None = None
+
+    @property
+    def pipelined(self) -> bool:
+        """Whether this run counts as the cell's token-level pipeline (the candidate's family,
+        unless it ran no pipelined step)."""
+        return self.candidate.pipelined if self.pipelined_override is None else self.pipelined_override
 
 
 def _divisors_upto(n: int) -> list[int]:
@@ -308,6 +317,12 @@ def evaluate(run: CandidateRun, per: list[Any], *, workload: dict[str, Any], bre
             run.status = "oom"
             run.reason = (f"{worst.peak_bytes / 1e9:.1f} GB > {worst.capacity_bytes / 1e9:.1f} GB HBM "
                           f"({worst.broken_by}, with the run's comm buffers)")
+    if cand.pipelined and any(int(s.options.get("warmup_steps", -1)) >= int(s.steps) for s in per):
+        # every step is a warm-up step (full image, stage after stage): nothing is token-level pipelined
+        run.pipelined_override = False
+        w = max(int(s.options["warmup_steps"]) for s in per)
+        run.reason = (f"no pipelined step: {int(per[0].steps)} step(s) <= warmup_steps {w}, so it runs as a "
+                      "layer pipeline of the whole image and competes as non-pipelined")
     ms = [schedule_metrics(s) for s in per]
     agg = {k: (float(np.mean([m[k] for m in ms])) if isinstance(v, (int, float)) else v) for k, v in ms[0].items()}
     fl, by = sum(m["flops"] for m in ms), sum(m["comm_bytes"] for m in ms)
@@ -365,13 +380,14 @@ def decide_cell(runs: list[CandidateRun], *, margin: float, tie: float) -> dict[
     verdict. Pure: the tests feed it hand-built runs."""
     ok = [r for r in runs if r.status == "ok"]
     ok.sort(key=lambda r: (r.latency_s, r.candidate.label))  # label: deterministic tie-break
-    pipes = [r for r in ok if r.candidate.pipelined]
-    nonp = [r for r in ok if not r.candidate.pipelined]
+    pipes = [r for r in ok if r.pipelined]
+    nonp = [r for r in ok if not r.pipelined]
     win = ok[0] if ok else None
     bp = pipes[0] if pipes else None
     bn = nonp[0] if nonp else None
-    oom_p = [r for r in runs if r.candidate.pipelined and r.status == "oom"]
-    inf_p = [r for r in runs if r.candidate.pipelined and r.status == "infeasible"]
+    oom_p = [r for r in runs if r.pipelined and r.status == "oom"]
+    inf_p = [r for r in runs if r.pipelined and r.status == "infeasible"]
+    inf_p += [r for r in ok if r.candidate.pipelined and not r.pipelined]  # ran, but no pipelined step
     matches = match_results(bp.card) if bp is not None else None
     verdict, text = map_verdict(
         matches=matches, pipe_s=bp.latency_s if bp else None, pipe_label=bp.candidate.label if bp else None,
@@ -439,7 +455,7 @@ class MapResult:
         for r in self.runs:
             w, f = self.rows[r.row], self.columns[r.col]
             out.append({"workload": w, "fabric": f, "schedule": r.candidate.label, "builder": r.candidate.name,
-                        "options": str(r.candidate.options), "pipelined": r.candidate.pipelined, "status": r.status,
+                        "options": str(r.candidate.options), "pipelined": r.pipelined, "status": r.status,
                         "reason": r.reason, "latency_s": r.latency_s, "vs_winner": r.latency_s / win[(w, f)]
                         if win[(w, f)] == win[(w, f)] else float("nan"),
                         "fidelity": r.fidelity, "peak_memory_bytes": r.peak_memory_bytes,
