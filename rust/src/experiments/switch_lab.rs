@@ -195,6 +195,13 @@ impl Calendar {
         }
     }
 
+    /// Whether some source's arrival is due at cycle `a` (< now + len).
+    #[inline(always)]
+    fn has_at(&self, a: u64) -> bool {
+        let k = a as usize & (self.len - 1);
+        !self.buckets[k].is_empty() && self.bucket_cycle[k] == a
+    }
+
     fn next(&self, now: u64) -> Option<u64> {
         let w = if self.count > 0 {
             bits::next_cyclic(&self.nonempty, now as usize & (self.len - 1), self.len).map(|k| self.bucket_cycle[k])
@@ -545,16 +552,25 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
     let mut first = true;
 
     loop {
-        // The next cycle with work.
+        // The next cycle with work. After the first cycle nothing is due at
+        // or before c (a time <= c is taken as c + 1, below), so when the
+        // next cycle has work for certain (a source queue to serve, work
+        // pending in the switch, or arrivals at c + 1: under load nearly
+        // every cycle) it is c + 1 without looking for the earliest arrival
+        // and event.
         let mut next = u64::MAX;
-        if let Some(a) = arrivals.next(c) {
-            next = next.min(a);
-        }
-        if let Some(e) = sw.next_event_cycle() {
-            next = next.min(e);
-        }
-        if !bits::is_empty(&sq.nonempty) || sw.allocation_pending() {
-            next = next.min(if first { c } else { c + 1 });
+        if !first & (!bits::is_empty(&sq.nonempty) | sw.allocation_pending() | arrivals.has_at(c + 1)) {
+            next = c + 1;
+        } else {
+            if let Some(a) = arrivals.next(c) {
+                next = next.min(a);
+            }
+            if let Some(e) = sw.next_event_cycle() {
+                next = next.min(e);
+            }
+            if !bits::is_empty(&sq.nonempty) || sw.allocation_pending() {
+                next = next.min(if first { c } else { c + 1 });
+            }
         }
         if next == u64::MAX || next >= end {
             if next == u64::MAX && sw.packets_inside() > 0 {

@@ -22,6 +22,25 @@ pub fn get(row: &[u64], i: usize) -> bool {
     row[i >> 6] >> (i & 63) & 1 == 1
 }
 
+/// Bit `i` of row `r` of a buffer of rows of `w` words each: one index into
+/// the buffer (no row slice with its own bounds checks). `i` < 64 `w`.
+#[inline(always)]
+pub fn get_at(buf: &[u64], r: usize, w: usize, i: usize) -> bool {
+    buf[r * w + (i >> 6)] >> (i & 63) & 1 == 1
+}
+
+/// Set bit `i` of row `r` (as [`get_at`]).
+#[inline(always)]
+pub fn set_at(buf: &mut [u64], r: usize, w: usize, i: usize) {
+    buf[r * w + (i >> 6)] |= 1u64 << (i & 63);
+}
+
+/// Clear bit `i` of row `r` (as [`get_at`]).
+#[inline(always)]
+pub fn clear_at(buf: &mut [u64], r: usize, w: usize, i: usize) {
+    buf[r * w + (i >> 6)] &= !(1u64 << (i & 63));
+}
+
 /// Zero `row`. Stores only to non-zero words: for the one- or two-word rows
 /// of a switch up to 128 ports this is cheaper than the `memset` call an
 /// unconditional loop compiles to (the length is not known at compile time).

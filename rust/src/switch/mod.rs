@@ -656,15 +656,14 @@ impl Switch {
         self.dirty = true;
         let head = self.qs[q].head as usize;
         let (o, i, vc) = (self.slots[head].pkt.dest as usize, self.slots[head].input as usize, self.slots[head].pkt.vc as usize);
-        let iv = i * self.v + vc;
-        let row = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
-        if !bits::get(row, o) {
-            bits::set(row, o);
+        let (iv, w) = (i * self.v + vc, self.w);
+        if !bits::get_at(&self.ready_rows, iv, w, o) {
+            bits::set_at(&mut self.ready_rows, iv, w, o);
             let c = &mut self.ready_cnt[i * self.n + o];
             let was = *c;
             *c = if self.vc_masks { was | 1 << vc } else { was + 1 };
             if was == 0 {
-                bits::set(&mut self.ready_any[i * self.w..(i + 1) * self.w], o);
+                bits::set_at(&mut self.ready_any, i, w, o);
             }
         }
         bits::set(&mut self.has_ready, i);
@@ -678,17 +677,17 @@ impl Switch {
     fn update_ok(&mut self, o: usize, vc: usize, cycle: u64) {
         let ov = o * self.v + vc;
         let avail = if self.outbuf { self.out_vc[ov].ob_space } else { self.out_vc[ov].credits };
-        let row = &mut self.ok[vc * self.w..(vc + 1) * self.w];
+        let w = self.w;
         if avail >= self.max_f {
-            if !bits::get(row, o) {
-                bits::set(row, o);
+            if !bits::get_at(&self.ok, vc, w, o) {
+                bits::set_at(&mut self.ok, vc, w, o);
                 self.dirty = true;
             }
             if self.vc_masks {
                 self.ok_vcs[o] |= 1 << vc;
             }
         } else {
-            bits::clear(row, o);
+            bits::clear_at(&mut self.ok, vc, w, o);
             if self.vc_masks {
                 self.ok_vcs[o] &= !(1 << vc);
             }
@@ -724,9 +723,9 @@ impl Switch {
             return;
         }
         // Outputs each VC may request this round: credit/space mask and free.
-        for vc in 0..v {
-            for k in 0..w {
-                self.okfree[vc * w + k] = self.ok[vc * w + k] & self.free_outputs[k];
+        for (of, ok) in self.okfree.chunks_exact_mut(w).zip(self.ok.chunks_exact(w)) {
+            for ((d, a), b) in of.iter_mut().zip(ok).zip(&self.free_outputs) {
+                *d = a & b;
             }
         }
         for wi in 0..w {
@@ -738,15 +737,49 @@ impl Switch {
             while cand != 0 {
                 let i = wi << 6 | cand.trailing_zeros() as usize;
                 cand &= cand - 1;
-                let row = &mut self.req.rows[i * w..(i + 1) * w];
+                // The row (zero: cleared, or never set) is the OR over the
+                // input's ready VCs of their ready heads' outputs that the
+                // VC may request; one or two words kept in registers.
                 let mut vcs = self.ready_vcs[i];
-                while vcs != 0 {
-                    let vc = vcs.trailing_zeros() as usize;
-                    vcs &= vcs - 1;
-                    let rr = &self.ready_rows[(i * v + vc) * w..(i * v + vc + 1) * w];
-                    bits::or_and(row, rr, &self.okfree[vc * w..(vc + 1) * w]);
-                }
-                if !bits::is_empty(row) {
+                let base = i * v * w;
+                let any = match w {
+                    1 => {
+                        let mut r0 = 0u64;
+                        while vcs != 0 {
+                            let vc = vcs.trailing_zeros() as usize;
+                            vcs &= vcs - 1;
+                            r0 |= self.ready_rows[base + vc] & self.okfree[vc];
+                        }
+                        self.req.rows[i] = r0;
+                        r0 != 0
+                    }
+                    2 => {
+                        let (mut r0, mut r1) = (0u64, 0u64);
+                        while vcs != 0 {
+                            let vc = vcs.trailing_zeros() as usize;
+                            vcs &= vcs - 1;
+                            let rr = &self.ready_rows[base + 2 * vc..base + 2 * vc + 2];
+                            let of = &self.okfree[2 * vc..2 * vc + 2];
+                            r0 |= rr[0] & of[0];
+                            r1 |= rr[1] & of[1];
+                        }
+                        let row = &mut self.req.rows[2 * i..2 * i + 2];
+                        row[0] = r0;
+                        row[1] = r1;
+                        r0 | r1 != 0
+                    }
+                    _ => {
+                        let row = &mut self.req.rows[i * w..(i + 1) * w];
+                        while vcs != 0 {
+                            let vc = vcs.trailing_zeros() as usize;
+                            vcs &= vcs - 1;
+                            let rr = &self.ready_rows[(i * v + vc) * w..(i * v + vc + 1) * w];
+                            bits::or_and(row, rr, &self.okfree[vc * w..(vc + 1) * w]);
+                        }
+                        !bits::is_empty(row)
+                    }
+                };
+                if any {
                     self.req.active.push(i as u32);
                     if needs_ages {
                         for o in bits::iter(&self.req.rows[i * w..(i + 1) * w]) {
@@ -872,16 +905,16 @@ impl Switch {
             self.qs[q].tail = NONE;
         }
         self.qs[q].ready -= 1;
-        let rr = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
-        bits::clear(rr, o);
+        let w = self.w;
+        bits::clear_at(&mut self.ready_rows, iv, w, o);
         let c = &mut self.ready_cnt[i * self.n + o];
         *c = if self.vc_masks { *c & !(1 << vc) } else { *c - 1 };
         if *c == 0 {
-            bits::clear(&mut self.ready_any[i * self.w..(i + 1) * self.w], o);
+            bits::clear_at(&mut self.ready_any, i, w, o);
         }
         if self.qs[q].ready > 0 {
             self.mark_head_ready(q);
-        } else if bits::is_empty(rr) {
+        } else if bits::is_empty(&self.ready_rows[iv * w..(iv + 1) * w]) {
             self.ready_vcs[i] &= !(1u64 << vc);
             if self.ready_vcs[i] == 0 {
                 bits::clear(&mut self.has_ready, i);
