@@ -661,7 +661,8 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
                 debug_assert!(sw.input_link_free_cycle(i) <= c);
                 let (dest, vc, birth) = *sq.q[i].front().expect("non-empty queue");
                 if sw.can_accept(i, vc as usize, f, c) {
-                    sw.inject(i, Packet { dest, vc, flits: f, birth_cycle: birth, tag: 0 }, c)?;
+                    // In range by the spec's validation and pick_dest, admitted by can_accept.
+                    sw.inject_checked(i, Packet { dest, vc, flits: f, birth_cycle: birth, tag: 0 }, c);
                     bits::clear(&mut link_free, i);
                     bits::set(&mut wake[((c + f as u64) as usize & (wake_len - 1)) * w..][..w], i);
                     sq.q[i].pop_front();
@@ -673,9 +674,12 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
         }
         sw.step(c);
         for k in 0..sw.departures().len() {
-            let d = sw.departures()[k];
-            if d.tail_out_cycle >= spec.warmup_cycles {
-                let l = d.tail_out_cycle + 1 - d.packet.birth_cycle;
+            let (tail, birth, o, vc, flits) = {
+                let d = &sw.departures()[k];
+                (d.tail_out_cycle, d.packet.birth_cycle, d.output as usize, d.packet.vc as usize, d.packet.flits)
+            };
+            if tail >= spec.warmup_cycles {
+                let l = tail + 1 - birth;
                 if (l as usize) < lat_small.len() {
                     let k = &mut lat_small[l as usize];
                     *k += 1;
@@ -686,9 +690,8 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
                     latency.record(l);
                 }
             }
-            let o = d.output as usize;
             if !dead[o] {
-                sw.return_credits(o, d.packet.vc as usize, d.packet.flits, d.tail_out_cycle + 1 + spec.credit_return_cycles)?;
+                sw.return_credits(o, vc, flits, tail + 1 + spec.credit_return_cycles)?;
             }
         }
         if cycles_processed % 1024 == 0 {

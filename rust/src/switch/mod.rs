@@ -444,6 +444,25 @@ impl Switch {
         if !self.can_accept(input, pkt.vc as usize, pkt.flits, cycle) || cycle < self.now_cycle {
             return Err(Self::bad_inject(input, &pkt, cycle));
         }
+        self.admit(input, pkt, cycle);
+        Ok(())
+    }
+
+    /// [`Self::inject`] for an owner that has checked what `inject` checks
+    /// (ports, VC and length in range, [`Self::can_accept`], `cycle` not
+    /// before the last step): the switch lab, whose spec validation and
+    /// `can_accept` call already did. Checked again in debug builds.
+    #[inline(always)]
+    pub(crate) fn inject_checked(&mut self, input: usize, pkt: Packet, cycle: u64) {
+        debug_assert!(input < self.n && (pkt.dest as usize) < self.n && (pkt.vc as usize) < self.v && pkt.flits >= 1 && pkt.flits <= self.max_f);
+        debug_assert!(self.can_accept(input, pkt.vc as usize, pkt.flits, cycle) && cycle >= self.now_cycle);
+        self.admit(input, pkt, cycle);
+    }
+
+    /// The data path of an injection (its checks done).
+    #[inline(always)]
+    fn admit(&mut self, input: usize, pkt: Packet, cycle: u64) {
+        let v = self.v;
         let iv = input * v + pkt.vc as usize;
         self.account_occ(iv, cycle);
         self.in_occ[iv].flits += pkt.flits;
@@ -480,7 +499,6 @@ impl Switch {
             self.push_ev(ready_at * self.s, EV_READY, q as u32, 0);
         }
         self.last_progress = cycle;
-        Ok(())
     }
 
     #[cold]
@@ -655,7 +673,11 @@ impl Switch {
     fn mark_head_ready(&mut self, q: usize) {
         self.dirty = true;
         let head = self.qs[q].head as usize;
-        let (o, i, vc) = (self.slots[head].pkt.dest as usize, self.slots[head].input as usize, self.slots[head].pkt.vc as usize);
+        let s = &mut self.slots[head];
+        let (o, i, vc) = (s.pkt.dest as usize, s.input as usize, s.pkt.vc as usize);
+        // Queueing delay counts from readiness, including time spent behind
+        // earlier packets of the same queue.
+        s.queued = s.ready_at;
         let (iv, w) = (i * self.v + vc, self.w);
         if !bits::get_at(&self.ready_rows, iv, w, o) {
             bits::set_at(&mut self.ready_rows, iv, w, o);
@@ -668,39 +690,39 @@ impl Switch {
         }
         bits::set(&mut self.has_ready, i);
         self.ready_vcs[i] |= 1u64 << vc;
-        // Queueing delay counts from readiness, including time spent behind
-        // earlier packets of the same queue.
-        self.slots[head].queued = self.slots[head].ready_at;
     }
 
     #[inline(always)]
     fn update_ok(&mut self, o: usize, vc: usize, cycle: u64) {
         let ov = o * self.v + vc;
-        let avail = if self.outbuf { self.out_vc[ov].ob_space } else { self.out_vc[ov].credits };
-        let w = self.w;
-        if avail >= self.max_f {
-            if !bits::get_at(&self.ok, vc, w, o) {
-                bits::set_at(&mut self.ok, vc, w, o);
+        let (w, max_f) = (self.w, self.max_f);
+        let ovs = &mut self.out_vc[ov];
+        let avail = if self.outbuf { ovs.ob_space } else { ovs.credits };
+        let okw = &mut self.ok[vc * w + (o >> 6)];
+        let bit = 1u64 << (o & 63);
+        if avail >= max_f {
+            if *okw & bit == 0 {
+                *okw |= bit;
                 self.dirty = true;
             }
             if self.vc_masks {
                 self.ok_vcs[o] |= 1 << vc;
             }
         } else {
-            bits::clear_at(&mut self.ok, vc, w, o);
+            *okw &= !bit;
             if self.vc_masks {
                 self.ok_vcs[o] &= !(1 << vc);
             }
         }
         // Credit exhaustion bookkeeping (downstream credits).
-        let low = self.out_vc[ov].credits < self.max_f;
-        match (low, self.out_vc[ov].low_since) {
+        let low = ovs.credits < max_f;
+        match (low, ovs.low_since) {
             (true, None) => {
-                self.out_vc[ov].low_since = Some(cycle);
+                ovs.low_since = Some(cycle);
                 self.stats.outputs[ov].credit_exhaustion_episodes += 1;
             }
             (false, Some(since)) => {
-                self.out_vc[ov].low_since = None;
+                ovs.low_since = None;
                 self.stats.outputs[ov].credit_exhaustion_cycles += cycle.saturating_sub(since.max(self.stats.since_cycle));
             }
             _ => {}
@@ -723,9 +745,24 @@ impl Switch {
             return;
         }
         // Outputs each VC may request this round: credit/space mask and free.
-        for (of, ok) in self.okfree.chunks_exact_mut(w).zip(self.ok.chunks_exact(w)) {
-            for ((d, a), b) in of.iter_mut().zip(ok).zip(&self.free_outputs) {
-                *d = a & b;
+        match *self.free_outputs.as_slice() {
+            [f0] => {
+                for (d, a) in self.okfree.iter_mut().zip(&self.ok) {
+                    *d = a & f0;
+                }
+            }
+            [f0, f1] => {
+                for (d, a) in self.okfree.chunks_exact_mut(2).zip(self.ok.chunks_exact(2)) {
+                    d[0] = a[0] & f0;
+                    d[1] = a[1] & f1;
+                }
+            }
+            _ => {
+                for vc in 0..v {
+                    for k in 0..w {
+                        self.okfree[vc * w + k] = self.ok[vc * w + k] & self.free_outputs[k];
+                    }
+                }
             }
         }
         for wi in 0..w {
@@ -898,13 +935,20 @@ impl Switch {
         self.vc_ptr[i] = if vc + 1 == v { 0 } else { vc as u32 + 1 };
         let iv = i * v + vc;
         let q = iv * self.q_per_iv + if self.q_per_iv > 1 { o } else { 0 };
-        // Dequeue the head.
-        let sl = self.qs[q].head as usize;
-        self.qs[q].head = self.slots[sl].next;
-        if self.qs[q].head == NONE {
-            self.qs[q].tail = NONE;
+        // Dequeue the head (the queue's state and the packet's slot through
+        // one reference each).
+        let qst = &mut self.qs[q];
+        let sl = qst.head as usize;
+        let s = &mut self.slots[sl];
+        qst.head = s.next;
+        if qst.head == NONE {
+            qst.tail = NONE;
         }
-        self.qs[q].ready -= 1;
+        qst.ready -= 1;
+        let more_ready = qst.ready > 0;
+        let pkt = s.pkt;
+        let waited = cycle - s.queued;
+        s.queued = waited;
         let w = self.w;
         bits::clear_at(&mut self.ready_rows, iv, w, o);
         let c = &mut self.ready_cnt[i * self.n + o];
@@ -912,7 +956,7 @@ impl Switch {
         if *c == 0 {
             bits::clear_at(&mut self.ready_any, i, w, o);
         }
-        if self.qs[q].ready > 0 {
+        if more_ready {
             self.mark_head_ready(q);
         } else if bits::is_empty(&self.ready_rows[iv * w..(iv + 1) * w]) {
             self.ready_vcs[i] &= !(1u64 << vc);
@@ -920,8 +964,6 @@ impl Switch {
                 bits::clear(&mut self.has_ready, i);
             }
         }
-        let pkt = self.slots[sl].pkt;
-        let waited = cycle - self.slots[sl].queued;
         let st = &mut self.stats.inputs[iv];
         st.packets_granted += 1;
         st.queueing_cycles_sum += waited;
@@ -934,7 +976,6 @@ impl Switch {
         } else {
             self.stats.queueing.record(waited);
         }
-        self.slots[sl].queued = waited;
         // Connect.
         bits::clear(&mut self.free_inputs, i);
         bits::clear(&mut self.free_outputs, o);
