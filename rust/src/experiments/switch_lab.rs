@@ -620,6 +620,7 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
                 }
             };
             let vc = if vcs > 1 { s.rng.below(vcs) as u32 } else { 0 };
+            sw.prefetch_queue(i, vc as usize, dest as usize);
             if a >= spec.warmup_cycles {
                 generated_flits += f as u64;
             }
