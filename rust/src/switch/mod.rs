@@ -135,6 +135,8 @@ pub struct Switch {
     needs_ages: bool,
     req: Requests,
     m: Matching,
+    /// Per matched input (in `m.matched` order) the VC of its grant.
+    grant_vc: Vec<u32>,
     // Input side.
     /// Packets buffered at the inputs (a pool shared by all inputs; grows to
     /// the high-water mark of packets inside, then is reused).
@@ -260,6 +262,7 @@ impl Switch {
             needs_ages,
             req: Requests::new(n, needs_ages),
             m: Matching::new(n),
+            grant_vc: vec![0; n],
             // Buffers are sized in flits, so the packet count inside is not
             // known up front: start with a few slots per (input, VC) and grow.
             slots: Vec::with_capacity(n * v * 4),
@@ -849,6 +852,18 @@ impl Switch {
         self.stats.allocation_rounds += 1;
         self.m.clear();
         self.alloc.allocate(&self.req, &mut self.m);
+        // Each grant's VC first (a choice that depends only on its own input
+        // and output, so it is the same here as at the connection), and the
+        // line of its queue's state prefetched, so that the grants' misses
+        // overlap (with the conflict counting below) instead of stalling one
+        // connection after another.
+        for k in 0..self.m.matched.len() {
+            let i = self.m.matched[k] as usize;
+            let o = self.m.input_to_output[i] as usize;
+            let vc = self.pick_vc(i, o);
+            self.grant_vc[k] = vc as u32;
+            prefetch::prefetch(&self.qs, (i * v + vc) * self.q_per_iv + if self.q_per_iv > 1 { o } else { 0 });
+        }
         // Conflicts: requests not granted, per input and per output.
         // Every request counts once at its input and its output, and each
         // matched pair (a request) is taken back at both: counted in the walk
@@ -878,7 +893,7 @@ impl Switch {
         for k in 0..self.m.matched.len() {
             let i = self.m.matched[k] as usize;
             let o = self.m.input_to_output[i] as usize;
-            self.start_connection(i, o, slot, cycle);
+            self.start_connection(i, o, self.grant_vc[k] as usize, slot, cycle);
         }
         // Unmatched requests between still-free ports: try again next slot.
         for k in 0..self.req.active.len() {
@@ -905,11 +920,12 @@ impl Switch {
         Some(self.qs[q].head as usize)
     }
 
-    #[inline]
-    fn start_connection(&mut self, i: usize, o: usize, slot: u64, cycle: u64) {
+    /// The VC a grant of (i, o) uses: round-robin from the input's pointer
+    /// over the VCs with a ready head for `o` that `o` can take (the oldest
+    /// head for the age-based allocator).
+    #[inline(always)]
+    fn pick_vc(&self, i: usize, o: usize) -> usize {
         let v = self.v;
-        // Pick the VC: round-robin from the input's pointer (oldest head for
-        // the age-based allocator).
         let mut vc = NONE as usize;
         if self.needs_ages {
             let mut best = u64::MAX;
@@ -942,6 +958,14 @@ impl Switch {
                 vc = pick.trailing_zeros() as usize;
             }
         }
+        vc
+    }
+
+    /// Connect input i to output o for the head of (i, vc, o) (the VC from
+    /// [`Self::pick_vc`]).
+    #[inline]
+    fn start_connection(&mut self, i: usize, o: usize, vc: usize, slot: u64, cycle: u64) {
+        let v = self.v;
         debug_assert!(vc != NONE as usize);
         self.vc_ptr[i] = if vc + 1 == v { 0 } else { vc as u32 + 1 };
         let iv = i * v + vc;
