@@ -211,6 +211,32 @@ pub fn iter(row: &[u64]) -> impl Iterator<Item = usize> + '_ {
 mod tests {
     use super::*;
 
+    /// `get_at` / `set_at` / `clear_at` on row r of a buffer act as `get` /
+    /// `set` / `clear` on that row's slice, and touch no other row.
+    #[test]
+    fn bit_at_a_row_is_the_bit_of_its_slice() {
+        for w in 1..4 {
+            let rows = 5;
+            let (mut a, mut b) = (vec![0u64; rows * w], vec![0u64; rows * w]);
+            let mut x = 12345u64;
+            for _ in 0..2000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let (r, i, op) = ((x >> 20) as usize % rows, (x >> 30) as usize % (64 * w), (x >> 50) % 3);
+                match op {
+                    0 => set_at(&mut a, r, w, i),
+                    1 => clear_at(&mut a, r, w, i),
+                    _ => assert_eq!(get_at(&a, r, w, i), get(&b[r * w..(r + 1) * w], i)),
+                }
+                match op {
+                    0 => set(&mut b[r * w..(r + 1) * w], i),
+                    1 => clear(&mut b[r * w..(r + 1) * w], i),
+                    _ => {}
+                }
+                assert_eq!(a, b);
+            }
+        }
+    }
+
     #[test]
     fn cyclic_search_wraps() {
         let mut r = vec![0u64; 2];
