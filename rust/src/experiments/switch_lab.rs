@@ -247,8 +247,10 @@ struct Geometric {
     /// The value itself for draws u whose top 20 bits (exponent and 8
     /// mantissa bits) are `CELL_BASE + k`, where every u of that cell gets
     /// the same value (0 where a step falls inside the cell: those draws
-    /// take the logarithm paths). Cells cover u >= 2^-CELL_OCTAVES.
-    cells: Vec<u32>,
+    /// take the logarithm paths, as do values above u16::MAX). Cells cover
+    /// u >= 2^-CELL_OCTAVES; 16-bit cells keep the part in use small (the
+    /// top octaves, where most draws fall) in cache.
+    cells: Vec<u16>,
 }
 
 /// Octaves of u below 1 that the cell table covers (u >= 2^-40).
@@ -259,7 +261,7 @@ const CELL_BASE: u64 = (1023 - CELL_OCTAVES) << 8;
 impl Geometric {
     fn new(ln_q: f64) -> Self {
         let inv_ln_q = if ln_q == 0.0 { 0.0 } else { 1.0 / ln_q };
-        let mut cells = vec![0u32; (CELL_OCTAVES << 8) as usize + 1];
+        let mut cells = vec![0u16; (CELL_OCTAVES << 8) as usize + 1];
         if ln_q != 0.0 {
             // Cell k holds [a, b) with a, b its first bits and the next
             // cell's; the exact formula's quotient for any u there lies in
@@ -274,13 +276,13 @@ impl Geometric {
                 x_lo_end = xb;
                 if t == 1023 << 8 {
                     // The cell of u = 1 holds only u = 1 (u <= 1).
-                    *c = geometric_ge1_exact(1.0, ln_q) as u32;
+                    *c = geometric_ge1_exact(1.0, ln_q) as u16;
                     continue;
                 }
                 let m = 1e-9 + 1e-12 * xa.abs();
                 let (lo, hi) = (xb - m, xa + m);
-                if lo >= 0.0 && hi < 4.0e9 && (lo as u64) == (hi as u64) {
-                    *c = lo as u32 + 1;
+                if lo >= 0.0 && hi < 65535.0 && (lo as u64) == (hi as u64) {
+                    *c = lo as u16 + 1;
                 }
             }
         }

@@ -41,14 +41,24 @@ pub fn clear_at(buf: &mut [u64], r: usize, w: usize, i: usize) {
     buf[r * w + (i >> 6)] &= !(1u64 << (i & 63));
 }
 
-/// Zero `row`. Stores only to non-zero words: for the one- or two-word rows
-/// of a switch up to 128 ports this is cheaper than the `memset` call an
-/// unconditional loop compiles to (the length is not known at compile time).
+/// Zero `row`: one or two words (a switch up to 128 ports) by plain
+/// stores; longer rows store only to non-zero words (an unconditional loop
+/// over a length unknown at compile time compiles to a `memset` call).
 #[inline]
 pub fn zero(row: &mut [u64]) {
-    for x in row.iter_mut() {
-        if *x != 0 {
-            *x = 0;
+    match row {
+        // One or two words: plain stores (no branch on the contents).
+        [a] => *a = 0,
+        [a, b] => {
+            *a = 0;
+            *b = 0;
+        }
+        _ => {
+            for x in row.iter_mut() {
+                if *x != 0 {
+                    *x = 0;
+                }
+            }
         }
     }
 }
