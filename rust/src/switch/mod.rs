@@ -38,7 +38,8 @@
 //! # Files
 //! This file holds the data path in pipeline order (inject, events, allocation,
 //! connection, output link, departure); [`wheel`] the event queue, [`stats`] the
-//! counters and their window, [`diagnose`] the stall check and its account.
+//! counters and their window, [`diagnose`] the stall check and its account,
+//! [`prefetch`] the cache hint used where a queue's state will be touched soon.
 
 pub mod alloc;
 pub mod bits;
