@@ -195,6 +195,13 @@ impl Calendar {
         }
     }
 
+    /// Whether some source's arrival is due at cycle `a` (< now + len).
+    #[inline(always)]
+    fn has_at(&self, a: u64) -> bool {
+        let k = a as usize & (self.len - 1);
+        !self.buckets[k].is_empty() && self.bucket_cycle[k] == a
+    }
+
     fn next(&self, now: u64) -> Option<u64> {
         let w = if self.count > 0 {
             bits::next_cyclic(&self.nonempty, now as usize & (self.len - 1), self.len).map(|k| self.bucket_cycle[k])
@@ -240,8 +247,10 @@ struct Geometric {
     /// The value itself for draws u whose top 20 bits (exponent and 8
     /// mantissa bits) are `CELL_BASE + k`, where every u of that cell gets
     /// the same value (0 where a step falls inside the cell: those draws
-    /// take the logarithm paths). Cells cover u >= 2^-CELL_OCTAVES.
-    cells: Vec<u32>,
+    /// take the logarithm paths, as do values above u16::MAX). Cells cover
+    /// u >= 2^-CELL_OCTAVES; 16-bit cells keep the part in use small (the
+    /// top octaves, where most draws fall) in cache.
+    cells: Vec<u16>,
 }
 
 /// Octaves of u below 1 that the cell table covers (u >= 2^-40).
@@ -252,7 +261,7 @@ const CELL_BASE: u64 = (1023 - CELL_OCTAVES) << 8;
 impl Geometric {
     fn new(ln_q: f64) -> Self {
         let inv_ln_q = if ln_q == 0.0 { 0.0 } else { 1.0 / ln_q };
-        let mut cells = vec![0u32; (CELL_OCTAVES << 8) as usize + 1];
+        let mut cells = vec![0u16; (CELL_OCTAVES << 8) as usize + 1];
         if ln_q != 0.0 {
             // Cell k holds [a, b) with a, b its first bits and the next
             // cell's; the exact formula's quotient for any u there lies in
@@ -267,13 +276,13 @@ impl Geometric {
                 x_lo_end = xb;
                 if t == 1023 << 8 {
                     // The cell of u = 1 holds only u = 1 (u <= 1).
-                    *c = geometric_ge1_exact(1.0, ln_q) as u32;
+                    *c = geometric_ge1_exact(1.0, ln_q) as u16;
                     continue;
                 }
                 let m = 1e-9 + 1e-12 * xa.abs();
                 let (lo, hi) = (xb - m, xa + m);
-                if lo >= 0.0 && hi < 4.0e9 && (lo as u64) == (hi as u64) {
-                    *c = lo as u32 + 1;
+                if lo >= 0.0 && hi < 65535.0 && (lo as u64) == (hi as u64) {
+                    *c = lo as u16 + 1;
                 }
             }
         }
@@ -545,16 +554,25 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
     let mut first = true;
 
     loop {
-        // The next cycle with work.
+        // The next cycle with work. After the first cycle nothing is due at
+        // or before c (a time <= c is taken as c + 1, below), so when the
+        // next cycle has work for certain (a source queue to serve, work
+        // pending in the switch, or arrivals at c + 1: under load nearly
+        // every cycle) it is c + 1 without looking for the earliest arrival
+        // and event.
         let mut next = u64::MAX;
-        if let Some(a) = arrivals.next(c) {
-            next = next.min(a);
-        }
-        if let Some(e) = sw.next_event_cycle() {
-            next = next.min(e);
-        }
-        if !bits::is_empty(&sq.nonempty) || sw.allocation_pending() {
-            next = next.min(if first { c } else { c + 1 });
+        if !first & (!bits::is_empty(&sq.nonempty) | sw.allocation_pending() | arrivals.has_at(c + 1)) {
+            next = c + 1;
+        } else {
+            if let Some(a) = arrivals.next(c) {
+                next = next.min(a);
+            }
+            if let Some(e) = sw.next_event_cycle() {
+                next = next.min(e);
+            }
+            if !bits::is_empty(&sq.nonempty) || sw.allocation_pending() {
+                next = next.min(if first { c } else { c + 1 });
+            }
         }
         if next == u64::MAX || next >= end {
             if next == u64::MAX && sw.packets_inside() > 0 {
@@ -604,6 +622,7 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
                 }
             };
             let vc = if vcs > 1 { s.rng.below(vcs) as u32 } else { 0 };
+            sw.prefetch_queue(i, vc as usize, dest as usize);
             if a >= spec.warmup_cycles {
                 generated_flits += f as u64;
             }
@@ -645,7 +664,8 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
                 debug_assert!(sw.input_link_free_cycle(i) <= c);
                 let (dest, vc, birth) = *sq.q[i].front().expect("non-empty queue");
                 if sw.can_accept(i, vc as usize, f, c) {
-                    sw.inject(i, Packet { dest, vc, flits: f, birth_cycle: birth, tag: 0 }, c)?;
+                    // In range by the spec's validation and pick_dest, admitted by can_accept.
+                    sw.inject_checked(i, Packet { dest, vc, flits: f, birth_cycle: birth, tag: 0 }, c);
                     bits::clear(&mut link_free, i);
                     bits::set(&mut wake[((c + f as u64) as usize & (wake_len - 1)) * w..][..w], i);
                     sq.q[i].pop_front();
@@ -657,9 +677,12 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
         }
         sw.step(c);
         for k in 0..sw.departures().len() {
-            let d = sw.departures()[k];
-            if d.tail_out_cycle >= spec.warmup_cycles {
-                let l = d.tail_out_cycle + 1 - d.packet.birth_cycle;
+            let (tail, birth, o, vc, flits) = {
+                let d = &sw.departures()[k];
+                (d.tail_out_cycle, d.packet.birth_cycle, d.output as usize, d.packet.vc as usize, d.packet.flits)
+            };
+            if tail >= spec.warmup_cycles {
+                let l = tail + 1 - birth;
                 if (l as usize) < lat_small.len() {
                     let k = &mut lat_small[l as usize];
                     *k += 1;
@@ -670,9 +693,8 @@ pub fn run_with(spec: &SwitchLabSpec, interrupt: &mut dyn Interrupt, deferred_hi
                     latency.record(l);
                 }
             }
-            let o = d.output as usize;
             if !dead[o] {
-                sw.return_credits(o, d.packet.vc as usize, d.packet.flits, d.tail_out_cycle + 1 + spec.credit_return_cycles)?;
+                sw.return_credits(o, vc, flits, tail + 1 + spec.credit_return_cycles)?;
             }
         }
         if cycles_processed % 1024 == 0 {

@@ -22,14 +22,43 @@ pub fn get(row: &[u64], i: usize) -> bool {
     row[i >> 6] >> (i & 63) & 1 == 1
 }
 
-/// Zero `row`. Stores only to non-zero words: for the one- or two-word rows
-/// of a switch up to 128 ports this is cheaper than the `memset` call an
-/// unconditional loop compiles to (the length is not known at compile time).
+/// Bit `i` of row `r` of a buffer of rows of `w` words each: one index into
+/// the buffer (no row slice with its own bounds checks). `i` < 64 `w`.
+#[inline(always)]
+pub fn get_at(buf: &[u64], r: usize, w: usize, i: usize) -> bool {
+    buf[r * w + (i >> 6)] >> (i & 63) & 1 == 1
+}
+
+/// Set bit `i` of row `r` (as [`get_at`]).
+#[inline(always)]
+pub fn set_at(buf: &mut [u64], r: usize, w: usize, i: usize) {
+    buf[r * w + (i >> 6)] |= 1u64 << (i & 63);
+}
+
+/// Clear bit `i` of row `r` (as [`get_at`]).
+#[inline(always)]
+pub fn clear_at(buf: &mut [u64], r: usize, w: usize, i: usize) {
+    buf[r * w + (i >> 6)] &= !(1u64 << (i & 63));
+}
+
+/// Zero `row`: one or two words (a switch up to 128 ports) by plain
+/// stores; longer rows store only to non-zero words (an unconditional loop
+/// over a length unknown at compile time compiles to a `memset` call).
 #[inline]
 pub fn zero(row: &mut [u64]) {
-    for x in row.iter_mut() {
-        if *x != 0 {
-            *x = 0;
+    match row {
+        // One or two words: plain stores (no branch on the contents).
+        [a] => *a = 0,
+        [a, b] => {
+            *a = 0;
+            *b = 0;
+        }
+        _ => {
+            for x in row.iter_mut() {
+                if *x != 0 {
+                    *x = 0;
+                }
+            }
         }
     }
 }
@@ -191,6 +220,32 @@ pub fn iter(row: &[u64]) -> impl Iterator<Item = usize> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `get_at` / `set_at` / `clear_at` on row r of a buffer act as `get` /
+    /// `set` / `clear` on that row's slice, and touch no other row.
+    #[test]
+    fn bit_at_a_row_is_the_bit_of_its_slice() {
+        for w in 1..4 {
+            let rows = 5;
+            let (mut a, mut b) = (vec![0u64; rows * w], vec![0u64; rows * w]);
+            let mut x = 12345u64;
+            for _ in 0..2000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let (r, i, op) = ((x >> 20) as usize % rows, (x >> 30) as usize % (64 * w), (x >> 50) % 3);
+                match op {
+                    0 => set_at(&mut a, r, w, i),
+                    1 => clear_at(&mut a, r, w, i),
+                    _ => assert_eq!(get_at(&a, r, w, i), get(&b[r * w..(r + 1) * w], i)),
+                }
+                match op {
+                    0 => set(&mut b[r * w..(r + 1) * w], i),
+                    1 => clear(&mut b[r * w..(r + 1) * w], i),
+                    _ => {}
+                }
+                assert_eq!(a, b);
+            }
+        }
+    }
 
     #[test]
     fn cyclic_search_wraps() {

@@ -38,11 +38,13 @@
 //! # Files
 //! This file holds the data path in pipeline order (inject, events, allocation,
 //! connection, output link, departure); [`wheel`] the event queue, [`stats`] the
-//! counters and their window, [`diagnose`] the stall check and its account.
+//! counters and their window, [`diagnose`] the stall check and its account,
+//! [`prefetch`] the cache hint used where a queue's state will be touched soon.
 
 pub mod alloc;
 pub mod bits;
 mod diagnose;
+mod prefetch;
 mod spec;
 mod stats;
 mod wheel;
@@ -134,6 +136,8 @@ pub struct Switch {
     needs_ages: bool,
     req: Requests,
     m: Matching,
+    /// Per matched input (in `m.matched` order) the VC of its grant.
+    grant_vc: Vec<u32>,
     // Input side.
     /// Packets buffered at the inputs (a pool shared by all inputs; grows to
     /// the high-water mark of packets inside, then is reused).
@@ -209,6 +213,9 @@ pub struct Switch {
     departures: Vec<Departure>,
     upstream: Vec<(u32, u32, u32, u64)>,
     record_upstream: bool,
+    /// Build request rows with the general loop even for 1- or 2-word rows
+    /// (the reference for the register form; tests only).
+    generic_rows: bool,
     /// Deferred histograms ([`Switch::set_deferred_histograms`]): exact
     /// counts of small values, per output for the latency
     /// (`small_latency[o*SMALL + v]`) and switch-wide for the queueing delay,
@@ -259,6 +266,7 @@ impl Switch {
             needs_ages,
             req: Requests::new(n, needs_ages),
             m: Matching::new(n),
+            grant_vc: vec![0; n],
             // Buffers are sized in flits, so the packet count inside is not
             // known up front: start with a few slots per (input, VC) and grow.
             slots: Vec::with_capacity(n * v * 4),
@@ -307,6 +315,7 @@ impl Switch {
             departures: Vec::with_capacity(4 * n),
             upstream: Vec::with_capacity(4 * n),
             record_upstream: false,
+            generic_rows: false,
             small_latency: Vec::new(),
             small_queueing: Vec::new(),
             stats: SwitchStats {
@@ -416,6 +425,16 @@ impl Switch {
         self.in_link_free[input] <= cycle && self.input_free_flits(input, vc) >= flits
     }
 
+    /// A hint that a packet for (input, vc, dest) will be injected soon:
+    /// starts loading its queue's state, so that the injection finds it in
+    /// cache (the switch lab calls it as it creates a packet, so the misses
+    /// of one cycle's arrivals overlap). No effect on any result.
+    #[inline(always)]
+    pub fn prefetch_queue(&self, input: usize, vc: usize, dest: usize) {
+        let q = (input * self.v + vc) * self.q_per_iv + if self.q_per_iv > 1 { dest } else { 0 };
+        prefetch::prefetch(&self.qs, q);
+    }
+
     /// First cycle the input link can deliver another head flit.
     #[inline]
     pub fn input_link_free_cycle(&self, input: usize) -> u64 {
@@ -444,6 +463,25 @@ impl Switch {
         if !self.can_accept(input, pkt.vc as usize, pkt.flits, cycle) || cycle < self.now_cycle {
             return Err(Self::bad_inject(input, &pkt, cycle));
         }
+        self.admit(input, pkt, cycle);
+        Ok(())
+    }
+
+    /// [`Self::inject`] for an owner that has checked what `inject` checks
+    /// (ports, VC and length in range, [`Self::can_accept`], `cycle` not
+    /// before the last step): the switch lab, whose spec validation and
+    /// `can_accept` call already did. Checked again in debug builds.
+    #[inline(always)]
+    pub(crate) fn inject_checked(&mut self, input: usize, pkt: Packet, cycle: u64) {
+        debug_assert!(input < self.n && (pkt.dest as usize) < self.n && (pkt.vc as usize) < self.v && pkt.flits >= 1 && pkt.flits <= self.max_f);
+        debug_assert!(self.can_accept(input, pkt.vc as usize, pkt.flits, cycle) && cycle >= self.now_cycle);
+        self.admit(input, pkt, cycle);
+    }
+
+    /// The data path of an injection (its checks done).
+    #[inline(always)]
+    fn admit(&mut self, input: usize, pkt: Packet, cycle: u64) {
+        let v = self.v;
         let iv = input * v + pkt.vc as usize;
         self.account_occ(iv, cycle);
         self.in_occ[iv].flits += pkt.flits;
@@ -480,7 +518,6 @@ impl Switch {
             self.push_ev(ready_at * self.s, EV_READY, q as u32, 0);
         }
         self.last_progress = cycle;
-        Ok(())
     }
 
     #[cold]
@@ -655,53 +692,56 @@ impl Switch {
     fn mark_head_ready(&mut self, q: usize) {
         self.dirty = true;
         let head = self.qs[q].head as usize;
-        let (o, i, vc) = (self.slots[head].pkt.dest as usize, self.slots[head].input as usize, self.slots[head].pkt.vc as usize);
-        let iv = i * self.v + vc;
-        let row = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
-        if !bits::get(row, o) {
-            bits::set(row, o);
+        let s = &mut self.slots[head];
+        let (o, i, vc) = (s.pkt.dest as usize, s.input as usize, s.pkt.vc as usize);
+        // Queueing delay counts from readiness, including time spent behind
+        // earlier packets of the same queue.
+        s.queued = s.ready_at;
+        let (iv, w) = (i * self.v + vc, self.w);
+        if !bits::get_at(&self.ready_rows, iv, w, o) {
+            bits::set_at(&mut self.ready_rows, iv, w, o);
             let c = &mut self.ready_cnt[i * self.n + o];
             let was = *c;
             *c = if self.vc_masks { was | 1 << vc } else { was + 1 };
             if was == 0 {
-                bits::set(&mut self.ready_any[i * self.w..(i + 1) * self.w], o);
+                bits::set_at(&mut self.ready_any, i, w, o);
             }
         }
         bits::set(&mut self.has_ready, i);
         self.ready_vcs[i] |= 1u64 << vc;
-        // Queueing delay counts from readiness, including time spent behind
-        // earlier packets of the same queue.
-        self.slots[head].queued = self.slots[head].ready_at;
     }
 
     #[inline(always)]
     fn update_ok(&mut self, o: usize, vc: usize, cycle: u64) {
         let ov = o * self.v + vc;
-        let avail = if self.outbuf { self.out_vc[ov].ob_space } else { self.out_vc[ov].credits };
-        let row = &mut self.ok[vc * self.w..(vc + 1) * self.w];
-        if avail >= self.max_f {
-            if !bits::get(row, o) {
-                bits::set(row, o);
+        let (w, max_f) = (self.w, self.max_f);
+        let ovs = &mut self.out_vc[ov];
+        let avail = if self.outbuf { ovs.ob_space } else { ovs.credits };
+        let okw = &mut self.ok[vc * w + (o >> 6)];
+        let bit = 1u64 << (o & 63);
+        if avail >= max_f {
+            if *okw & bit == 0 {
+                *okw |= bit;
                 self.dirty = true;
             }
             if self.vc_masks {
                 self.ok_vcs[o] |= 1 << vc;
             }
         } else {
-            bits::clear(row, o);
+            *okw &= !bit;
             if self.vc_masks {
                 self.ok_vcs[o] &= !(1 << vc);
             }
         }
         // Credit exhaustion bookkeeping (downstream credits).
-        let low = self.out_vc[ov].credits < self.max_f;
-        match (low, self.out_vc[ov].low_since) {
+        let low = ovs.credits < max_f;
+        match (low, ovs.low_since) {
             (true, None) => {
-                self.out_vc[ov].low_since = Some(cycle);
+                ovs.low_since = Some(cycle);
                 self.stats.outputs[ov].credit_exhaustion_episodes += 1;
             }
             (false, Some(since)) => {
-                self.out_vc[ov].low_since = None;
+                ovs.low_since = None;
                 self.stats.outputs[ov].credit_exhaustion_cycles += cycle.saturating_sub(since.max(self.stats.since_cycle));
             }
             _ => {}
@@ -724,9 +764,24 @@ impl Switch {
             return;
         }
         // Outputs each VC may request this round: credit/space mask and free.
-        for vc in 0..v {
-            for k in 0..w {
-                self.okfree[vc * w + k] = self.ok[vc * w + k] & self.free_outputs[k];
+        match *self.free_outputs.as_slice() {
+            [f0] => {
+                for (d, a) in self.okfree.iter_mut().zip(&self.ok) {
+                    *d = a & f0;
+                }
+            }
+            [f0, f1] => {
+                for (d, a) in self.okfree.chunks_exact_mut(2).zip(self.ok.chunks_exact(2)) {
+                    d[0] = a[0] & f0;
+                    d[1] = a[1] & f1;
+                }
+            }
+            _ => {
+                for vc in 0..v {
+                    for k in 0..w {
+                        self.okfree[vc * w + k] = self.ok[vc * w + k] & self.free_outputs[k];
+                    }
+                }
             }
         }
         for wi in 0..w {
@@ -738,15 +793,49 @@ impl Switch {
             while cand != 0 {
                 let i = wi << 6 | cand.trailing_zeros() as usize;
                 cand &= cand - 1;
-                let row = &mut self.req.rows[i * w..(i + 1) * w];
+                // The row (zero: cleared, or never set) is the OR over the
+                // input's ready VCs of their ready heads' outputs that the
+                // VC may request; one or two words kept in registers.
                 let mut vcs = self.ready_vcs[i];
-                while vcs != 0 {
-                    let vc = vcs.trailing_zeros() as usize;
-                    vcs &= vcs - 1;
-                    let rr = &self.ready_rows[(i * v + vc) * w..(i * v + vc + 1) * w];
-                    bits::or_and(row, rr, &self.okfree[vc * w..(vc + 1) * w]);
-                }
-                if !bits::is_empty(row) {
+                let base = i * v * w;
+                let any = match if self.generic_rows { 0 } else { w } {
+                    1 => {
+                        let mut r0 = 0u64;
+                        while vcs != 0 {
+                            let vc = vcs.trailing_zeros() as usize;
+                            vcs &= vcs - 1;
+                            r0 |= self.ready_rows[base + vc] & self.okfree[vc];
+                        }
+                        self.req.rows[i] = r0;
+                        r0 != 0
+                    }
+                    2 => {
+                        let (mut r0, mut r1) = (0u64, 0u64);
+                        while vcs != 0 {
+                            let vc = vcs.trailing_zeros() as usize;
+                            vcs &= vcs - 1;
+                            let rr = &self.ready_rows[base + 2 * vc..base + 2 * vc + 2];
+                            let of = &self.okfree[2 * vc..2 * vc + 2];
+                            r0 |= rr[0] & of[0];
+                            r1 |= rr[1] & of[1];
+                        }
+                        let row = &mut self.req.rows[2 * i..2 * i + 2];
+                        row[0] = r0;
+                        row[1] = r1;
+                        r0 | r1 != 0
+                    }
+                    _ => {
+                        let row = &mut self.req.rows[i * w..(i + 1) * w];
+                        while vcs != 0 {
+                            let vc = vcs.trailing_zeros() as usize;
+                            vcs &= vcs - 1;
+                            let rr = &self.ready_rows[(i * v + vc) * w..(i * v + vc + 1) * w];
+                            bits::or_and(row, rr, &self.okfree[vc * w..(vc + 1) * w]);
+                        }
+                        !bits::is_empty(row)
+                    }
+                };
+                if any {
                     self.req.active.push(i as u32);
                     if needs_ages {
                         for o in bits::iter(&self.req.rows[i * w..(i + 1) * w]) {
@@ -768,6 +857,18 @@ impl Switch {
         self.stats.allocation_rounds += 1;
         self.m.clear();
         self.alloc.allocate(&self.req, &mut self.m);
+        // Each grant's VC first (a choice that depends only on its own input
+        // and output, so it is the same here as at the connection), and the
+        // line of its queue's state prefetched, so that the grants' misses
+        // overlap (with the conflict counting below) instead of stalling one
+        // connection after another.
+        for k in 0..self.m.matched.len() {
+            let i = self.m.matched[k] as usize;
+            let o = self.m.input_to_output[i] as usize;
+            let vc = self.pick_vc(i, o);
+            self.grant_vc[k] = vc as u32;
+            prefetch::prefetch(&self.qs, (i * v + vc) * self.q_per_iv + if self.q_per_iv > 1 { o } else { 0 });
+        }
         // Conflicts: requests not granted, per input and per output.
         // Every request counts once at its input and its output, and each
         // matched pair (a request) is taken back at both: counted in the walk
@@ -797,7 +898,7 @@ impl Switch {
         for k in 0..self.m.matched.len() {
             let i = self.m.matched[k] as usize;
             let o = self.m.input_to_output[i] as usize;
-            self.start_connection(i, o, slot, cycle);
+            self.start_connection(i, o, self.grant_vc[k] as usize, slot, cycle);
         }
         // Unmatched requests between still-free ports: try again next slot.
         for k in 0..self.req.active.len() {
@@ -824,11 +925,12 @@ impl Switch {
         Some(self.qs[q].head as usize)
     }
 
-    #[inline]
-    fn start_connection(&mut self, i: usize, o: usize, slot: u64, cycle: u64) {
+    /// The VC a grant of (i, o) uses: round-robin from the input's pointer
+    /// over the VCs with a ready head for `o` that `o` can take (the oldest
+    /// head for the age-based allocator).
+    #[inline(always)]
+    fn pick_vc(&self, i: usize, o: usize) -> usize {
         let v = self.v;
-        // Pick the VC: round-robin from the input's pointer (oldest head for
-        // the age-based allocator).
         let mut vc = NONE as usize;
         if self.needs_ages {
             let mut best = u64::MAX;
@@ -861,34 +963,47 @@ impl Switch {
                 vc = pick.trailing_zeros() as usize;
             }
         }
+        vc
+    }
+
+    /// Connect input i to output o for the head of (i, vc, o) (the VC from
+    /// [`Self::pick_vc`]).
+    #[inline]
+    fn start_connection(&mut self, i: usize, o: usize, vc: usize, slot: u64, cycle: u64) {
+        let v = self.v;
         debug_assert!(vc != NONE as usize);
         self.vc_ptr[i] = if vc + 1 == v { 0 } else { vc as u32 + 1 };
         let iv = i * v + vc;
         let q = iv * self.q_per_iv + if self.q_per_iv > 1 { o } else { 0 };
-        // Dequeue the head.
-        let sl = self.qs[q].head as usize;
-        self.qs[q].head = self.slots[sl].next;
-        if self.qs[q].head == NONE {
-            self.qs[q].tail = NONE;
+        // Dequeue the head (the queue's state and the packet's slot through
+        // one reference each).
+        let qst = &mut self.qs[q];
+        let sl = qst.head as usize;
+        let s = &mut self.slots[sl];
+        qst.head = s.next;
+        if qst.head == NONE {
+            qst.tail = NONE;
         }
-        self.qs[q].ready -= 1;
-        let rr = &mut self.ready_rows[iv * self.w..(iv + 1) * self.w];
-        bits::clear(rr, o);
+        qst.ready -= 1;
+        let more_ready = qst.ready > 0;
+        let pkt = s.pkt;
+        let waited = cycle - s.queued;
+        s.queued = waited;
+        let w = self.w;
+        bits::clear_at(&mut self.ready_rows, iv, w, o);
         let c = &mut self.ready_cnt[i * self.n + o];
         *c = if self.vc_masks { *c & !(1 << vc) } else { *c - 1 };
         if *c == 0 {
-            bits::clear(&mut self.ready_any[i * self.w..(i + 1) * self.w], o);
+            bits::clear_at(&mut self.ready_any, i, w, o);
         }
-        if self.qs[q].ready > 0 {
+        if more_ready {
             self.mark_head_ready(q);
-        } else if bits::is_empty(rr) {
+        } else if bits::is_empty(&self.ready_rows[iv * w..(iv + 1) * w]) {
             self.ready_vcs[i] &= !(1u64 << vc);
             if self.ready_vcs[i] == 0 {
                 bits::clear(&mut self.has_ready, i);
             }
         }
-        let pkt = self.slots[sl].pkt;
-        let waited = cycle - self.slots[sl].queued;
         let st = &mut self.stats.inputs[iv];
         st.packets_granted += 1;
         st.queueing_cycles_sum += waited;
@@ -901,7 +1016,6 @@ impl Switch {
         } else {
             self.stats.queueing.record(waited);
         }
-        self.slots[sl].queued = waited;
         // Connect.
         bits::clear(&mut self.free_inputs, i);
         bits::clear(&mut self.free_outputs, o);
@@ -1135,6 +1249,64 @@ mod tests {
         assert_eq!(sw.output_credits(0, 0), 8);
         assert_eq!(sw.output_credits(1, 0), 0);
         assert_eq!(sw.next_event_cycle(), None);
+    }
+
+    /// The register form of the request rows (one- and two-word rows) and
+    /// the lab's `inject_checked` against the general row loop and the
+    /// checked `inject`: two switches driven by the same random traffic
+    /// (Bernoulli arrivals, uniform destinations and VCs, 1-8 flits, each
+    /// packet offered when its input can take it, credits back 0-3 cycles
+    /// after its tail) give every departure, in order, and the final
+    /// statistics equal; 2 to 100 ports (one and two words), iSLIP with one
+    /// and two iterations, PIM, wavefront and the age-based allocator, with
+    /// and without pipeline, and output buffers with speedup 2.
+    #[test]
+    fn register_rows_and_checked_injection_match_the_general_path() {
+        use crate::engine::SimRng;
+        let cases = [(2, "islip", 1, 0, 1), (64, "islip", 1, 0, 1), (72, "islip", 1, 2, 1), (72, "islip", 2, 0, 1), (100, "pim", 2, 0, 1), (72, "oldest_first", 1, 1, 1), (100, "wavefront", 1, 0, 1), (72, "islip", 1, 0, 2)];
+        for (ports, alloc, it, pipe, speedup) in cases {
+            let mut sp = spec(if speedup > 1 { 16 } else { 0 }, speedup);
+            sp.ports = ports;
+            sp.vcs = 4;
+            sp.allocator = alloc.into();
+            sp.iterations = it;
+            sp.pipeline_latency_cycles = pipe;
+            sp.downstream_credits_per_vc_flits = 16;
+            let mut general = Switch::new(&sp).unwrap();
+            general.generic_rows = true;
+            let mut fast = Switch::new(&sp).unwrap();
+            let mut rng = SimRng::new(ports as u64 * 31 + it as u64);
+            let (mut departed, mut moved) = (0usize, 0u64);
+            for cycle in 0..4000u64 {
+                for i in 0..ports as usize {
+                    if !rng.bernoulli(0.09) {
+                        continue;
+                    }
+                    let p = Packet { dest: rng.below(ports as u64) as u32, vc: rng.below(4) as u32, flits: 1 + rng.below(8) as u32, birth_cycle: cycle, tag: cycle * 1000 + i as u64 };
+                    let ok = general.can_accept(i, p.vc as usize, p.flits, cycle);
+                    assert_eq!(ok, fast.can_accept(i, p.vc as usize, p.flits, cycle));
+                    if ok {
+                        general.inject(i, p, cycle).unwrap();
+                        fast.inject_checked(i, p, cycle);
+                    }
+                }
+                general.step(cycle);
+                fast.step(cycle);
+                assert_eq!(general.departures(), fast.departures(), "{ports} ports, {alloc} x{it}, cycle {cycle}");
+                for k in 0..general.departures().len() {
+                    let d = general.departures()[k];
+                    let back = d.tail_out_cycle + 1 + rng.below(4);
+                    general.return_credits(d.output as usize, d.packet.vc as usize, d.packet.flits, back).unwrap();
+                    fast.return_credits(d.output as usize, d.packet.vc as usize, d.packet.flits, back).unwrap();
+                    moved += d.packet.flits as u64;
+                }
+                departed += general.departures().len();
+            }
+            assert!(departed as f64 > 0.5 * 0.09 * ports as f64 * 4000.0, "{ports} ports, {alloc}: {departed} packets");
+            let (a, b) = (format!("{:?}", general.finish_stats(4000)), format!("{:?}", fast.finish_stats(4000)));
+            assert_eq!(a, b, "{ports} ports, {alloc} x{it}");
+            assert_eq!(general.stats().flits_out, moved);
+        }
     }
 
     #[test]
