@@ -783,7 +783,10 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
                 for &d in &graph.edge_dst {
                     indeg[d as usize] += 1;
                 }
-                let (coarse, fine) = ((r.p / COARSE_PER_PERIOD).max(1), (r.p / FINE_PER_PERIOD).max(1));
+                // FLITSIM_PERIODIC_FINE=0: the coarse anchors only (as before stop 16)
+                let fine_on = !std::env::var("FLITSIM_PERIODIC_FINE").is_ok_and(|v| v == "0");
+                let coarse = (r.p / COARSE_PER_PERIOD).max(1);
+                let fine = if fine_on { (r.p / FINE_PER_PERIOD).max(1) } else { coarse };
                 let anchor = (0..r.p).map(|k| if k % coarse == 0 { COARSE } else if k % fine == 0 { FINE } else { 0 }).collect();
                 ex.per = Some(Box::new(Per {
                     r,
