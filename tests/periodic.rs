@@ -328,3 +328,30 @@ fn memoized_solves_are_bit_identical() {
         }
     }
 }
+
+/// Periods a skipped report says it jumped.
+fn skipped_periods(report: &str) -> usize {
+    report.split("skipped ").nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn fine_anchors_are_bit_identical_and_skip_at_least_as_far() {
+    // Periods of 60+ tasks: the 64 anchors per period are finer than the 16
+    // coarse ones (whose states are all kept); a fine anchor is compared with
+    // the last state at its own offset. Both ways the run is the plain run bit
+    // for bit (`flow_with`), and the fine anchors never skip fewer periods
+    // (FLITSIM_PERIODIC_FINE=0: coarse anchors only; other tests running at
+    // the same time may see it too, which only changes where they jump).
+    let ib: FabricSpec = serde_json::from_str(include_str!("data/fabric_ib_2xhgx_h100.json")).unwrap();
+    for (dev, layers, comm, steal) in [(16, 4, Comm::Async, 0), (16, 5, Comm::Async, 120_000), (16, 4, Comm::Ring, 0)] {
+        let (g, p) = dit_graph(dev, 24, layers, 1, comm, steal, 2 << 20);
+        assert!(p >= 64, "period {p} tasks: the fine anchors must differ from the coarse ones");
+        let fine = flow_with(&ib, &g, p, false, true);
+        std::env::set_var("FLITSIM_PERIODIC_FINE", "0");
+        let coarse = flow_with(&ib, &g, p, false, true);
+        std::env::remove_var("FLITSIM_PERIODIC_FINE");
+        eprintln!("IB {dev} GPUs, {layers} layers: fine {fine} | coarse {coarse}");
+        assert!(skipped(&fine), "{fine}");
+        assert!(skipped_periods(&fine) >= skipped_periods(&coarse), "fine: {fine}; coarse: {coarse}");
+    }
+}

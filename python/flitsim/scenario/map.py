@@ -349,15 +349,23 @@ def evaluate(run: CandidateRun, per: list[Any], *, workload: dict[str, Any], bre
     return run
 
 
-def _cost_hint(row: _Row) -> float:
-    """Rough relative cost of a row (work ~ tokens^2 of attention + tokens of
-    collectives), to submit the heavy runs first so -j N keeps every worker busy."""
+def _cost_hint(row: _Row, col: _Column | None = None, cand: Candidate | None = None) -> float:
+    """Rough relative cost of a run, to submit the heavy runs first so -j N
+    keeps every worker busy (the order changes no result): the row's tokens,
+    x the column's GPUs (flows per collective grow with them), and x the GPUs
+    again for DistriFusion (every layer of every step gathers to every GPU:
+    N (N - 1) flows at flow level; on the 32-GPU InfiniBand column these
+    are the map's longest runs, docs/map.md)."""
     if row.kind == "dit":
         t = float(row.workload.image_tokens)
     elif row.kind == "prefill":
         t = float(sum(row.info["reps"]))
     else:
         t = 1e4
+    if col is not None:
+        t *= col.devices
+        if cand is not None and cand.name == "distrifusion":
+            t *= col.devices
     return t
 
 
@@ -503,7 +511,7 @@ def run_map(sc: Scenario, *, jobs: int = 1, progress: bool = True) -> MapResult:
             for cand in candidates(row.kind, model, col.devices, restrict=w.schedules,
                                    requests=_requests(row), cfg_workload=cfgw):
                 plan.append((row, col, cand))
-    order = sorted(range(len(plan)), key=lambda i: (-_cost_hint(plan[i][0]), i))
+    order = sorted(range(len(plan)), key=lambda i: (-_cost_hint(*plan[i]), i))
     bar = None
     if progress:
         from flitsim._progress import progress_bar  # tqdm on a terminal, periodic plain lines in a log

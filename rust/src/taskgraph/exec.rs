@@ -80,13 +80,25 @@ struct Exec<'g, N: Network> {
 
 const NONE: u32 = u32::MAX;
 
+/// Anchors per period whose states are all kept (up to 384 states: repeats
+/// at strides of many periods are found among them).
+const COARSE_PER_PERIOD: usize = 16;
+/// Anchors per period in all: the ones between the coarse anchors are
+/// compared only with the last state at the same offset (a repeat found at
+/// a finer offset lands the jump a whole period further when the window
+/// would otherwise just miss the region's end).
+const FINE_PER_PERIOD: usize = 64;
+const FINE: u8 = 1;
+const COARSE: u8 = 2;
+
 /// The periodic skip's state (see [`Exec::try_skip`]).
 struct Per {
     r: Region,
     pred: Adj,
     indeg: Vec<u32>,
-    /// Offsets (task index - lo, mod p) whose start is an anchor.
-    anchor: Vec<bool>,
+    /// Offsets (task index - lo, mod p) whose start is an anchor: 0 none,
+    /// [`FINE`] or [`COARSE`].
+    anchor: Vec<u8>,
     /// Per task: the order of its start / end among all starts / ends (NONE: not yet).
     start_ord: Vec<u32>,
     end_ord: Vec<u32>,
@@ -100,8 +112,13 @@ struct Per {
     handled: u64,
     extra_events: u64,
     hint: bool,
-    /// Anchor states seen: relative state words -> the anchor.
+    /// Coarse anchor states seen: relative state words -> the anchor.
     table: HashMap<Vec<u64>, Snap>,
+    /// Fine anchors: per offset, the last state seen there and its anchor
+    /// (one period of them kept: they find repeats at the same offset).
+    fine: HashMap<usize, (Vec<u64>, Snap)>,
+    /// Whether the anchor being tried is a coarse one.
+    hint_coarse: bool,
     key: Vec<u64>,
     counters: Vec<i64>,
     anchors_tried: u64,
@@ -196,9 +213,10 @@ impl<'g, N: Network> Exec<'g, N> {
             p.start_ord[i] = p.start_cnt;
             p.start_cnt += 1;
             p.max_touched = p.max_touched.max(i);
-            if i >= p.r.lo && i < p.r.hi && p.anchor[(i - p.r.lo) % p.r.p] {
+            if i >= p.r.lo && i < p.r.hi && p.anchor[(i - p.r.lo) % p.r.p] != 0 {
                 p.hint = true;
                 p.hint_off = (i - p.r.lo) % p.r.p;
+                p.hint_coarse = p.anchor[p.hint_off] == COARSE;
             }
         }
         let g = self.g;
@@ -504,13 +522,17 @@ impl<N: Network> Exec<'_, N> {
             }
             p.dbg.insert(p.hint_off, key.clone());
         }
-        let Some(snap) = p.table.get(&key) else {
-            // bounded memory; a full table held the transient's states: start afresh
-            if p.table.len() >= 384 {
-                p.table.clear();
-            }
-            {
-                p.table.insert(key.clone(), Snap { base, now, handled: p.handled, start_cnt: p.start_cnt, end_cnt: p.end_cnt, counters: p.counters.clone() });
+        let found = if p.hint_coarse { p.table.get(&key) } else { p.fine.get(&p.hint_off).filter(|(k, _)| *k == key).map(|(_, s)| s) };
+        let Some(snap) = found else {
+            let snap = Snap { base, now, handled: p.handled, start_cnt: p.start_cnt, end_cnt: p.end_cnt, counters: p.counters.clone() };
+            if p.hint_coarse {
+                // bounded memory; a full table held the transient's states: start afresh
+                if p.table.len() >= 384 {
+                    p.table.clear();
+                }
+                p.table.insert(key.clone(), snap);
+            } else {
+                p.fine.insert(p.hint_off, (key.clone(), snap));
             }
             p.key = key;
             return Ok(());
@@ -761,8 +783,11 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
                 for &d in &graph.edge_dst {
                     indeg[d as usize] += 1;
                 }
-                let every = (r.p / 16).max(1);
-                let anchor = (0..r.p).map(|k| k % every == 0).collect();
+                // FLITSIM_PERIODIC_FINE=0: the coarse anchors only (as before stop 16)
+                let fine_on = !std::env::var("FLITSIM_PERIODIC_FINE").is_ok_and(|v| v == "0");
+                let coarse = (r.p / COARSE_PER_PERIOD).max(1);
+                let fine = if fine_on { (r.p / FINE_PER_PERIOD).max(1) } else { coarse };
+                let anchor = (0..r.p).map(|k| if k % coarse == 0 { COARSE } else if k % fine == 0 { FINE } else { 0 }).collect();
                 ex.per = Some(Box::new(Per {
                     r,
                     pred,
@@ -778,6 +803,8 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
                     extra_events: 0,
                     hint: false,
                     table: HashMap::new(),
+                    fine: HashMap::new(),
+                    hint_coarse: false,
                     key: Vec::new(),
                     counters: Vec::new(),
                     anchors_tried: 0,
