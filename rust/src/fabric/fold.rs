@@ -113,23 +113,41 @@ impl FoldPlan {
     }
 }
 
-/// What breaks the symmetry both folds rest on (planes alike for the plane fold, GPUs alike for
-/// the rank fold), or `Ok` when nothing does: the preconditions the two share, in one place.
-fn symmetry_blocker(spec: &FabricSpec) -> std::result::Result<(), String> {
+/// Which symmetry a fold rests on: planes alike (the plane fold) or GPUs alike (the rank fold).
+/// The reasons keep the wording each fold reported before the two shared this check.
+#[derive(Clone, Copy)]
+enum Parts {
+    Planes,
+    Gpus,
+}
+
+/// What breaks the symmetry both folds rest on, or `Ok` when nothing does: the preconditions
+/// the two share, in one place; `parts` only chooses the wording of the reason.
+fn symmetry_blocker(spec: &FabricSpec, parts: Parts) -> std::result::Result<(), String> {
+    let planes = matches!(parts, Parts::Planes);
     if spec.is_graph() {
-        return Err("graph fabric (trunks, element kinds, hosts or static routes): its parts are not proven identical".into());
+        return Err(if planes {
+            "graph fabric (trunks, element kinds or hosts): planes are not proven identical, so nothing is folded"
+        } else {
+            "graph fabric (trunks, element kinds, hosts or static routes)"
+        }
+        .into());
     }
     if !spec.fold_planes {
         return Err("folding disabled (fold_planes = false)".into());
     }
     if !spec.faults.is_empty() {
-        return Err("faults break the symmetry".into());
+        return Err(if planes { "faults break the symmetry between planes" } else { "faults" }.into());
     }
     if spec.links.iter().any(|l| l.replay.is_some_and(|r| r.ber > 0.0)) {
-        return Err("bit errors are sampled per link, so no two parts run alike".into());
+        return Err(if planes { "bit errors are sampled per link, so planes are not identical" } else { "bit errors are sampled per link" }.into());
     }
     if spec.spray != Spray::RoundRobin {
-        return Err(format!("spray {:?} does not spread packets evenly", spec.spray));
+        return Err(if planes {
+            format!("spray {:?} does not spread packets evenly over planes", spec.spray)
+        } else {
+            format!("spray {:?}", spec.spray)
+        });
     }
     Ok(())
 }
@@ -145,7 +163,7 @@ fn symmetry_blocker(spec: &FabricSpec) -> std::result::Result<(), String> {
 /// identically and one of them can stand for all (`collective::run`, rank
 /// folding). `Err(why not)`.
 pub fn gpu_symmetry(spec: &FabricSpec) -> std::result::Result<(), String> {
-    symmetry_blocker(spec)?;
+    symmetry_blocker(spec, Parts::Gpus)?;
     if !spec.counters.is_off() {
         return Err("time-resolved counters are sampled per port".into());
     }
@@ -180,7 +198,7 @@ pub(crate) fn fold_spec(spec: &FabricSpec) -> std::result::Result<(FabricSpec, u
 
 /// [`fold_spec`]; `adaptive_ok`: allow adaptive coalescing (balanced folds).
 fn fold_spec_with(spec: &FabricSpec, adaptive_ok: bool) -> std::result::Result<(FabricSpec, u32, u64), String> {
-    symmetry_blocker(spec)?;
+    symmetry_blocker(spec, Parts::Planes)?;
     if spec.sim_packets_per_lane > 0 && !adaptive_ok {
         return Err("adaptive coalescing (sim_packets_per_lane) sizes packets from each transfer's bytes, which folding divides".into());
     }
