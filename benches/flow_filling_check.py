@@ -1,15 +1,15 @@
-"""Incremental max-min filling against the global one on every preset
-(issue 17's flow-tier lever, docs/fidelity.md "An opt-in speed lever"): the
-same flow run with FLITSIM_FLOW_INCREMENTAL=1 (opt-in) and =0 (the default),
-printing whether the answers are bit-identical and the largest end-time
-difference.
+"""The component filling (the default since stop 17, incremental) against
+the global one on every preset (docs/fidelity.md "Component filling"): the
+same flow run as it runs by default and with FLITSIM_FLOW_GLOBAL_FILL=1 (one
+filling of every flow per solve, as before), printing whether the answers are
+bit-identical and the largest end-time difference.
 
 Cases per preset: an all_reduce and an all_to_all (collective(), flow level)
 and a random overlapping transfer batch (random pairs, sizes, start times and
 dependencies: many small components). The bound the random proptest holds
 (tests/flow.rs `incremental_filling_matches_the_global_filling`) is 1 ps +
 1e-9 of the makespan per transfer end; the collectives here do not all hold
-it (drain ties, docs/fidelity.md), which is why the lever is off by default.
+it (drain ties, docs/fidelity.md): those are the answers stop 17 moved.
 
 Usage: python benches/flow_filling_check.py [--size 16MiB] [--transfers 400]
 """
@@ -29,7 +29,7 @@ from flitsim.hardware import FABRIC_PRESETS, fabric_preset
 
 
 def run(inc: bool, fn):  # type: ignore[no-untyped-def]
-    os.environ["FLITSIM_FLOW_INCREMENTAL"] = "1" if inc else "0"
+    os.environ["FLITSIM_FLOW_GLOBAL_FILL"] = "0" if inc else "1"
     c0 = time.process_time()
     out = fn()
     return out, time.process_time() - c0
@@ -42,7 +42,7 @@ def main() -> None:
     a = ap.parse_args()
     size = parse_bytes(a.size)
     warnings.simplefilter("ignore")
-    print("| preset | case | identical | max end diff ps | bound ps | CPU s inc / global |")
+    print("| preset | case | identical | max end diff ps | bound ps | CPU s component / global |")
     print("|---|---|---|---:|---:|---:|")
     worst = 0.0
     for name in FABRIC_PRESETS:
@@ -75,7 +75,7 @@ def main() -> None:
             worst = max(worst, diff / bound)
             print(f"| {name} | {case} | {'yes' if same else 'no'} | {diff:.0f} | {bound:.1f} | {ci:.3f} / {cg:.3f} |", flush=True)
     print(f"\nlargest difference / bound: {worst:.3f} (<= 1 would hold the proptest's bound)")
-    os.environ.pop("FLITSIM_FLOW_INCREMENTAL", None)
+    os.environ.pop("FLITSIM_FLOW_GLOBAL_FILL", None)
 
 
 if __name__ == "__main__":

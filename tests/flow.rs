@@ -272,24 +272,30 @@ fn replayed_collectives_are_bit_identical() {
     replay_matches(&pcie, &layered_graph(4, &[four], 10, 2 << 20, 3_000_000, false, Some(40_000_000)));
 }
 
-/// Incremental filling (only the components a start or drain touched are
-/// re-filled, each alone) against one global filling per solve, on random
-/// overlapping transfer sets: end times within 1 ps + 1e-9 of the run
-/// (the fill tolerance, share.rs `FULL`, is the only difference besides
-/// rounding), link bytes conserved in both, deterministic.
+/// The component filling against itself and the global one, on random
+/// overlapping transfer sets: incremental (only the components a start or
+/// drain touched are re-filled, each alone) bit-identical to re-filling every
+/// component at every solve (a component's rates depend on its own flows
+/// only, so the dirty tracking may skip nothing that matters); against one
+/// global filling per solve, end times within 1 ps + 1e-9 of the run (the
+/// fill tolerance, share.rs `FULL`, is the only difference besides
+/// rounding); link bytes conserved in all; deterministic.
 fn incremental_matches_global(spec: &FabricSpec, b: &TransferBatch) {
-    use flitsim::flow::run_batch_flow_filling;
-    let inc = run_batch_flow_filling(spec, b, Some(true), &mut NoInterrupt).unwrap();
-    let glo = run_batch_flow_filling(spec, b, Some(false), &mut NoInterrupt).unwrap();
-    let again = run_batch_flow_filling(spec, b, Some(true), &mut NoInterrupt).unwrap();
-    assert_eq!(inc.end_ps, again.end_ps, "incremental filling is deterministic");
+    use flitsim::flow::{run_batch_flow_filling, Filling};
+    let inc = run_batch_flow_filling(spec, b, Some(Filling::Incremental), &mut NoInterrupt).unwrap();
+    let all = run_batch_flow_filling(spec, b, Some(Filling::Components), &mut NoInterrupt).unwrap();
+    let glo = run_batch_flow_filling(spec, b, Some(Filling::Global), &mut NoInterrupt).unwrap();
+    let again = run_batch_flow_filling(spec, b, None, &mut NoInterrupt).unwrap();
+    assert_eq!(inc.end_ps, again.end_ps, "incremental filling is the default and deterministic");
+    assert_eq!(inc.end_ps, all.end_ps, "incremental = every component re-filled, bit for bit");
+    assert_eq!(inc.makespan_ps, all.makespan_ps);
     let bound = 1.0 + 1e-9 * glo.makespan_ps as f64;
     for i in 0..b.src.len() {
         let d = (inc.end_ps[i] as f64 - glo.end_ps[i] as f64).abs();
         assert!(d <= bound, "transfer {i}: {} vs {} ps (bound {bound})", inc.end_ps[i], glo.end_ps[i]);
     }
     let total: u64 = b.src.iter().zip(&b.dst).zip(&b.bytes).filter(|((s, d), _)| s != d).map(|(_, &x)| x).sum();
-    for r in [&inc, &glo] {
+    for r in [&inc, &all, &glo] {
         let carried: u64 = r.stats.ports.iter().map(|p| p.link.payload_bytes).sum();
         assert!((carried as f64 - total as f64).abs() <= r.stats.ports.len() as f64, "{carried} vs {total}");
         for p in &r.stats.ports {

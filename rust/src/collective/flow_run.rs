@@ -81,7 +81,7 @@ pub fn run_flow_folded(spec: &FabricSpec, req: &CollectiveRequest, interrupt: &m
     if spec.fidelity != Fidelity::Flow || req.op != Op::AllToAll || spec.is_graph() || !spec.faults.is_empty() || n < 2 {
         return Ok(None);
     }
-    if env_is("FLITSIM_FLOW_FOLD", "0") || env_is("FLITSIM_FLOW_INCREMENTAL", "1") {
+    if env_is("FLITSIM_FLOW_FOLD", "0") {
         return Ok(None);
     }
     if req.members.len() != n as usize || req.members.iter().enumerate().any(|(i, &m)| m != i as u32) {

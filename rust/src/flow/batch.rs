@@ -1,7 +1,7 @@
 //! Batches of transfers at flow level, and the fidelity dispatch of the
 //! batch API (`packet` | `flow` | `auto`).
 
-use super::sim::{FlowEv, FlowSim};
+use super::sim::{Filling, FlowEv, FlowSim};
 use super::stats::flow_stats;
 use super::{outside_validation, FLOW_VALID};
 use crate::engine::{self, EventQueue, Interrupt, Model, TimePs};
@@ -40,17 +40,17 @@ pub fn run_batch_flow(spec: &FabricSpec, batch: &TransferBatch, interrupt: &mut 
     run_batch_flow_filling(spec, batch, None, interrupt)
 }
 
-/// [`run_batch_flow`] with the incremental filling forced on or off
-/// (`Some`); None = the default (`FlowSim::set_incremental`).
+/// [`run_batch_flow`] with the filling chosen (`Some`); None = the default
+/// ([`Filling`], `FlowSim::set_filling`).
 ///
 /// # Errors
 /// As [`run_batch_flow`].
-pub fn run_batch_flow_filling(spec: &FabricSpec, batch: &TransferBatch, incremental: Option<bool>, interrupt: &mut dyn Interrupt) -> Result<BatchResult> {
+pub fn run_batch_flow_filling(spec: &FabricSpec, batch: &TransferBatch, filling: Option<Filling>, interrupt: &mut dyn Interrupt) -> Result<BatchResult> {
     spec.validate()?;
     validate_batch(batch, spec.endpoints())?;
     let mut sim = FlowSim::new(spec)?;
-    if let Some(on) = incremental {
-        sim.set_incremental(on);
+    if let Some(f) = filling {
+        sim.set_filling(f);
     }
     let n = batch.src.len();
     for i in 0..n {

@@ -26,7 +26,7 @@ pub use graph::{Bundle, GraphModel};
 pub use memo::SolveMemo;
 pub use paths::{FlowFabric, Resource};
 pub use share::{Filler, Flows};
-pub use sim::{FlowDiagnosis, FlowEv, FlowMark, FlowReplay, FlowSim, FlowXfer};
+pub use sim::{Filling, FlowDiagnosis, FlowEv, FlowMark, FlowReplay, FlowSim, FlowXfer};
 pub use stats::flow_stats;
 
 /// Why a finished flow run is outside the flow level's validation, if it is:

@@ -110,6 +110,17 @@ impl FlowDiagnosis {
 }
 
 /// The simulator state.
+/// How a solve fills the running flows' rates ([`FlowSim::set_filling`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filling {
+    /// Only the components touched since the last solve, each on its own (the default).
+    Incremental,
+    /// Every component, each on its own: the same bits as `Incremental`.
+    Components,
+    /// One filling of every flow together (before stop 17): equal up to rounding.
+    Global,
+}
+
 pub struct FlowSim {
     pub fab: FlowFabric,
     pub xfers: Vec<FlowXfer>,
@@ -151,18 +162,27 @@ pub struct FlowSim {
     port_set_drain: bool,
     /// Path entries of running flows (compaction trigger).
     live_path: usize,
-    /// Incremental filling (opt-in: `FLITSIM_FLOW_INCREMENTAL=1` or
-    /// [`FlowSim::set_incremental`]; off by default): a solve re-fills only the
-    /// connected components (flows linked by shared resources) that hold a
-    /// resource of a flow started or drained since the last solve, each
-    /// component on its own; the others keep their rates. Max-min fair rates
-    /// decompose over components, so only rounding and the fill tolerance
-    /// (share.rs `FULL`, 1e-9 relative) separate the rates from one global
-    /// filling; but drains that tie under one filling can fall a picosecond
-    /// apart under the other, and the drain-order stagger turns that into
-    /// packet times: ib-4xhgx-h100's 16 MiB ring all_reduce moves -2.5 %
-    /// (docs/fidelity.md), hence off by default.
+    /// Rates are filled one connected component at a time (flows linked by
+    /// shared resources; each component's flows in running order): max-min
+    /// fair rates decompose over components, and filling each on its own
+    /// makes a component's rates independent of what runs elsewhere, so
+    /// re-filling only the components a start or drain touched gives the
+    /// same bits as re-filling all of them.
+    ///
+    /// Incremental (default; `FLITSIM_FLOW_INCREMENTAL=0` or
+    /// `Filling::Components` = every component every solve, the
+    /// same answers): a solve re-fills only the components that hold a
+    /// resource of a flow started or drained since the last solve; the
+    /// others keep their rates.
     incremental: bool,
+    /// One filling of every running flow together (`FLITSIM_FLOW_GLOBAL_FILL=1`
+    /// or `Filling::Global`; the filling before stop 17): the
+    /// same max-min rates up to rounding and the fill tolerance (share.rs
+    /// `FULL`, 1e-9 relative), but a component's rates then carry the
+    /// rounding of levels set by other components, so drains that tie in
+    /// one filling can fall a picosecond apart in the other
+    /// (docs/fidelity.md "Component filling").
+    global: bool,
     /// Resources on the paths of flows started or drained since the last solve.
     dirty: Vec<u32>,
     dirty_mark: Vec<bool>,
@@ -177,17 +197,9 @@ pub struct FlowSim {
     comp: Vec<(u32, u32)>,
     sub_rate: Vec<f64>,
     by_id: Vec<(u32, f64)>,
-    /// Solves left before the next component analysis ([`SKIP_ONE_COMPONENT`]).
-    skip_analysis: u32,
-    /// Memoized global solves (exact; `FLITSIM_FLOW_SOLVE_MEMO=0` turns it off).
+    /// Memoized component (or global) fillings (exact; `FLITSIM_FLOW_SOLVE_MEMO=0` turns it off).
     memo: super::memo::SolveMemo,
 }
-
-/// Solves filled globally after an analysis found a single component holding
-/// every running flow (saves the analysis where everything shares resources,
-/// e.g. ring channels; a split in between is filled together for at most
-/// this many solves: the same bound as the global filling).
-const SKIP_ONE_COMPONENT: u32 = 8;
 
 impl FlowSim {
     /// Build from a spec (validated).
@@ -231,7 +243,8 @@ impl FlowSim {
             finished: Vec::new(),
             port_set_drain: std::env::var("FLITSIM_FLOW_PORT_SET_DRAIN").is_ok_and(|v| v == "1"),
             live_path: 0,
-            incremental: std::env::var("FLITSIM_FLOW_INCREMENTAL").is_ok_and(|v| v == "1"),
+            incremental: !std::env::var("FLITSIM_FLOW_INCREMENTAL").is_ok_and(|v| v == "0"),
+            global: std::env::var("FLITSIM_FLOW_GLOBAL_FILL").is_ok_and(|v| v == "1"),
             dirty: Vec::new(),
             dirty_mark: vec![false; nr],
             all_dirty: true,
@@ -242,17 +255,15 @@ impl FlowSim {
             comp: Vec::new(),
             sub_rate: Vec::new(),
             by_id: Vec::new(),
-            skip_analysis: 0,
             memo: super::memo::SolveMemo::new(),
         })
     }
 
-    /// Incremental filling on or off (see the field; off = one global filling
-    /// per solve, the previous behaviour).
-    pub fn set_incremental(&mut self, on: bool) {
-        self.incremental = on;
+    /// How solves fill (see the fields `incremental` and `global`).
+    pub fn set_filling(&mut self, f: Filling) {
+        self.incremental = f == Filling::Incremental;
+        self.global = f == Filling::Global;
         self.all_dirty = true;
-        self.skip_analysis = 0;
     }
 
     /// Memoized solves on or off (results are identical either way).
@@ -283,7 +294,7 @@ impl FlowSim {
     }
 
     fn mark_dirty(&mut self, a: u32, b: u32) {
-        if !self.incremental {
+        if !self.incremental || self.global {
             return;
         }
         for k in a..b {
@@ -426,7 +437,7 @@ impl FlowSim {
     }
 
     fn sort_active(&mut self) {
-        if !self.incremental || self.all_dirty || self.rate.len() != self.active.len() {
+        if !self.incremental || self.global || self.all_dirty || self.rate.len() != self.active.len() {
             // Rates are recomputed right after, so only the ids need ordering.
             self.active.sort_unstable();
             self.rate.clear();
@@ -539,24 +550,16 @@ impl FlowSim {
         self.gen += 1;
         if self.active.is_empty() {
             self.rate.clear();
-            if self.incremental {
-                self.clear_dirty();
-                self.res_full.iter_mut().for_each(|f| *f = false);
-                self.all_dirty = false;
-            }
+            self.clear_dirty();
+            self.res_full.iter_mut().for_each(|f| *f = false);
+            self.all_dirty = false;
             return;
         }
         self.diagnosis.solves += 1;
-        if self.incremental && !self.all_dirty && self.rate.len() == self.active.len() {
-            if self.skip_analysis > 0 {
-                // The last analysis found one component holding every flow:
-                // fill them together for a few solves (what a component
-                // filling does while that holds), then look again.
-                self.skip_analysis -= 1;
-                self.solve_global();
-            } else {
-                self.solve_components();
-            }
+        if self.global {
+            self.solve_global();
+        } else if self.incremental && !self.all_dirty && self.rate.len() == self.active.len() {
+            self.solve_components();
         } else {
             self.solve_all();
         }
@@ -593,31 +596,29 @@ impl FlowSim {
         r
     }
 
-    /// Every running flow filled: one component at a time when incremental
-    /// (the same answer an incremental solve gives), else one global filling.
+    /// Every running flow filled, one component at a time (the answer an
+    /// incremental solve gives).
     fn solve_all(&mut self) {
-        if self.incremental {
-            self.res_full.iter_mut().for_each(|f| *f = false);
-            self.rate.clear();
-            self.rate.resize(self.active.len(), 0.0);
-            for &x in &self.active {
-                let t = &self.xfers[x as usize];
-                let (a, b) = t.path;
-                for k in a..b {
-                    let r = self.path_buf[k as usize].0;
-                    if !self.dirty_mark[r as usize] {
-                        self.dirty_mark[r as usize] = true;
-                        self.dirty.push(r);
-                    }
+        self.clear_dirty();
+        self.res_full.iter_mut().for_each(|f| *f = false);
+        self.rate.clear();
+        self.rate.resize(self.active.len(), 0.0);
+        for &x in &self.active {
+            let t = &self.xfers[x as usize];
+            let (a, b) = t.path;
+            for k in a..b {
+                let r = self.path_buf[k as usize].0;
+                if !self.dirty_mark[r as usize] {
+                    self.dirty_mark[r as usize] = true;
+                    self.dirty.push(r);
                 }
             }
-            self.all_dirty = false;
-            return self.solve_components();
         }
-        self.solve_global();
+        self.all_dirty = false;
+        self.solve_components();
     }
 
-    /// One filling of every running flow together.
+    /// One filling of every running flow together (the `global` filling).
     fn solve_global(&mut self) {
         self.clear_dirty();
         self.off.clear();
@@ -630,8 +631,7 @@ impl FlowSim {
             self.off.push(self.flat.len() as u32);
             self.caps.push(t.cap);
         }
-        // (the opt-in incremental filling keeps its own per-component state: no memo with it)
-        let (hit, h) = if self.incremental { (None, 0) } else { self.memo.get(&self.off, &self.flat, &self.caps) };
+        let (hit, h) = self.memo.get(&self.off, &self.flat, &self.caps);
         if let Some((rate, used, full)) = hit {
             self.rate.clear();
             self.rate.extend_from_slice(rate);
@@ -639,15 +639,7 @@ impl FlowSim {
             return;
         }
         self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.rate);
-        if !self.incremental {
-            self.memo.put(h, &self.off, &self.flat, &self.caps, &self.rate, self.filler.used(), &self.filler.full);
-        }
-        if self.incremental {
-            self.res_full.iter_mut().for_each(|f| *f = false);
-            for &r in self.filler.used() {
-                self.res_full[r as usize] = self.filler.full[r as usize];
-            }
-        }
+        self.memo.put(h, &self.off, &self.flat, &self.caps, &self.rate, self.filler.used(), &self.filler.full);
     }
 
     /// Re-fill the components holding a dirty resource, each on its own
@@ -691,8 +683,6 @@ impl FlowSim {
         if roots > 1 {
             // group by component, flows in `active` order within each
             self.comp.sort_unstable();
-        } else if self.comp.len() == self.active.len() {
-            self.skip_analysis = SKIP_ONE_COMPONENT;
         }
         let mut i = 0;
         while i < self.comp.len() {
@@ -708,12 +698,24 @@ impl FlowSim {
                 self.caps.push(t.cap);
                 j += 1;
             }
-            self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.sub_rate);
-            for (n, &(_, k)) in self.comp[i..j].iter().enumerate() {
-                self.rate[k as usize] = self.sub_rate[n];
-            }
-            for &r in self.filler.used() {
-                self.res_full[r as usize] = self.filler.full[r as usize];
+            // (diffusion steps repeat a component's flows step after step: memoized, exact)
+            let (hit, h) = self.memo.get(&self.off, &self.flat, &self.caps);
+            if let Some((rate, used, full)) = hit {
+                for (n, &(_, k)) in self.comp[i..j].iter().enumerate() {
+                    self.rate[k as usize] = rate[n];
+                }
+                for (&r, &f) in used.iter().zip(full) {
+                    self.res_full[r as usize] = f;
+                }
+            } else {
+                self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.sub_rate);
+                for (n, &(_, k)) in self.comp[i..j].iter().enumerate() {
+                    self.rate[k as usize] = self.sub_rate[n];
+                }
+                for &r in self.filler.used() {
+                    self.res_full[r as usize] = self.filler.full[r as usize];
+                }
+                self.memo.put(h, &self.off, &self.flat, &self.caps, &self.sub_rate, self.filler.used(), &self.filler.full);
             }
             i = j;
         }
@@ -737,8 +739,8 @@ impl FlowSim {
 
     /// Is some uplink resource of GPU `src` full in the last solve?
     fn port_full(&self, src: u32) -> bool {
-        // (incremental: the flags of each component's last filling; else the last global filling's)
-        let full = if self.incremental { &self.res_full } else { &self.filler.full };
+        // (component filling: the flags of each component's last filling; global: the last filling's)
+        let full = if self.global { &self.filler.full } else { &self.res_full };
         (0..self.fab.capacity.len()).any(|r| {
             full[r]
                 && match self.fab.kinds[r] {
@@ -917,13 +919,21 @@ impl FlowSim {
     /// belongs to, relative), endpoints, size, spray rotation modulo `l`,
     /// remaining work and rate (f64 bits: bit for bit), time since start;
     /// the time since the last drain accounting, a pending solve, the flows
-    /// fresh since the last solve. False when completions are uncollected or
-    /// the incremental filling is on.
+    /// fresh since the last solve; what the component filling keeps between
+    /// solves (whether all are to be re-filled, the resources touched since
+    /// the last solve, the full ones). False when completions are uncollected.
     pub fn periodic_encode(&self, now: TimePs, l: u32, xref: &mut dyn FnMut(u32) -> Option<[u64; 2]>, out: &mut Vec<u64>) -> bool {
-        // the opt-in incremental filling keeps per-component state (kept rates, dirty marks,
-        // the analysis skip count) that this encoding does not hold: no skip with it on
-        if self.incremental || !self.completed.is_empty() || self.last_ps > now || l == 0 {
+        if !self.completed.is_empty() || self.last_ps > now || l == 0 {
             return false;
+        }
+        out.push(self.all_dirty as u64);
+        out.push(self.dirty.len() as u64);
+        out.extend(self.dirty.iter().map(|&r| r as u64));
+        if !self.global {
+            // (global: full flags live in the filler and are re-made by each solve before use)
+            let full = self.res_full.iter().filter(|&&f| f).count();
+            out.push(full as u64);
+            out.extend(self.res_full.iter().enumerate().filter(|(_, &f)| f).map(|(r, _)| r as u64));
         }
         // with no flow running the drain clock does not matter (the next start resets it)
         let since = if self.active.is_empty() { 0 } else { now - self.last_ps };
