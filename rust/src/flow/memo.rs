@@ -9,7 +9,7 @@
 //! Bounded: at most [`MAX_ENTRIES`] path entries are kept (then the table is
 //! cleared); after [`PROBE_SOLVES`] solves with under one hit in
 //! [`MIN_HIT_RATIO`] the memo turns itself off for the run (misses cost a
-//! hash and a copy of the input). `FLITSIM_FLOW_SOLVE_MEMO_DEBUG=1` prints
+//! hash and a copy of the input; [`SolveMemo::with_probe`] sets both). `FLITSIM_FLOW_SOLVE_MEMO_DEBUG=1` prints
 //! each simulator's counts when it ends.
 
 use std::collections::HashMap;
@@ -35,6 +35,9 @@ struct Entry {
 #[derive(Debug, Clone)]
 pub struct SolveMemo {
     on: bool,
+    /// Solves before the hit rate is judged; off below one hit per `min_hit_ratio` solves.
+    probe_solves: u64,
+    min_hit_ratio: u64,
     table: HashMap<u64, Entry>,
     entries: usize,
     solves: u64,
@@ -63,7 +66,17 @@ impl SolveMemo {
     /// On unless `FLITSIM_FLOW_SOLVE_MEMO=0`.
     pub fn new() -> Self {
         let on = std::env::var("FLITSIM_FLOW_SOLVE_MEMO").map_or(true, |v| v != "0");
-        SolveMemo { on, table: HashMap::new(), entries: 0, solves: 0, hits: 0 }
+        SolveMemo { on, probe_solves: PROBE_SOLVES, min_hit_ratio: MIN_HIT_RATIO, table: HashMap::new(), entries: 0, solves: 0, hits: 0 }
+    }
+
+    /// [`SolveMemo::new`] judged after `probe_solves` solves: off unless at least one
+    /// in `min_hit_ratio` of them hit (a memo whose misses cost a copy of a large
+    /// input pays only where it mostly hits).
+    pub fn with_probe(probe_solves: u64, min_hit_ratio: u64) -> Self {
+        let mut m = Self::new();
+        m.probe_solves = probe_solves;
+        m.min_hit_ratio = min_hit_ratio;
+        m
     }
 
     /// Whether lookups are made.
@@ -84,7 +97,7 @@ impl SolveMemo {
     /// exactly this input, with its hash; (None, hash) otherwise.
     pub fn get(&mut self, off: &[u32], path: &[(u32, f64)], cap: &[f64]) -> (Option<(&[f64], &[u32], &[bool])>, u64) {
         self.solves += 1;
-        if self.solves == PROBE_SOLVES && self.hits * MIN_HIT_RATIO < self.solves {
+        if self.solves == self.probe_solves && self.hits * self.min_hit_ratio < self.solves {
             self.set_on(false);
         }
         if !self.on {

@@ -110,6 +110,9 @@ impl FlowDiagnosis {
 }
 
 /// The simulator state.
+/// Solves after which the whole-set memo is judged (`FlowSim::set_memo`).
+const SET_MEMO_PROBE_SOLVES: u64 = 1 << 12;
+
 /// How a solve fills the running flows' rates ([`FlowSim::set_filling`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Filling {
@@ -199,6 +202,17 @@ pub struct FlowSim {
     by_id: Vec<(u32, f64)>,
     /// Memoized component (or global) fillings (exact; `FLITSIM_FLOW_SOLVE_MEMO=0` turns it off).
     memo: super::memo::SolveMemo,
+    /// Memoized whole running sets under the component filling: its rates are
+    /// a pure function of the running flows in running order (each
+    /// component's of its own), so a set seen before takes that solve's
+    /// rates and full flags without the component analysis (diffusion steps
+    /// repeat whole sets). Own table: it turns itself off on its own hit rate.
+    set_memo: super::memo::SolveMemo,
+    set_off: Vec<u32>,
+    set_flat: Vec<(u32, f64)>,
+    set_caps: Vec<f64>,
+    set_used: Vec<u32>,
+    set_hash: u64,
 }
 
 impl FlowSim {
@@ -256,6 +270,13 @@ impl FlowSim {
             sub_rate: Vec::new(),
             by_id: Vec::new(),
             memo: super::memo::SolveMemo::new(),
+            // (whole sets: judged early, kept only where at least half the solves hit)
+            set_memo: super::memo::SolveMemo::with_probe(SET_MEMO_PROBE_SOLVES, 2),
+            set_off: Vec::new(),
+            set_flat: Vec::new(),
+            set_caps: Vec::new(),
+            set_used: Vec::new(),
+            set_hash: 0,
         })
     }
 
@@ -269,11 +290,14 @@ impl FlowSim {
     /// Memoized solves on or off (results are identical either way).
     pub fn set_solve_memo(&mut self, on: bool) {
         self.memo.set_on(on);
+        self.set_memo.set_on(on);
     }
 
-    /// Global solves looked up in the memo and how many it answered.
+    /// Fillings (whole sets, components, global sets) looked up in the memos and how many they answered.
     pub fn solve_memo_counts(&self) -> (u64, u64) {
-        self.memo.counts()
+        let (a, b) = self.memo.counts();
+        let (c, d) = self.set_memo.counts();
+        (a + c, b + d)
     }
 
     /// Whether drains are grouped by the port set alone (the opt-in
@@ -558,10 +582,13 @@ impl FlowSim {
         self.diagnosis.solves += 1;
         if self.global {
             self.solve_global();
-        } else if self.incremental && !self.all_dirty && self.rate.len() == self.active.len() {
-            self.solve_components();
-        } else {
-            self.solve_all();
+        } else if !self.solve_set_memoized() {
+            if self.incremental && !self.all_dirty && self.rate.len() == self.active.len() {
+                self.solve_components();
+            } else {
+                self.solve_all();
+            }
+            self.set_memo_put();
         }
         if self.diagnosis.outside.is_none() {
             self.check_synchronized(now);
@@ -578,6 +605,51 @@ impl FlowSim {
             let dt = (next.ceil() as u64).max(1);
             q.schedule(now + dt, FlowEv::Drain { gen: self.gen });
         }
+    }
+
+    /// The component filling's answer for the whole running set from `set_memo`
+    /// (see the field): true if it had it.
+    fn solve_set_memoized(&mut self) -> bool {
+        if !self.set_memo.is_on() {
+            return false;
+        }
+        self.set_off.clear();
+        self.set_flat.clear();
+        self.set_caps.clear();
+        self.set_off.push(0);
+        for &x in &self.active {
+            let t = &self.xfers[x as usize];
+            self.set_flat.extend_from_slice(&self.path_buf[t.path.0 as usize..t.path.1 as usize]);
+            self.set_off.push(self.set_flat.len() as u32);
+            self.set_caps.push(t.cap);
+        }
+        let (hit, h) = self.set_memo.get(&self.set_off, &self.set_flat, &self.set_caps);
+        self.set_hash = h;
+        let Some((rate, used, full)) = hit else { return false };
+        self.rate.clear();
+        self.rate.extend_from_slice(rate);
+        // (a resource no running flow crosses any more was on a drained flow's path: dirty)
+        for &r in &self.dirty {
+            self.res_full[r as usize] = false;
+        }
+        for (&r, &f) in used.iter().zip(full) {
+            self.res_full[r as usize] = f;
+        }
+        self.clear_dirty();
+        self.all_dirty = false;
+        true
+    }
+
+    /// Keep the component filling's answer for the set `solve_set_memoized` built.
+    fn set_memo_put(&mut self) {
+        if !self.set_memo.is_on() || self.set_off.len() != self.active.len() + 1 {
+            return;
+        }
+        self.set_used.clear();
+        self.set_used.extend(self.set_flat.iter().map(|e| e.0));
+        self.set_used.sort_unstable();
+        self.set_used.dedup();
+        self.set_memo.put(self.set_hash, &self.set_off, &self.set_flat, &self.set_caps, &self.rate, &self.set_used, &self.res_full);
     }
 
     fn clear_dirty(&mut self) {
