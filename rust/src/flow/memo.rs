@@ -9,7 +9,7 @@
 //! Bounded: at most [`MAX_ENTRIES`] path entries are kept (then the table is
 //! cleared); after [`PROBE_SOLVES`] solves with under one hit in
 //! [`MIN_HIT_RATIO`] the memo turns itself off for the run (misses cost a
-//! hash and a copy of the input; [`SolveMemo::with_probe`] sets both). `FLITSIM_FLOW_SOLVE_MEMO_DEBUG=1` prints
+//! hash and a copy of the input; [`SolveMemo::with_pauses`] judges windows of lookups and pauses instead). `FLITSIM_FLOW_SOLVE_MEMO_DEBUG=1` prints
 //! each simulator's counts when it ends.
 
 use std::collections::HashMap;
@@ -38,6 +38,13 @@ pub struct SolveMemo {
     /// Solves before the hit rate is judged; off below one hit per `min_hit_ratio` solves.
     probe_solves: u64,
     min_hit_ratio: u64,
+    /// [`SolveMemo::with_pauses`]: judged per window of `probe_solves` lookups;
+    /// a window under the ratio pauses lookups for this many solves, then it
+    /// looks again (a diffusion run's warm-up steps miss, its later steps hit).
+    pause_solves: Option<u64>,
+    paused_left: u64,
+    win_solves: u64,
+    win_hits: u64,
     table: HashMap<u64, Entry>,
     entries: usize,
     solves: u64,
@@ -66,17 +73,33 @@ impl SolveMemo {
     /// On unless `FLITSIM_FLOW_SOLVE_MEMO=0`.
     pub fn new() -> Self {
         let on = std::env::var("FLITSIM_FLOW_SOLVE_MEMO").map_or(true, |v| v != "0");
-        SolveMemo { on, probe_solves: PROBE_SOLVES, min_hit_ratio: MIN_HIT_RATIO, table: HashMap::new(), entries: 0, solves: 0, hits: 0 }
+        SolveMemo { on, probe_solves: PROBE_SOLVES, min_hit_ratio: MIN_HIT_RATIO, pause_solves: None, paused_left: 0, win_solves: 0, win_hits: 0, table: HashMap::new(), entries: 0, solves: 0, hits: 0 }
     }
 
-    /// [`SolveMemo::new`] judged after `probe_solves` solves: off unless at least one
-    /// in `min_hit_ratio` of them hit (a memo whose misses cost a copy of a large
-    /// input pays only where it mostly hits).
-    pub fn with_probe(probe_solves: u64, min_hit_ratio: u64) -> Self {
+    /// [`SolveMemo::new`] judged per window of `probe_solves` lookups: a window
+    /// with under one hit in `min_hit_ratio` pauses lookups for `pause_solves`
+    /// solves, then another window is tried (a memo whose misses cost a copy of
+    /// a large input pays only where it mostly hits). Callers ask
+    /// [`SolveMemo::looking`] before building a lookup's input.
+    pub fn with_pauses(probe_solves: u64, min_hit_ratio: u64, pause_solves: u64) -> Self {
         let mut m = Self::new();
         m.probe_solves = probe_solves;
         m.min_hit_ratio = min_hit_ratio;
+        m.pause_solves = Some(pause_solves);
         m
+    }
+
+    /// Whether to look up at this solve (false when off or paused; a paused
+    /// solve counts down the pause).
+    pub fn looking(&mut self) -> bool {
+        if !self.on {
+            return false;
+        }
+        if self.paused_left > 0 {
+            self.paused_left -= 1;
+            return false;
+        }
+        true
     }
 
     /// Whether lookups are made.
@@ -97,7 +120,16 @@ impl SolveMemo {
     /// exactly this input, with its hash; (None, hash) otherwise.
     pub fn get(&mut self, off: &[u32], path: &[(u32, f64)], cap: &[f64]) -> (Option<(&[f64], &[u32], &[bool])>, u64) {
         self.solves += 1;
-        if self.solves == self.probe_solves && self.hits * self.min_hit_ratio < self.solves {
+        if let Some(p) = self.pause_solves {
+            self.win_solves += 1;
+            if self.win_solves == self.probe_solves {
+                if self.win_hits * self.min_hit_ratio < self.win_solves {
+                    self.paused_left = p;
+                }
+                self.win_solves = 0;
+                self.win_hits = 0;
+            }
+        } else if self.solves == self.probe_solves && self.hits * self.min_hit_ratio < self.solves {
             self.set_on(false);
         }
         if !self.on {
@@ -112,6 +144,7 @@ impl SolveMemo {
                     && e.cap.iter().zip(cap).all(|(a, b)| *a == b.to_bits()) =>
             {
                 self.hits += 1;
+                self.win_hits += 1;
                 (Some((&e.rate, &e.used, &e.full)), h)
             }
             _ => (None, h),
@@ -121,7 +154,7 @@ impl SolveMemo {
     /// Keep a solve's result (`full` indexed by resource, read at `used`).
     #[allow(clippy::too_many_arguments)]
     pub fn put(&mut self, h: u64, off: &[u32], path: &[(u32, f64)], cap: &[f64], rate: &[f64], used: &[u32], full: &[bool]) {
-        if !self.on {
+        if !self.on || self.paused_left > 0 {
             return;
         }
         if self.entries + path.len() > MAX_ENTRIES {

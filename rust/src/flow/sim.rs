@@ -110,8 +110,16 @@ impl FlowDiagnosis {
 }
 
 /// The simulator state.
-/// Solves after which the whole-set memo is judged (`FlowSim::set_memo`).
-const SET_MEMO_PROBE_SOLVES: u64 = 1 << 12;
+
+/// The whole-set memo's window of lookups (`FlowSim::set_memo`), and the
+/// solves it pauses after a window in which under one in
+/// `SET_MEMO_MIN_HIT_RATIO` of them hit: a miss copies the whole set, so the
+/// memo pays only where most lookups hit (a tensor-parallel run's sets hit
+/// about 1 in 1000 times; HunyuanVideo DistriFusion on eth-2x8xl40 1 in 5,
+/// where the memo made the run ~10 % slower; Flux.1-dev 1024 px there most).
+const SET_MEMO_WINDOW_SOLVES: u64 = 1 << 12;
+const SET_MEMO_MIN_HIT_RATIO: u64 = 3;
+const SET_MEMO_PAUSE_SOLVES: u64 = 1 << 15;
 
 /// How a solve fills the running flows' rates ([`FlowSim::set_filling`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,13 +199,26 @@ pub struct FlowSim {
     dirty_mark: Vec<bool>,
     /// Next solve fills every component (rates not known to match `active`).
     all_dirty: bool,
-    /// Union-find parent per resource (identity outside a solve).
-    uf: Vec<u32>,
-    uf_touched: Vec<u32>,
-    root_mark: Vec<bool>,
+    /// Per resource: the running flows (transfer ids) whose paths cross it,
+    /// in no particular order (kept at start and drain): a touched component
+    /// is found by a search from its dirty resources, not by an analysis of
+    /// every running flow.
+    res_flows: Vec<Vec<(u32, u32)>>,
+    /// Per path entry (parallel to `path_buf`): its place in its resource's
+    /// `res_flows` list, whose items are (transfer, entry offset in its path),
+    /// so a drain leaves each list in O(1).
+    path_lidx: Vec<u32>,
+    /// Scratch of the search: resources and transfers seen (false outside a
+    /// solve), the resources seen, the search stack, each running flow's
+    /// index in `active`, a component's flows by that index.
+    res_seen: Vec<bool>,
+    xfer_seen: Vec<bool>,
+    seen_res: Vec<u32>,
+    stack: Vec<u32>,
+    pos: Vec<u32>,
+    comp: Vec<(u32, u32)>,
     /// Resources full in the solve that last filled their component.
     res_full: Vec<bool>,
-    comp: Vec<(u32, u32)>,
     sub_rate: Vec<f64>,
     by_id: Vec<(u32, f64)>,
     /// Memoized component (or global) fillings (exact; `FLITSIM_FLOW_SOLVE_MEMO=0` turns it off).
@@ -206,13 +227,17 @@ pub struct FlowSim {
     /// a pure function of the running flows in running order (each
     /// component's of its own), so a set seen before takes that solve's
     /// rates and full flags without the component analysis (diffusion steps
-    /// repeat whole sets). Own table: it turns itself off on its own hit rate.
+    /// repeat whole sets). Own table, judged on its own hit rate: paused
+    /// where few of a window of lookups hit, tried again later
+    /// (`SolveMemo::with_pauses`; most sets of a tensor-parallel run come once).
     set_memo: super::memo::SolveMemo,
     set_off: Vec<u32>,
     set_flat: Vec<(u32, f64)>,
     set_caps: Vec<f64>,
     set_used: Vec<u32>,
     set_hash: u64,
+    /// `set_off` .. `set_caps` hold this solve's running set (set by the lookup, taken by the put).
+    set_built: bool,
 }
 
 impl FlowSim {
@@ -262,21 +287,25 @@ impl FlowSim {
             dirty: Vec::new(),
             dirty_mark: vec![false; nr],
             all_dirty: true,
-            uf: (0..nr as u32).collect(),
-            uf_touched: Vec::new(),
-            root_mark: vec![false; nr],
+            res_flows: vec![Vec::new(); nr],
+            path_lidx: Vec::new(),
+            res_seen: vec![false; nr],
+            xfer_seen: Vec::new(),
+            seen_res: Vec::new(),
+            stack: Vec::new(),
+            pos: Vec::new(),
             res_full: vec![false; nr],
             comp: Vec::new(),
             sub_rate: Vec::new(),
             by_id: Vec::new(),
             memo: super::memo::SolveMemo::new(),
-            // (whole sets: judged early, kept only where at least half the solves hit)
-            set_memo: super::memo::SolveMemo::with_probe(SET_MEMO_PROBE_SOLVES, 2),
+            set_memo: super::memo::SolveMemo::with_pauses(SET_MEMO_WINDOW_SOLVES, SET_MEMO_MIN_HIT_RATIO, SET_MEMO_PAUSE_SOLVES),
             set_off: Vec::new(),
             set_flat: Vec::new(),
             set_caps: Vec::new(),
             set_used: Vec::new(),
             set_hash: 0,
+            set_built: false,
         })
     }
 
@@ -392,6 +421,7 @@ impl FlowSim {
                         self.active_from[self.xfers[x].src as usize] -= 1;
                         let (a, b) = self.xfers[x].path;
                         self.mark_dirty(a, b);
+                        self.link_flow(x as u32, a, b, false);
                         let t = &self.xfers[x];
                         self.live_path -= (t.path.1 - t.path.0) as usize;
                         let (a, b) = t.path;
@@ -496,6 +526,7 @@ impl FlowSim {
         }
         if self.active.is_empty() {
             self.path_buf.clear();
+            self.path_lidx.clear();
         } else if self.path_buf.len() > 4096 && self.path_buf.len() > 4 * self.live_path {
             self.compact_paths();
         }
@@ -503,6 +534,7 @@ impl FlowSim {
         let (lanes, work, cap, pkt_ps, lat_ps) = self.fab.path(src, dst, bytes, x, off, &mut self.path_buf)?;
         let b = self.path_buf.len() as u32;
         self.mark_dirty(a, b);
+        self.link_flow(x, a, b, true);
         let group = match (&self.fab.graph, self.port_set_drain) {
             (Some(_), true) => 0,
             (Some(g), false) => g.last_group,
@@ -537,13 +569,16 @@ impl FlowSim {
     /// flight, not by the transfers ever started).
     fn compact_paths(&mut self) {
         let mut buf = Vec::with_capacity(self.flat.len() + 64);
+        let mut lidx = Vec::with_capacity(self.flat.len() + 64);
         for &x in &self.active {
             let t = &mut self.xfers[x as usize];
             let a = buf.len() as u32;
             buf.extend_from_slice(&self.path_buf[t.path.0 as usize..t.path.1 as usize]);
+            lidx.extend_from_slice(&self.path_lidx[t.path.0 as usize..t.path.1 as usize]);
             t.path = (a, buf.len() as u32);
         }
         self.path_buf = buf;
+        self.path_lidx = lidx;
     }
 
     /// Drain work at the current rates from `last_ps` to `now`, counting bytes per resource.
@@ -610,9 +645,11 @@ impl FlowSim {
     /// The component filling's answer for the whole running set from `set_memo`
     /// (see the field): true if it had it.
     fn solve_set_memoized(&mut self) -> bool {
-        if !self.set_memo.is_on() {
+        self.set_built = false;
+        if !self.set_memo.looking() {
             return false;
         }
+        self.set_built = true;
         self.set_off.clear();
         self.set_flat.clear();
         self.set_caps.clear();
@@ -642,13 +679,20 @@ impl FlowSim {
 
     /// Keep the component filling's answer for the set `solve_set_memoized` built.
     fn set_memo_put(&mut self) {
-        if !self.set_memo.is_on() || self.set_off.len() != self.active.len() + 1 {
+        if !std::mem::take(&mut self.set_built) {
             return;
         }
+        // the set's resources, each once (in first-seen order: a hit only sets their flags)
         self.set_used.clear();
-        self.set_used.extend(self.set_flat.iter().map(|e| e.0));
-        self.set_used.sort_unstable();
-        self.set_used.dedup();
+        for &(r, _) in &self.set_flat {
+            if !self.res_seen[r as usize] {
+                self.res_seen[r as usize] = true;
+                self.set_used.push(r);
+            }
+        }
+        for &r in &self.set_used {
+            self.res_seen[r as usize] = false;
+        }
         self.set_memo.put(self.set_hash, &self.set_off, &self.set_flat, &self.set_caps, &self.rate, &self.set_used, &self.res_full);
     }
 
@@ -659,13 +703,25 @@ impl FlowSim {
         self.dirty.clear();
     }
 
-    fn find(uf: &mut [u32], mut r: u32) -> u32 {
-        while uf[r as usize] != r {
-            let p = uf[r as usize];
-            uf[r as usize] = uf[p as usize];
-            r = p;
+    /// Transfer `x` (path entries `a..b`) joins or leaves the running flows
+    /// of its resources (`res_flows`).
+    fn link_flow(&mut self, x: u32, a: u32, b: u32, join: bool) {
+        if self.path_lidx.len() < self.path_buf.len() {
+            self.path_lidx.resize(self.path_buf.len(), 0);
         }
-        r
+        for k in a..b {
+            let l = &mut self.res_flows[self.path_buf[k as usize].0 as usize];
+            if join {
+                self.path_lidx[k as usize] = l.len() as u32;
+                l.push((x, k - a));
+            } else {
+                let i = self.path_lidx[k as usize] as usize;
+                l.swap_remove(i);
+                if let Some(&(y, j)) = l.get(i) {
+                    self.path_lidx[(self.xfers[y as usize].path.0 + j) as usize] = i as u32;
+                }
+            }
+        }
     }
 
     /// Every running flow filled, one component at a time (the answer an
@@ -717,63 +773,75 @@ impl FlowSim {
     /// Re-fill the components holding a dirty resource, each on its own
     /// (flows in `active` order); the rest keep their rates.
     fn solve_components(&mut self) {
-        // Components: union the resources of each running flow's path.
-        for &x in &self.active {
-            let (a, b) = self.xfers[x as usize].path;
-            let mut cur = Self::find(&mut self.uf, self.path_buf[a as usize].0);
-            for k in a + 1..b {
-                let rb = Self::find(&mut self.uf, self.path_buf[k as usize].0);
-                if rb != cur {
-                    // the smaller index is the root (deterministic)
-                    let (lo, hi) = if cur < rb { (cur, rb) } else { (rb, cur) };
-                    self.uf[hi as usize] = lo;
-                    self.uf_touched.push(hi);
-                    cur = lo;
-                }
-            }
+        if self.pos.len() < self.xfers.len() {
+            self.pos.resize(self.xfers.len(), 0);
+            self.xfer_seen.resize(self.xfers.len(), false);
         }
-        // Dirty resources still on a running flow's path mark their component;
-        // a dirty resource no flow crosses any more is idle (not full).
-        for i in 0..self.dirty.len() {
-            let r = self.dirty[i];
-            let root = Self::find(&mut self.uf, r);
-            self.root_mark[root as usize] = true;
+        for (k, &x) in self.active.iter().enumerate() {
+            self.pos[x as usize] = k as u32;
+        }
+        // A dirty resource no flow crosses any more is idle (not full); the
+        // others are set again by their component's filling.
+        for &r in &self.dirty {
             self.res_full[r as usize] = false;
         }
-        self.comp.clear();
-        let mut roots = 0u32; // 0, 1, or 2 = more than one
-        for (k, &x) in self.active.iter().enumerate() {
-            let first = self.path_buf[self.xfers[x as usize].path.0 as usize].0;
-            let root = Self::find(&mut self.uf, first);
-            if self.root_mark[root as usize] {
-                if roots == 0 || (roots == 1 && self.comp[0].0 != root) {
-                    roots += 1;
-                }
-                self.comp.push((root, k as u32));
+        let mut d = 0;
+        while d < self.dirty.len() {
+            let r0 = self.dirty[d];
+            d += 1;
+            if self.res_seen[r0 as usize] {
+                continue;
             }
-        }
-        if roots > 1 {
-            // group by component, flows in `active` order within each
-            self.comp.sort_unstable();
-        }
-        let mut i = 0;
-        while i < self.comp.len() {
-            let mut j = i;
+            // The component of r0: resources and flows reached through shared resources.
+            self.res_seen[r0 as usize] = true;
+            self.seen_res.push(r0);
+            self.stack.push(r0);
+            self.comp.clear();
+            while let Some(r) = self.stack.pop() {
+                for i in 0..self.res_flows[r as usize].len() {
+                    let x = self.res_flows[r as usize][i].0;
+                    if self.xfer_seen[x as usize] {
+                        continue;
+                    }
+                    self.xfer_seen[x as usize] = true;
+                    self.comp.push((self.pos[x as usize], x));
+                    let (a, b) = self.xfers[x as usize].path;
+                    for k in a..b {
+                        let r2 = self.path_buf[k as usize].0;
+                        if !self.res_seen[r2 as usize] {
+                            self.res_seen[r2 as usize] = true;
+                            self.seen_res.push(r2);
+                            self.stack.push(r2);
+                        }
+                    }
+                }
+            }
+            if self.comp.is_empty() {
+                continue;
+            }
+            // its flows in `active` order (all of them: `active` is that order)
+            if self.comp.len() == self.active.len() {
+                for (k, c) in self.comp.iter_mut().enumerate() {
+                    *c = (k as u32, self.active[k]);
+                }
+            } else {
+                self.comp.sort_unstable();
+            }
             self.off.clear();
             self.flat.clear();
             self.caps.clear();
             self.off.push(0);
-            while j < self.comp.len() && self.comp[j].0 == self.comp[i].0 {
-                let t = &self.xfers[self.active[self.comp[j].1 as usize] as usize];
+            for &(_, x) in &self.comp {
+                self.xfer_seen[x as usize] = false;
+                let t = &self.xfers[x as usize];
                 self.flat.extend_from_slice(&self.path_buf[t.path.0 as usize..t.path.1 as usize]);
                 self.off.push(self.flat.len() as u32);
                 self.caps.push(t.cap);
-                j += 1;
             }
             // (diffusion steps repeat a component's flows step after step: memoized, exact)
             let (hit, h) = self.memo.get(&self.off, &self.flat, &self.caps);
             if let Some((rate, used, full)) = hit {
-                for (n, &(_, k)) in self.comp[i..j].iter().enumerate() {
+                for (n, &(k, _)) in self.comp.iter().enumerate() {
                     self.rate[k as usize] = rate[n];
                 }
                 for (&r, &f) in used.iter().zip(full) {
@@ -781,7 +849,7 @@ impl FlowSim {
                 }
             } else {
                 self.filler.max_min(&self.fab.capacity, &Flows { off: &self.off, path: &self.flat, cap: &self.caps }, &mut self.sub_rate);
-                for (n, &(_, k)) in self.comp[i..j].iter().enumerate() {
+                for (n, &(k, _)) in self.comp.iter().enumerate() {
                     self.rate[k as usize] = self.sub_rate[n];
                 }
                 for &r in self.filler.used() {
@@ -789,23 +857,11 @@ impl FlowSim {
                 }
                 self.memo.put(h, &self.off, &self.flat, &self.caps, &self.sub_rate, self.filler.used(), &self.filler.full);
             }
-            i = j;
         }
-        // Back to the identity (only what was linked or marked).
-        for i in 0..self.uf_touched.len() {
-            let r = self.uf_touched[i] as usize;
-            self.uf[r] = r as u32;
+        for &r in &self.seen_res {
+            self.res_seen[r as usize] = false;
         }
-        self.uf_touched.clear();
-        for i in 0..self.comp.len() {
-            let r = self.comp[i].0 as usize;
-            self.root_mark[r] = false;
-        }
-        for i in 0..self.dirty.len() {
-            let r = self.dirty[i];
-            // (a dirty resource's root: marked above; roots of idle ones too)
-            self.root_mark[r as usize] = false;
-        }
+        self.seen_res.clear();
         self.clear_dirty();
     }
 
