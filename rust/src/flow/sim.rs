@@ -109,8 +109,6 @@ impl FlowDiagnosis {
     }
 }
 
-/// The simulator state.
-
 /// The whole-set memo's window of lookups (`FlowSim::set_memo`), and the
 /// solves it pauses after a window in which under one in
 /// `SET_MEMO_MIN_HIT_RATIO` of them hit: a miss copies the whole set, so the
@@ -120,6 +118,21 @@ impl FlowDiagnosis {
 const SET_MEMO_WINDOW_SOLVES: u64 = 1 << 12;
 const SET_MEMO_MIN_HIT_RATIO: u64 = 3;
 const SET_MEMO_PAUSE_SOLVES: u64 = 1 << 15;
+
+/// The filling input of transfers `ids` (in that order) as CSR: `off`, their
+/// path entries `flat`, their caps.
+fn gather(xfers: &[FlowXfer], path_buf: &[(u32, f64)], ids: impl Iterator<Item = u32>, off: &mut Vec<u32>, flat: &mut Vec<(u32, f64)>, caps: &mut Vec<f64>) {
+    off.clear();
+    flat.clear();
+    caps.clear();
+    off.push(0);
+    for x in ids {
+        let t = &xfers[x as usize];
+        flat.extend_from_slice(&path_buf[t.path.0 as usize..t.path.1 as usize]);
+        off.push(flat.len() as u32);
+        caps.push(t.cap);
+    }
+}
 
 /// How a solve fills the running flows' rates ([`FlowSim::set_filling`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +145,7 @@ pub enum Filling {
     Global,
 }
 
+/// The simulator state.
 pub struct FlowSim {
     pub fab: FlowFabric,
     pub xfers: Vec<FlowXfer>,
@@ -650,16 +664,7 @@ impl FlowSim {
             return false;
         }
         self.set_built = true;
-        self.set_off.clear();
-        self.set_flat.clear();
-        self.set_caps.clear();
-        self.set_off.push(0);
-        for &x in &self.active {
-            let t = &self.xfers[x as usize];
-            self.set_flat.extend_from_slice(&self.path_buf[t.path.0 as usize..t.path.1 as usize]);
-            self.set_off.push(self.set_flat.len() as u32);
-            self.set_caps.push(t.cap);
-        }
+        gather(&self.xfers, &self.path_buf, self.active.iter().copied(), &mut self.set_off, &mut self.set_flat, &mut self.set_caps);
         let (hit, h) = self.set_memo.get(&self.set_off, &self.set_flat, &self.set_caps);
         self.set_hash = h;
         let Some((rate, used, full)) = hit else { return false };
@@ -749,16 +754,7 @@ impl FlowSim {
     /// One filling of every running flow together (the `global` filling).
     fn solve_global(&mut self) {
         self.clear_dirty();
-        self.off.clear();
-        self.flat.clear();
-        self.caps.clear();
-        self.off.push(0);
-        for &x in &self.active {
-            let t = &self.xfers[x as usize];
-            self.flat.extend_from_slice(&self.path_buf[t.path.0 as usize..t.path.1 as usize]);
-            self.off.push(self.flat.len() as u32);
-            self.caps.push(t.cap);
-        }
+        gather(&self.xfers, &self.path_buf, self.active.iter().copied(), &mut self.off, &mut self.flat, &mut self.caps);
         let (hit, h) = self.memo.get(&self.off, &self.flat, &self.caps);
         if let Some((rate, used, full)) = hit {
             self.rate.clear();
@@ -827,17 +823,10 @@ impl FlowSim {
             } else {
                 self.comp.sort_unstable();
             }
-            self.off.clear();
-            self.flat.clear();
-            self.caps.clear();
-            self.off.push(0);
             for &(_, x) in &self.comp {
                 self.xfer_seen[x as usize] = false;
-                let t = &self.xfers[x as usize];
-                self.flat.extend_from_slice(&self.path_buf[t.path.0 as usize..t.path.1 as usize]);
-                self.off.push(self.flat.len() as u32);
-                self.caps.push(t.cap);
             }
+            gather(&self.xfers, &self.path_buf, self.comp.iter().map(|c| c.1), &mut self.off, &mut self.flat, &mut self.caps);
             // (diffusion steps repeat a component's flows step after step: memoized, exact)
             let (hit, h) = self.memo.get(&self.off, &self.flat, &self.caps);
             if let Some((rate, used, full)) = hit {
