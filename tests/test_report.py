@@ -330,3 +330,42 @@ def test_critical_path_splits_fabric_waits_into_link_credits_and_switch_queueing
     excess = cp.makespan_ps - ser
     assert bd["link credit wait"] > 0.85 * excess
     assert bd["link credit wait"] + bd["switch queueing"] == pytest.approx(excess, rel=1e-3)
+
+
+def _busy_intervals_loop(tasks, devices: int) -> dict[int, list[tuple[int, int]]]:
+    """The merge as a plain loop over compute tasks sorted by (device, start)."""
+    comp = tasks[tasks.kind == "compute"].sort_values(["device", "start_ps"])
+    out: dict[int, list[tuple[int, int]]] = {d: [] for d in range(devices)}
+    for dev, s, e in zip(comp.device, comp.start_ps, comp.end_ps):
+        iv = out[int(dev)]
+        if iv and s <= iv[-1][1]:
+            iv[-1] = (iv[-1][0], max(iv[-1][1], int(e)))
+        elif e > s:
+            iv.append((int(s), int(e)))
+    return out
+
+
+def test_busy_intervals_merge_overlapping_touching_and_empty_tasks() -> None:
+    """Vectorized merge = the loop, on random overlapping, touching, nested and empty tasks
+    (three devices, transfers mixed in); plus a hand-checked case."""
+    import dataclasses
+
+    import pandas as pd
+
+    b = TaskGraphBuilder(devices=3)
+    b.add_compute(0, 10)
+    run = execute(b.build(), IdealNetwork())
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(0, 40))
+        start = rng.integers(0, 100, n)
+        end = start + rng.integers(0, 30, n) * (rng.random(n) < 0.8)
+        tasks = pd.DataFrame({"kind": rng.choice(["compute", "compute", "transfer"], n),
+                              "device": rng.integers(0, 3, n), "start_ps": start.astype(np.int64),
+                              "end_ps": end.astype(np.int64)})
+        r = dataclasses.replace(run, tasks=tasks)
+        assert r.busy_intervals() == _busy_intervals_loop(tasks, 3)
+    tasks = pd.DataFrame({"kind": ["compute"] * 5, "device": [1, 1, 1, 1, 0],
+                          "start_ps": [0, 10, 10, 40, 5], "end_ps": [10, 20, 15, 40, 5]})
+    # [0,10) and [10,20) touch: one interval; [10,15) nested; [40,40) and device 0's empty task add nothing
+    assert dataclasses.replace(run, tasks=tasks).busy_intervals() == {0: [], 1: [(0, 20)], 2: []}

@@ -264,14 +264,26 @@ class TaskGraphRun:
     def busy_intervals(self) -> dict[int, list[tuple[int, int]]]:
         """Merged compute-busy intervals per device: {device: [(start_ps, end_ps), ...]}."""
         t = self.tasks
-        comp = t[t.kind == "compute"].sort_values(["device", "start_ps"])
         out: dict[int, list[tuple[int, int]]] = {d: [] for d in range(self.graph.devices)}
-        for dev, s, e in zip(comp.device, comp.start_ps, comp.end_ps):
-            iv = out[int(dev)]
-            if iv and s <= iv[-1][1]:
-                iv[-1] = (iv[-1][0], max(iv[-1][1], int(e)))
-            elif e > s:
-                iv.append((int(s), int(e)))
+        compute = (t.kind == "compute").to_numpy()
+        dev = t.device.to_numpy()
+        s = t.start_ps.to_numpy()
+        e = t.end_ps.to_numpy()
+        # compute tasks of nonzero length (an empty one adds nothing: it is inside a
+        # busy interval or touches none), by device then start
+        keep = np.flatnonzero(compute & (e > s))
+        order = keep[np.lexsort((s[keep], dev[keep]))]
+        dev, s, e = dev[order], s[order], e[order]
+        bounds = np.flatnonzero(np.diff(dev)) + 1
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(dev)]):
+            if hi <= lo:
+                continue
+            sd, ed = s[lo:hi], e[lo:hi]
+            # an interval starts where a task starts after every earlier one ended
+            # (touching intervals merge); it ends at its tasks' latest end
+            first = np.r_[True, sd[1:] > np.maximum.accumulate(ed)[:-1]]
+            idx = np.flatnonzero(first)
+            out[int(dev[lo])] = list(zip(sd[idx].tolist(), np.maximum.reduceat(ed, idx).tolist()))
         return out
 
     def idle_fraction(self) -> np.ndarray:

@@ -793,7 +793,8 @@ impl FlowSim {
             self.seen_res.push(r0);
             self.stack.push(r0);
             self.comp.clear();
-            while let Some(r) = self.stack.pop() {
+            let n = self.active.len();
+            'search: while let Some(r) = self.stack.pop() {
                 for i in 0..self.res_flows[r as usize].len() {
                     let x = self.res_flows[r as usize][i].0;
                     if self.xfer_seen[x as usize] {
@@ -801,6 +802,11 @@ impl FlowSim {
                     }
                     self.xfer_seen[x as usize] = true;
                     self.comp.push((self.pos[x as usize], x));
+                    if self.comp.len() == n {
+                        // every running flow is in it: nothing left to reach
+                        self.stack.clear();
+                        break 'search;
+                    }
                     let (a, b) = self.xfers[x as usize].path;
                     for k in a..b {
                         let r2 = self.path_buf[k as usize].0;
@@ -845,6 +851,9 @@ impl FlowSim {
                     self.res_full[r as usize] = self.filler.full[r as usize];
                 }
                 self.memo.put(h, &self.off, &self.flat, &self.caps, &self.sub_rate, self.filler.used(), &self.filler.full);
+            }
+            if self.comp.len() == self.active.len() {
+                break; // (the search stopped early: the other dirty resources are in it or idle)
             }
         }
         for &r in &self.seen_res {
