@@ -135,13 +135,27 @@ fn gather(xfers: &[FlowXfer], path_buf: &[(u32, f64)], ids: impl Iterator<Item =
 }
 
 /// How a solve fills the running flows' rates ([`FlowSim::set_filling`]).
+///
+/// Max-min fair rates decompose over connected components (flows linked by
+/// shared resources), and filling each component on its own (its flows in
+/// running order) makes its rates independent of what runs elsewhere, so
+/// re-filling only the components a start or drain touched gives the same
+/// bits as re-filling all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Filling {
-    /// Only the components touched since the last solve, each on its own (the default).
+    /// The default: a solve re-fills only the components that hold a resource
+    /// of a flow started or drained since the last solve, each on its own;
+    /// the others keep their rates.
     Incremental,
-    /// Every component, each on its own: the same bits as `Incremental`.
+    /// Every component at every solve, each on its own
+    /// (`FLITSIM_FLOW_INCREMENTAL=0`): the same bits as `Incremental`.
     Components,
-    /// One filling of every flow together (before stop 17): equal up to rounding.
+    /// One filling of every running flow together (`FLITSIM_FLOW_GLOBAL_FILL=1`;
+    /// the filling before stop 17): the same max-min rates up to rounding and
+    /// the fill tolerance (share.rs `FULL`, 1e-9 relative), but a component's
+    /// rates then carry the rounding of levels set by other components, so
+    /// drains that tie in one filling can fall a picosecond apart in the other
+    /// (docs/fidelity.md "Component filling").
     Global,
 }
 
@@ -187,27 +201,9 @@ pub struct FlowSim {
     port_set_drain: bool,
     /// Path entries of running flows (compaction trigger).
     live_path: usize,
-    /// Rates are filled one connected component at a time (flows linked by
-    /// shared resources; each component's flows in running order): max-min
-    /// fair rates decompose over components, and filling each on its own
-    /// makes a component's rates independent of what runs elsewhere, so
-    /// re-filling only the components a start or drain touched gives the
-    /// same bits as re-filling all of them.
-    ///
-    /// Incremental (default; `FLITSIM_FLOW_INCREMENTAL=0` or
-    /// `Filling::Components` = every component every solve, the
-    /// same answers): a solve re-fills only the components that hold a
-    /// resource of a flow started or drained since the last solve; the
-    /// others keep their rates.
-    incremental: bool,
-    /// One filling of every running flow together (`FLITSIM_FLOW_GLOBAL_FILL=1`
-    /// or `Filling::Global`; the filling before stop 17): the
-    /// same max-min rates up to rounding and the fill tolerance (share.rs
-    /// `FULL`, 1e-9 relative), but a component's rates then carry the
-    /// rounding of levels set by other components, so drains that tie in
-    /// one filling can fall a picosecond apart in the other
-    /// (docs/fidelity.md "Component filling").
-    global: bool,
+    /// How solves fill ([`Filling`]; from `FLITSIM_FLOW_GLOBAL_FILL=1` /
+    /// `FLITSIM_FLOW_INCREMENTAL=0`, else incremental).
+    filling: Filling,
     /// Resources on the paths of flows started or drained since the last solve.
     dirty: Vec<u32>,
     dirty_mark: Vec<bool>,
@@ -296,8 +292,13 @@ impl FlowSim {
             finished: Vec::new(),
             port_set_drain: std::env::var("FLITSIM_FLOW_PORT_SET_DRAIN").is_ok_and(|v| v == "1"),
             live_path: 0,
-            incremental: !std::env::var("FLITSIM_FLOW_INCREMENTAL").is_ok_and(|v| v == "0"),
-            global: std::env::var("FLITSIM_FLOW_GLOBAL_FILL").is_ok_and(|v| v == "1"),
+            filling: if std::env::var("FLITSIM_FLOW_GLOBAL_FILL").is_ok_and(|v| v == "1") {
+                Filling::Global
+            } else if std::env::var("FLITSIM_FLOW_INCREMENTAL").is_ok_and(|v| v == "0") {
+                Filling::Components
+            } else {
+                Filling::Incremental
+            },
             dirty: Vec::new(),
             dirty_mark: vec![false; nr],
             all_dirty: true,
@@ -323,10 +324,9 @@ impl FlowSim {
         })
     }
 
-    /// How solves fill (see the fields `incremental` and `global`).
+    /// How solves fill ([`Filling`]).
     pub fn set_filling(&mut self, f: Filling) {
-        self.incremental = f == Filling::Incremental;
-        self.global = f == Filling::Global;
+        self.filling = f;
         self.all_dirty = true;
     }
 
@@ -361,7 +361,7 @@ impl FlowSim {
     }
 
     fn mark_dirty(&mut self, a: u32, b: u32) {
-        if !self.incremental || self.global {
+        if self.filling != Filling::Incremental {
             return;
         }
         for k in a..b {
@@ -505,7 +505,7 @@ impl FlowSim {
     }
 
     fn sort_active(&mut self) {
-        if !self.incremental || self.global || self.all_dirty || self.rate.len() != self.active.len() {
+        if self.filling != Filling::Incremental || self.all_dirty || self.rate.len() != self.active.len() {
             // Rates are recomputed right after, so only the ids need ordering.
             self.active.sort_unstable();
             self.rate.clear();
@@ -629,10 +629,10 @@ impl FlowSim {
             return;
         }
         self.diagnosis.solves += 1;
-        if self.global {
+        if self.filling == Filling::Global {
             self.solve_global();
         } else if !self.solve_set_memoized() {
-            if self.incremental && !self.all_dirty && self.rate.len() == self.active.len() {
+            if self.filling == Filling::Incremental && !self.all_dirty && self.rate.len() == self.active.len() {
                 self.solve_components();
             } else {
                 self.solve_all();
@@ -751,7 +751,7 @@ impl FlowSim {
         self.solve_components();
     }
 
-    /// One filling of every running flow together (the `global` filling).
+    /// One filling of every running flow together ([`Filling::Global`]).
     fn solve_global(&mut self) {
         self.clear_dirty();
         gather(&self.xfers, &self.path_buf, self.active.iter().copied(), &mut self.off, &mut self.flat, &mut self.caps);
@@ -866,7 +866,7 @@ impl FlowSim {
     /// Is some uplink resource of GPU `src` full in the last solve?
     fn port_full(&self, src: u32) -> bool {
         // (component filling: the flags of each component's last filling; global: the last filling's)
-        let full = if self.global { &self.filler.full } else { &self.res_full };
+        let full = if self.filling == Filling::Global { &self.filler.full } else { &self.res_full };
         (0..self.fab.capacity.len()).any(|r| {
             full[r]
                 && match self.fab.kinds[r] {
@@ -1055,7 +1055,7 @@ impl FlowSim {
         out.push(self.all_dirty as u64);
         out.push(self.dirty.len() as u64);
         out.extend(self.dirty.iter().map(|&r| r as u64));
-        if !self.global {
+        if self.filling != Filling::Global {
             // (global: full flags live in the filler and are re-made by each solve before use)
             let full = self.res_full.iter().filter(|&&f| f).count();
             out.push(full as u64);
