@@ -229,27 +229,150 @@ fn layered_graph(devices: u32, groups: &[Vec<u32>], layers: u32, bytes: u64, dur
     g
 }
 
-/// Run `g` on `spec` at flow level with replay on and off: identical task
-/// times, event counts and link statistics; returns the collectives replayed.
+/// Run `g` on `spec` at flow level with replay on, on without isolated
+/// replays, and off: identical task times, event counts and link statistics;
+/// returns the collectives replayed (all kinds).
 fn replay_matches(spec: &FabricSpec, g: &flitsim::taskgraph::TaskGraph) -> u64 {
+    replay_counts(spec, g).0
+}
+
+/// As [`replay_matches`]; returns (replayed, of them replayed while isolated).
+fn replay_counts(spec: &FabricSpec, g: &flitsim::taskgraph::TaskGraph) -> (u64, u64) {
     use flitsim::collective::CollectiveParams;
     use flitsim::taskgraph::{execute, FabricNetwork};
     let mut spec = spec.clone();
     spec.fidelity = Fidelity::Flow;
-    let run = |replay: bool| {
+    let run = |replay: bool, isolated: bool| {
         let mut net = FabricNetwork::with_params(&spec, CollectiveParams::default(), true).unwrap();
         net.set_replay(replay);
+        net.set_isolated_replay(isolated);
         let r = execute(g, &mut net, &mut NoInterrupt).unwrap();
         let st = serde_json::to_string(&net.stats(r.makespan_ps, r.events)).unwrap();
-        (r, st, net.flow_outside_validation(), net.replayed)
+        (r, st, net.flow_outside_validation(), net.replayed, net.replayed_isolated)
     };
-    let (a, sa, wa, n) = run(true);
-    let (b, sb, wb, n0) = run(false);
-    assert_eq!(n0, 0);
-    assert_eq!(a, b, "task times or event counts differ with replay");
-    assert_eq!(sa, sb, "link statistics differ with replay");
-    assert_eq!(wa, wb, "validation findings differ with replay");
-    n
+    let (a, sa, wa, n, ni) = run(true, true);
+    let (c, sc, wc, ns, ns_i) = run(true, false);
+    let (b, sb, wb, n0, _) = run(false, false);
+    assert_eq!((n0, ns_i), (0, 0));
+    assert!(ns <= n && ni <= n, "isolated replays are counted among the replays, and only add to them");
+    for (x, sx, wx) in [(&a, &sa, &wa), (&c, &sc, &wc)] {
+        assert_eq!(x, &b, "task times or event counts differ with replay");
+        assert_eq!(sx, &sb, "link statistics differ with replay");
+        assert_eq!(wx, &wb, "validation findings differ with replay");
+    }
+    (n, ni)
+}
+
+/// DistriFusion's shape: `steps` x `layers`, per layer a compute on every
+/// device, then an all-gather over all of them that only the same layer of
+/// the next step waits for (stale activations), so compute runs ahead while
+/// the all-gathers queue on the one communication stream per device.
+fn async_graph(devices: u32, steps: u32, layers: u32, bytes: u64, dur_ps: u64) -> flitsim::taskgraph::TaskGraph {
+    use flitsim::taskgraph::{CollectiveKind, TaskGraph, TaskKind};
+    let mut g = TaskGraph { devices, compute_streams: 1, comm_streams: 1, ..Default::default() };
+    g.group_offsets.extend_from_slice(&[0, devices]);
+    g.group_members.extend(0..devices);
+    let push = |g: &mut TaskGraph, kind: TaskKind, device: u32, dur: u64, bytes: u64, coll: u8| -> u32 {
+        g.kind.push(kind as u8);
+        g.device.push(device);
+        g.peer.push(0);
+        g.duration_ps.push(dur);
+        g.bytes.push(bytes);
+        g.collective.push(coll);
+        g.group.push(0);
+        (g.kind.len() - 1) as u32
+    };
+    let edge = |g: &mut TaskGraph, a: u32, b: u32| {
+        g.edge_src.push(a);
+        g.edge_dst.push(b);
+        g.edge_kind.push(0);
+    };
+    let mut tail: Vec<Option<u32>> = vec![None; devices as usize];
+    let mut prev_ag: Vec<Option<u32>> = vec![None; layers as usize];
+    for _ in 0..steps {
+        for l in 0..layers as usize {
+            let comps: Vec<u32> = (0..devices).map(|d| push(&mut g, TaskKind::Compute, d, dur_ps, 0, 0)).collect();
+            for (d, &c) in comps.iter().enumerate() {
+                if let Some(t) = tail[d] {
+                    edge(&mut g, t, c);
+                }
+                if let Some(a) = prev_ag[l] {
+                    edge(&mut g, a, c);
+                }
+                tail[d] = Some(c);
+            }
+            let ag = push(&mut g, TaskKind::Collective, 0, 0, bytes, CollectiveKind::AllGather as u8);
+            for &c in &comps {
+                edge(&mut g, c, ag);
+            }
+            prev_ag[l] = Some(ag);
+        }
+    }
+    g
+}
+
+#[test]
+fn isolated_replays_are_bit_identical() {
+    // Compute ends and starts while the all-gathers run (executor events
+    // pending: no strict replay), but every communication stream is held, so
+    // each all-gather after the first of its rotation is replayed isolated.
+    let planar = presets::planar(8, 2, false);
+    let (n, ni) = replay_counts(&planar, &async_graph(8, 3, 6, 2 << 20, 1_500_000));
+    assert!(ni >= 10 && ni <= n, "replayed {n}, isolated {ni}");
+    // Compute longer than the collectives: the network idles between them.
+    let (_, ni) = replay_counts(&planar, &async_graph(8, 3, 6, 1 << 20, 400_000_000));
+    assert!(ni > 0, "{ni}");
+    // A graph fabric (PCIe, host-staged transports, rotation periods > 1).
+    let (n, ni) = replay_counts(&pcie_graph(), &async_graph(4, 3, 8, 2 << 20, 2_000_000));
+    assert!(ni > 0 && ni <= n, "replayed {n}, isolated {ni}");
+    // Two communication streams per device: never isolated, still identical.
+    let mut two = async_graph(8, 2, 6, 2 << 20, 1_500_000);
+    two.comm_streams = 2;
+    assert_eq!(replay_counts(&planar, &two).1, 0);
+}
+
+#[test]
+fn an_isolated_replay_sharing_its_end_picosecond_repeats_the_run_exactly() {
+    // A compute task on a second stream ending exactly when an isolated
+    // replay ends: the run is repeated without isolated replays, so the
+    // answer is the plain one, bit for bit, and says it was repeated.
+    use flitsim::collective::CollectiveParams;
+    use flitsim::taskgraph::{execute, execute_on_fabric, FabricNetwork, TaskKind};
+    let mut spec = presets::planar(8, 2, false);
+    spec.fidelity = Fidelity::Flow;
+    let with_extra = |dur: u64| {
+        let mut g = async_graph(8, 3, 6, 2 << 20, 1_500_000);
+        g.compute_streams = 2;
+        g.kind.push(TaskKind::Compute as u8);
+        g.device.push(0);
+        g.peer.push(0);
+        g.duration_ps.push(dur);
+        g.bytes.push(0);
+        g.collective.push(0);
+        g.group.push(0);
+        g
+    };
+    let plain = |g: &flitsim::taskgraph::TaskGraph| {
+        let mut net = FabricNetwork::with_params(&spec, CollectiveParams::default(), false).unwrap();
+        net.set_replay(false);
+        let r = execute(g, &mut net, &mut NoInterrupt).unwrap();
+        (r.clone(), serde_json::to_string(&net.stats(r.makespan_ps, r.events)).unwrap())
+    };
+    // The end of the 12th all-gather (task 12 x 9 - 1): well past the first ones.
+    let (probe, _) = plain(&with_extra(1 << 40));
+    let target = probe.end_ps[12 * 9 - 1];
+    let g = with_extra(target);
+    let (want, want_stats) = plain(&g);
+    assert_eq!(want.end_ps[12 * 9 - 1], target, "the extra task does not touch the network");
+    let got = execute_on_fabric(&g, &spec, CollectiveParams::default(), false, &mut NoInterrupt).unwrap();
+    assert!(got.network.isolated_retried, "the shared picosecond was seen");
+    assert_eq!(got.result, want);
+    assert_eq!(serde_json::to_string(&got.network.stats(got.result.makespan_ps, got.result.events)).unwrap(), want_stats);
+    // Without the coincidence nothing is repeated.
+    let g = with_extra(target + 1);
+    let got = execute_on_fabric(&g, &spec, CollectiveParams::default(), false, &mut NoInterrupt).unwrap();
+    assert!(!got.network.isolated_retried && got.network.replayed_isolated > 0);
+    assert_eq!(got.result, plain(&g).0);
 }
 
 #[test]

@@ -125,3 +125,28 @@ def test_spray_numbering_per_dag_repeats_every_step_on_infiniband():
     assert abs(b - a) / a < 5e-3
     # and per DAG the skip is exact
     _same(runs[None], _run(sched, FabricNetwork(fab), False))
+
+
+@pytest.mark.parametrize("preset,degree", [("eth-2x8xl40", 16), ("hgx-h100", 8)])
+def test_isolated_replays_change_nothing(preset, degree):
+    """DistriFusion's asynchronous all-gathers queue on the one NCCL stream per
+    GPU while compute runs on: each after the first of its rotation is replayed
+    while isolated (rust/src/taskgraph/fabric_network.rs; docs/fidelity.md
+    "Isolated collectives"). With the lever off (FLITSIM_COLLECTIVE_REPLAY_ISOLATED=0)
+    every all-gather is simulated; the task table, link tables and the rest are
+    the same, with the periodic skip on and off."""
+    d = dit_workload("pixart-alpha-xl/2", 512, steps=6)
+    fab = fabric_preset(preset, fidelity="flow")
+    sched = S.build("distrifusion", None, d, fabric=fab, degree=degree)
+    runs = {}
+    for iso in ("1", "0"):
+        os.environ["FLITSIM_COLLECTIVE_REPLAY_ISOLATED"] = iso
+        try:
+            runs[iso] = [_run(sched, FabricNetwork(fab), per) for per in (True, False)]
+        finally:
+            os.environ.pop("FLITSIM_COLLECTIVE_REPLAY_ISOLATED", None)
+    for r in runs["1"] + runs["0"][1:]:
+        _same(r, runs["0"][0])
+    on = runs["1"][1].run.network["replays"]
+    assert on["replayed_isolated"] > 0 and not on["isolated_retried"], on
+    assert runs["0"][1].run.network["replays"]["replayed_isolated"] == 0

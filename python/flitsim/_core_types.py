@@ -260,6 +260,16 @@ class CollectiveParams(TypedDict):
     pcie_extra_latency_ps: int
     net_extra_latency_ps: int
 
+class ReplayStats(TypedDict):
+    """Collectives recorded and replayed at flow level (exact; docs/fidelity.md
+    "Replayed collectives", "Isolated collectives")."""
+    recorded: int
+    replayed: int
+    #: of ``replayed``, those replayed while compute ran beside them
+    replayed_isolated: int
+    #: the run was repeated without isolated replays (an end shared its picosecond)
+    isolated_retried: bool
+
 class TaskGraphNetworkStats(TypedDict, total=False):
     """``kind`` "analytic" (with ``bytes_moved``) or "fabric" (with the rest)."""
     bytes_moved: int
@@ -267,6 +277,7 @@ class TaskGraphNetworkStats(TypedDict, total=False):
     packets: int
     fabric: BatchResult
     task_credit_wait_ps: npt.NDArray[np.uint64]
+    replays: ReplayStats
 
 class TaskGraphResult(TypedDict):
     start_ps: npt.NDArray[np.uint64]

@@ -26,6 +26,11 @@ pub enum FlitsimError {
     /// The run was interrupted (Ctrl-C or a cancellation callback).
     #[error("interrupted at t = {time_ps} ps")]
     Interrupted { time_ps: u64 },
+    /// Internal: a speed lever met a case its exactness argument does not
+    /// cover, and the caller repeats the run without it
+    /// ([`crate::taskgraph::execute_on_fabric`]); not shown to users.
+    #[error("run to be repeated at t = {time_ps} ps: {detail}")]
+    Retry { time_ps: u64, detail: String },
 }
 
 impl FlitsimError {

@@ -29,6 +29,7 @@ impl From<FlitsimError> for PyErr {
             FlitsimError::Config { .. } => ConfigError::new_err(e.to_string()),
             FlitsimError::Stalled { .. } => StalledError::new_err(e.to_string()),
             FlitsimError::Interrupted { .. } => PyKeyboardInterrupt::new_err(e.to_string()),
+            FlitsimError::Retry { .. } => StalledError::new_err(e.to_string()),
         }
     }
 }

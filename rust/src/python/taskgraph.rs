@@ -102,6 +102,13 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             d.set_item("packets", net.packets_sent())?;
             d.set_item("fabric", batch_result_dict(py, net.stats(r.makespan_ps, r.events))?)?;
             d.set_item("task_credit_wait_ps", net.task_credit_wait_ps(g.len()).into_pyarray(py))?;
+            // replayed collectives (exact; docs/fidelity.md "Replayed collectives")
+            let rp = PyDict::new(py);
+            rp.set_item("recorded", net.recorded)?;
+            rp.set_item("replayed", net.replayed)?;
+            rp.set_item("replayed_isolated", net.replayed_isolated)?;
+            rp.set_item("isolated_retried", net.isolated_retried)?;
+            d.set_item("replays", rp)?;
             (r, d)
         }
     };

@@ -75,6 +75,13 @@ struct Exec<'g, N: Network> {
     steal: Option<Steal>,
     /// Executor events (End, ComputeEnd, Release) queued and not yet handled.
     pending: u64,
+    /// Free communication streams summed over devices, and queued ends of
+    /// communication tasks: both 0 means no network work can start before
+    /// the network reports a completion ([`Network::set_comm_isolated`]).
+    free_comm: u64,
+    pending_comm_ends: u64,
+    /// Time of the last event handled (u64::MAX before the first).
+    last_ps: TimePs,
     per: Option<Box<Per>>,
 }
 
@@ -207,6 +214,9 @@ impl<'g, N: Network> Exec<'g, N> {
             self.free[c][d as usize] -= 1;
             self.waiting[c][d as usize].remove(&t);
         }
+        if c == COMM {
+            self.free_comm -= devs.len() as u64;
+        }
         self.res.start_ps[t as usize] = now;
         if let Some(p) = self.per.as_mut() {
             let i = t as usize;
@@ -306,10 +316,15 @@ impl<'g, N: Network> Exec<'g, N> {
     }
 
     fn flush_done(&mut self, q: &mut EventQueue<Ev<N::Event>>) {
-        for (tag, t) in self.done_buf.drain(..) {
+        for i in 0..self.done_buf.len() {
+            let (tag, t) = self.done_buf[i];
             self.pending += 1;
+            if self.needs(tag).0 == COMM {
+                self.pending_comm_ends += 1;
+            }
             q.schedule(t, Ev::End(tag));
         }
+        self.done_buf.clear();
     }
 
     fn finish_task(&mut self, now: TimePs, t: u32, q: &mut EventQueue<Ev<N::Event>>) -> Result<()> {
@@ -330,6 +345,7 @@ impl<'g, N: Network> Exec<'g, N> {
             self.released.push((d, c));
         }
         if c == COMM {
+            self.free_comm += devs.len() as u64;
             self.change_steal(now, t, false, q);
         } else if let Some(st) = self.steal.as_mut() {
             let run = &mut st.running[self.g.device[i] as usize];
@@ -380,6 +396,7 @@ impl<N: Network> Model for Exec<'_, N> {
             p.handled += 1;
         }
         self.dispatch(now, ev, q)?;
+        self.last_ps = now;
         if self.per.as_ref().is_some_and(|p| p.hint) {
             self.per.as_mut().expect("checked").hint = false;
             self.try_skip(now, q)?;
@@ -391,7 +408,23 @@ impl<N: Network> Model for Exec<'_, N> {
 impl<N: Network> Exec<'_, N> {
     fn dispatch(&mut self, now: TimePs, ev: Ev<N::Event>, q: &mut EventQueue<Ev<N::Event>>) -> Result<()> {
         match ev {
-            Ev::End(t) => self.finish_task(now, t, q),
+            Ev::End(t) => {
+                if self.needs(t).0 == COMM {
+                    self.pending_comm_ends -= 1;
+                    // A replay started while isolated queued this end when it
+                    // started, so it fires before executor events queued since
+                    // for the same picosecond; the plain run queues it at this
+                    // time, after them. Equal only when nothing else happens at
+                    // this picosecond: otherwise repeat the run without such replays.
+                    if self.net.isolated_end(t) && (self.last_ps == now || q.peek_time() == Some(now)) {
+                        return Err(crate::error::FlitsimError::Retry {
+                            time_ps: now,
+                            detail: format!("task {t}: a collective replayed while isolated ends at the same picosecond as another event"),
+                        });
+                    }
+                }
+                self.finish_task(now, t, q)
+            }
             Ev::ComputeEnd(t, gen) => match &self.steal {
                 Some(st) if st.generation[t as usize] == gen => self.finish_task(now, t, q),
                 _ => Ok(()),
@@ -399,6 +432,7 @@ impl<N: Network> Exec<'_, N> {
             Ev::Release(t) => self.try_start(now, t, q).map(|_| ()),
             Ev::Net(e) => {
                 self.net.set_executor_pending(self.pending);
+                self.net.set_comm_isolated(self.free_comm == 0 && self.pending_comm_ends == 0);
                 let mut sched = Mapped { queue: q, wrap: Ev::Net };
                 self.net.handle(now, e, &mut sched, &mut self.done_buf)?;
                 self.flush_done(q);
@@ -762,6 +796,9 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
         done_buf: Vec::new(),
         released: Vec::new(),
         pending: 0,
+        free_comm: graph.comm_streams as u64 * nd as u64,
+        pending_comm_ends: 0,
+        last_ps: u64::MAX,
         steal: graph.steal_ppm.iter().any(|&v| v > 0).then(|| Steal {
             device_ppm: vec![0; nd],
             running: vec![Vec::new(); nd],

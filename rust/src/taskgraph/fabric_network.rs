@@ -24,6 +24,23 @@
 //! its first node-ready events would stand: a check that fails starts the
 //! DAG there, exactly as if it had been queued. `FLITSIM_COLLECTIVE_REPLAY=0`
 //! turns replay off (to compare).
+//!
+//! Isolated collectives (the same records, a wider start condition): executor
+//! events may be pending at the check (compute running beside the
+//! collective, as in DistriFusion's asynchronous all-gathers), provided no
+//! device has a free communication stream and no communication task's end
+//! is queued. Streams are freed only by communication tasks' ends, and the
+//! network reports none but this collective's, so no network work can start
+//! before it ends: the network evolves as if alone. Its end is queued when
+//! the replay starts, so at its picosecond it fires before executor events
+//! queued later for the same picosecond, where the plain run queues it when
+//! its last flow drains (after them). The two orders agree when nothing
+//! else happens at that picosecond; the executor checks that, and otherwise
+//! returns [`crate::error::FlitsimError::Retry`], on which
+//! [`crate::taskgraph::execute_on_fabric`] repeats the run without isolated
+//! replays (`isolated_retried`). `FLITSIM_COLLECTIVE_REPLAY_ISOLATED=0`
+//! keeps the strict condition only (tests/flow.rs
+//! `isolated_replays_are_bit_identical`).
 
 use super::graph::CollectiveKind;
 use super::network::{Network, NetworkDone};
@@ -150,6 +167,21 @@ pub struct FabricNetwork {
     /// Network operations started and not yet reported done.
     running: u64,
     executor_pending: u64,
+    /// Replay of collectives whose devices hold every communication stream
+    /// (module doc, "isolated"); on with `replay_on` unless
+    /// `FLITSIM_COLLECTIVE_REPLAY_ISOLATED=0` or [`FabricNetwork::set_isolated_replay`].
+    isolated_on: bool,
+    /// The executor's word, before each network event: no communication
+    /// stream is free on any device and no communication task's end is queued.
+    comm_isolated: bool,
+    /// Tasks replayed while isolated whose end is still queued (their end
+    /// must be alone at its picosecond: [`Network::isolated_end`]).
+    isolated_inflight: Vec<u32>,
+    /// Collectives replayed while isolated (statistics; part of `replayed`).
+    pub replayed_isolated: u64,
+    /// The run was repeated without isolated replays (an isolated replay's
+    /// end shared its picosecond with another event; docs/fidelity.md).
+    pub isolated_retried: bool,
     /// DAG events scheduled so far.
     scheduled: u64,
     replayed_events: u64,
@@ -204,6 +236,11 @@ impl FabricNetwork {
             per_dag: std::env::var("FLITSIM_SPRAY_PER_DAG").map_or(true, |v| v != "0"),
             running: 0,
             executor_pending: 0,
+            isolated_on: replay_on && std::env::var("FLITSIM_COLLECTIVE_REPLAY_ISOLATED").map_or(true, |v| v != "0"),
+            comm_isolated: false,
+            isolated_inflight: Vec::new(),
+            replayed_isolated: 0,
+            isolated_retried: false,
             scheduled: 0,
             replayed_events: 0,
             records: HashMap::new(),
@@ -246,6 +283,13 @@ impl FabricNetwork {
     /// level; results are identical either way, only the cost differs).
     pub fn set_replay(&mut self, on: bool) {
         self.replay_on = on && matches!(self.exec.backend, Backend::Flow(_));
+        self.isolated_on &= self.replay_on;
+    }
+
+    /// Replay of isolated collectives (module doc) on or off: on by default
+    /// with replay; results are identical either way. Call before anything runs.
+    pub fn set_isolated_replay(&mut self, on: bool) {
+        self.isolated_on = on && self.replay_on;
     }
 
     fn flow_idle(&self) -> bool {
@@ -365,9 +409,17 @@ impl FabricNetwork {
         if self.pending.iter().all(|x| x.is_none()) {
             self.pending.clear();
         }
-        let alone = self.executor_pending == 0 && self.running == 1 && self.recording.is_none() && self.flow_idle();
+        let idle = self.running == 1 && self.recording.is_none() && self.flow_idle();
+        let strict = idle && self.executor_pending == 0;
+        // (isolated: executor events may come, but none can start network work before this ends)
+        let isolated = idle && !strict && self.isolated_on && self.comm_isolated;
+        let alone = strict || isolated;
         match p.replay {
             Some(i) if alone && self.exec.flow().is_some_and(|f| f.can_replay(&self.records[&p.key][i].flow)) => {
+                if isolated {
+                    self.isolated_inflight.push(p.tag);
+                    self.replayed_isolated += 1;
+                }
                 let r = &self.records[&p.key][i];
                 let (dur, ev) = (r.duration_ps, r.events);
                 if let crate::collective::Backend::Flow(sim) = &mut self.exec.backend {
@@ -630,6 +682,20 @@ impl Network for FabricNetwork {
         self.executor_pending = pending;
     }
 
+    fn set_comm_isolated(&mut self, isolated: bool) {
+        self.comm_isolated = isolated;
+    }
+
+    fn isolated_end(&mut self, tag: u32) -> bool {
+        match self.isolated_inflight.iter().position(|&t| t == tag) {
+            Some(i) => {
+                self.isolated_inflight.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
     fn replayed_events(&self) -> u64 {
         self.replayed_events
     }
@@ -681,12 +747,18 @@ impl Network for FabricNetwork {
             self.records.values().map(|v| v.len()).sum::<usize>() as u64,
             self.choices.len() as u64,
             self.replay_on as u64,
+            self.isolated_on as u64,
+            self.isolated_inflight.len() as u64,
         ]);
+        // isolated replays in flight (their ends are the executor's queued events)
+        let at = out.len();
+        out.extend(self.isolated_inflight.iter().map(|&t| t.wrapping_sub(task_base) as u64));
+        out[at..].sort_unstable();
         self.exec.periodic_encode(now, task_base, l, &cevs, out)
     }
 
     fn periodic_counters(&self, out: &mut Vec<i64>) {
-        out.extend_from_slice(&[self.vnext as i64, self.scheduled as i64, self.replayed_events as i64, self.replayed as i64, self.recorded as i64]);
+        out.extend_from_slice(&[self.vnext as i64, self.scheduled as i64, self.replayed_events as i64, self.replayed as i64, self.recorded as i64, self.replayed_isolated as i64]);
         if let Some(f) = self.exec.flow() {
             f.periodic_counters(out);
         }
@@ -694,7 +766,7 @@ impl Network for FabricNetwork {
 
     fn periodic_advance(&mut self, _now: TimePs, delta: &[i64], m: u64, dt_ps: u64, sh: u32, events: &[&NetEv]) -> bool {
         let v = self.vnext as u64 + delta[0] as u64 * m;
-        if delta[0] < 0 || v >= 1 << 32 || (self.vnext < 1 << 31 && v >= 1 << 31) || delta[1..5].iter().any(|&d| d < 0) {
+        if delta[0] < 0 || v >= 1 << 32 || (self.vnext < 1 << 31 && v >= 1 << 31) || delta[1..6].iter().any(|&d| d < 0) {
             return false;
         }
         let cevs: Vec<&CEv> = events.iter().filter_map(|e| if let NetEv::C(c) = e { Some(c) } else { None }).collect();
@@ -702,7 +774,7 @@ impl Network for FabricNetwork {
             return false;
         }
         let Backend::Flow(f) = &mut self.exec.backend else { return false };
-        if !f.periodic_advance(&delta[5..], m) {
+        if !f.periodic_advance(&delta[6..], m) {
             return false;
         }
         if !self.exec.periodic_shift(&cevs, sh, dt_ps) {
@@ -713,6 +785,10 @@ impl Network for FabricNetwork {
         self.replayed_events += delta[2] as u64 * m;
         self.replayed += delta[3] as u64 * m;
         self.recorded += delta[4] as u64 * m;
+        self.replayed_isolated += delta[5] as u64 * m;
+        for t in &mut self.isolated_inflight {
+            *t = t.wrapping_add(sh);
+        }
         true
     }
 

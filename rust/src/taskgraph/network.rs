@@ -45,6 +45,20 @@ pub trait Network {
     /// happen until the network reports a completion.
     fn set_executor_pending(&mut self, _pending: u64) {}
 
+    /// The executor's word, before every network event: true when no device
+    /// has a free communication stream and no communication task's end is
+    /// queued, so no network work can start before the network reports a
+    /// completion (executor events may still come: compute ends, releases).
+    fn set_comm_isolated(&mut self, _isolated: bool) {}
+
+    /// Called when the end of communication task `tag` is handled: true if
+    /// the network reported that end from a replay started while isolated
+    /// (then the executor requires the end to be alone at its picosecond, or
+    /// the run is repeated with [`crate::error::FlitsimError::Retry`]).
+    fn isolated_end(&mut self, _tag: u32) -> bool {
+        false
+    }
+
     /// Events the network accounts for without their having been queued
     /// (work it replayed instead of running), added to the run's count.
     fn replayed_events(&self) -> u64 {
