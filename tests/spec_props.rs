@@ -89,6 +89,8 @@ proptest! {
                 prop_assert!(r.end_ps.iter().all(|&t| t <= r.makespan_ps));
             }
             Err(FlitsimError::Config { .. } | FlitsimError::Stalled { .. } | FlitsimError::Interrupted { .. }) => {}
+            // (only the task-graph executor asks for a repeat, and its caller repeats)
+            Err(e @ FlitsimError::Retry { .. }) => prop_assert!(false, "run_batch gave {e:?}"),
         }
     }
 
@@ -115,6 +117,7 @@ proptest! {
         match switch_lab::run(&spec, &mut bounded()) {
             Ok(r) => prop_assert!(r.accepted_throughput.is_finite()),
             Err(FlitsimError::Config { .. } | FlitsimError::Stalled { .. } | FlitsimError::Interrupted { .. }) => {}
+            Err(e @ FlitsimError::Retry { .. }) => prop_assert!(false, "switch_lab gave {e:?}"),
         }
     }
 }
