@@ -30,19 +30,10 @@ from periodic_bench import plan  # noqa: E402
 
 def _simulate(row, col, cand, on: bool):
     os.environ["FLITSIM_COLLECTIVE_REPLAY_ISOLATED"] = "1" if on else "0"
-    opts = {**cand.options, "gpu": col.gpu, "fabric_devices": col.fabric.gpus}
     reps = row.info["reps"] if row.kind == "prefill" else [None]
     out = []
     for tok in reps:
-        o = dict(opts)
-        if cand.name == "terapipe" and o.get("slicing") == "dp":
-            o["grid_tokens"] = M._grid_tokens(int(tok))
-        if row.kind == "dit":
-            built = S.build(cand.name, None, row.workload, **o)
-        elif row.kind == "decode":
-            built = S.build(cand.name, row.model, row.info["workload"], **o)
-        else:
-            built = S.build(cand.name, row.model, int(tok), **o)
+        built = M.build_candidate(row, col, cand, tok)
         if built.footprint().status == "oom":
             return None
         with warnings.catch_warnings():

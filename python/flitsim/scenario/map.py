@@ -261,24 +261,29 @@ def _grid_tokens(tokens: int) -> int:
     return max(64, -(-tokens // 64 // 64) * 64)
 
 
+def build_candidate(row: _Row, col: _Column, cand: Candidate, tok: Any = None) -> Any:
+    """The schedule of ``cand`` for the row's workload on the column's GPU and
+    fabric size; ``tok``: the prompt length (prefill rows: one of the row's
+    representative lengths), else None. Raises ConfigError as the builder."""
+    o: dict[str, Any] = {**cand.options, "gpu": col.gpu, "fabric_devices": col.fabric.gpus}
+    if cand.name == "terapipe" and o.get("slicing") == "dp":
+        o["grid_tokens"] = _grid_tokens(int(tok))
+    if row.kind == "dit":
+        return S.build(cand.name, None, row.workload, **o)
+    if row.kind == "decode":
+        return S.build(cand.name, row.model, row.info["workload"], **o)
+    return S.build(cand.name, row.model, int(tok), **o)
+
+
 def _run_one(row: _Row, col: _Column, cand: Candidate) -> CandidateRun:
     """Build, memory-check and simulate one candidate on one cell."""
     t0, c0 = time.perf_counter(), time.process_time()
     run = CandidateRun(row.index, col.index, cand, "ok")
-    opts: dict[str, Any] = {**cand.options, "gpu": col.gpu, "fabric_devices": col.fabric.gpus}
     reps: list[Any] = row.info["reps"] if row.kind == "prefill" else [None]
     per = []
     try:
         for tok in reps:
-            o = dict(opts)
-            if cand.name == "terapipe" and o.get("slicing") == "dp":
-                o["grid_tokens"] = _grid_tokens(int(tok))
-            if row.kind == "dit":
-                built = S.build(cand.name, None, row.workload, **o)
-            elif row.kind == "decode":
-                built = S.build(cand.name, row.model, row.info["workload"], **o)
-            else:
-                built = S.build(cand.name, row.model, int(tok), **o)
+            built = build_candidate(row, col, cand, tok)
             fp = built.footprint()
             if fp.status == "oom":
                 run.status, run.reason = "oom", f"{fp.peak_bytes / 1e9:.1f} GB > {fp.capacity_bytes / 1e9:.1f} GB HBM ({fp.broken_by})"
