@@ -344,3 +344,60 @@ def test_map_fidelity_agrees_with_packet_level_on_a_small_cell():
                 assert s.run.network["fidelity"] == fid
                 mk[fid] = s.makespan_ps
             assert abs(mk["flow"] / mk["packet"] - 1) <= 0.02, (name, mk)
+
+
+# ---------------------------------------------------------------- a worker that dies (stop 19)
+import flitsim.scenario.map as _map_mod  # noqa: E402
+
+_REAL_RUN_ONE = _map_mod._run_one
+
+
+def _run_one_killing_ulysses(row, col, cand):
+    """Module level, so a -j 2 worker can unpickle it: the Ulysses run dies as the
+    out-of-memory killer would end it (SIGKILL), every other run is the real one."""
+    import os
+    import signal
+
+    if cand.name == "ulysses":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _REAL_RUN_ONE(row, col, cand)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="the patched run reaches the workers by fork")
+def test_a_run_whose_worker_dies_is_marked_failed_and_the_map_goes_on(tmp_path, monkeypatch):
+    # Stop 18: the Flux.1-dev 8192 px row at -j 2 drove two workers to 13.5 + 10.9 GB; the OOM killer ended
+    # one and the map stopped with BrokenProcessPool, losing every result. Now the killed run is rerun alone,
+    # dies again here (it always does), and is marked failed; the other cells equal the -j 1 map.
+    sc = _load(tmp_path, SMALL.format(devices=2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = run_map(sc, jobs=1, progress=False)
+        monkeypatch.setattr(_map_mod, "_run_one", _run_one_killing_ulysses)
+        m = run_map(sc, jobs=2, progress=False)
+    ct = m.candidates_table()
+    dead = ct[ct.builder == "ulysses"]
+    assert len(dead) == 1 and (dead.status == "failed").all() and dead.latency_s.isna().all()
+    assert "SIGKILL" in dead.reason.iloc[0] and "out-of-memory" in dead.reason.iloc[0]
+    live = ct[ct.builder != "ulysses"].drop(columns=["wall_s", "cpu_s"]).reset_index(drop=True)
+    want = ref.candidates_table()
+    want = want[want.builder != "ulysses"].drop(columns=["wall_s", "cpu_s"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(live.drop(columns=["vs_winner"]), want.drop(columns=["vs_winner"]))
+    t = m.table().set_index("workload")
+    assert "Ulysses" in t.loc["PixArt 256 px", "failed"] and t.loc["8B prefill 256", "failed"] == ""
+    assert "not decided for certain: Ulysses" in t.loc["PixArt 256 px", "verdict_text"]
+    assert t.loc["PixArt 256 px", "winner"] == "PipeFusion"  # the only run that finished
+
+
+def test_decide_cell_with_failed_runs():
+    good = _card()
+    # the only pipeline did not finish: the verdict says so instead of pretending it is infeasible
+    c = decide_cell([_hand_run("PipeFusion", True, float("nan"), status="failed", reason="killed by SIGKILL"),
+                     _hand_run("Ring", False, 1.0)], margin=0.05, tie=0.02)
+    assert c["verdict"] == "failed" and "SIGKILL" in c["verdict_text"] and c["winner"] == "Ring"
+    assert "PipeFusion (killed by SIGKILL)" in c["failed"] and c["infeasible"] == ""
+    # a non-pipelined run did not finish: the verdict stands but says it is not certain
+    c = decide_cell([_hand_run("PipeFusion", True, 1.0, card=good),
+                     _hand_run("Ring", False, float("nan"), status="failed", reason="x")], margin=0.05, tie=0.02)
+    assert c["verdict"] == "fits" and "not decided for certain: Ring" in c["verdict_text"]
+    c = decide_cell([_hand_run("Ring", False, float("nan"), status="failed", reason="x")], margin=0.05, tie=0.02)
+    assert c["status"] == "failed" and c["winner"] is None

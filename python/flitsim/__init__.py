@@ -16,11 +16,12 @@ and faults: :func:`goodput_vs_ber`, :func:`fec_error_model`, :class:`Fault`
 (dead links and planes, ``FabricSpec.with_faults``).
 Presets live in :mod:`flitsim.hardware`, models in :mod:`flitsim.models`,
 workloads in :mod:`flitsim.workloads`.
-Errors: :class:`ConfigError` (a ValueError), :class:`StalledError` (a RuntimeError).
+Errors: :class:`ConfigError` (a ValueError), :class:`StalledError` (a RuntimeError),
+:class:`WorkerCrashedError` (a RuntimeError: a `-j N` worker died, even rerun alone).
 """
 
 from flitsim._core import __version__
-from flitsim.errors import ConfigError, StalledError
+from flitsim.errors import ConfigError, StalledError, WorkerCrashedError
 from flitsim.hardware import LinkSpec, PacketFormat, SerdesSpec, SystemPreset, link_preset, system_preset
 from flitsim.ledger import Ledger, ledger
 from flitsim.linklab import LinkTransferResult, link_transfer
@@ -39,7 +40,7 @@ from flitsim.interrupt import cancel_all, install_sigint_handler
 install_sigint_handler()  # Ctrl-C also stops simulations on worker threads
 
 __all__ = [
-    "__version__", "ConfigError", "StalledError", "LinkSpec", "PacketFormat", "SerdesSpec",
+    "__version__", "ConfigError", "StalledError", "WorkerCrashedError", "LinkSpec", "PacketFormat", "SerdesSpec",
     "SystemPreset", "link_preset", "system_preset", "Ledger", "ledger", "LinkTransferResult",
     "link_transfer", "switchlab", "AnalyticNetwork", "IdealNetwork", "FabricNetwork", "TransferResult", "transfers",
     "CollectiveResult", "collective", "nccl_tests", "sweep", "report", "scenario", "serving", "Fault",

@@ -9,6 +9,9 @@ Python alike, so ``except ValueError`` / ``except RuntimeError`` also catch them
   message names the field, the value and what is allowed.
 - :class:`StalledError` (a ``RuntimeError``): a simulation made no progress with
   work pending; the message says what is blocked.
+- :class:`WorkerCrashedError` (a ``RuntimeError``, declared here in Python; it
+  pickles as any one-message exception): a worker process of a ``-j N`` pool
+  died running an item, even rerun alone (:func:`flitsim.parallel.map_ordered`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pydantic import ValidationError
 
 from flitsim._core import ConfigError, StalledError
 
-__all__ = ["ConfigError", "StalledError", "config_error", "from_validation_error", "check_int", "check_bool", "number_list", "U64_MAX"]
+__all__ = ["ConfigError", "StalledError", "WorkerCrashedError", "config_error", "from_validation_error", "check_int", "check_bool", "number_list", "U64_MAX"]
 
 U64_MAX = 2**64 - 1
 """Largest value of the engine's unsigned 64-bit fields (bytes, ps)."""
@@ -101,6 +104,12 @@ def from_validation_error(err: ValidationError, owner: str) -> ConfigError:
         value = e.get("input", "<missing>") if e["type"] != "missing" else "<missing>"
         parts.append(f"{loc} = {value!r}: {e['msg']}")
     return ConfigError("; ".join(parts))
+
+
+class WorkerCrashedError(RuntimeError):
+    """A worker process died (killed by the out-of-memory killer, a segfault)
+    while running one item of a parallel map, and again when the item was rerun
+    alone; the message names the item and how the worker ended."""
 
 
 class FidelityWarning(UserWarning):

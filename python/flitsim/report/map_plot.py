@@ -17,7 +17,8 @@ __all__ = ["map_heatmap", "SHORT_VERDICT"]
 
 SHORT_VERDICT = {
     "fits": "FITS", "fits structurally, loses": "fits struct., loses", "no structural match": "no struct. match",
-    "does not fit": "does not fit", "oom": "OOM", "infeasible": "infeasible", "no feasible schedule": "no feasible schedule",
+    "does not fit": "does not fit", "oom": "OOM", "infeasible": "infeasible", "failed": "run failed",
+    "no feasible schedule": "no feasible schedule",
 }
 """Verdict -> the words printed in a heatmap cell."""
 

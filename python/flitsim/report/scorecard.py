@@ -77,7 +77,7 @@ TOKEN_PIPELINES = ("terapipe", "pipefusion")
 """Token-level (slice / patch) pipeline schedules."""
 
 VERDICTS = ("fits", "fits structurally, loses", "no structural match", "does not fit", "oom", "infeasible",
-            "no feasible schedule")
+            "failed", "no feasible schedule")
 """Every map verdict, in the order the heatmap legend lists them."""
 
 
@@ -247,13 +247,18 @@ def pipelining_outcome(pipe_s: float | None, nonpipe_s: float | None, tie: float
 
 def map_verdict(*, matches: dict[str, dict[str, Any]] | None, pipe_s: float | None, pipe_label: str | None,
                 fastest_s: float | None, fastest_label: str | None, margin: float,
-                pipe_oom: str | None = None, pipe_infeasible: str | None = None) -> tuple[str, str]:
+                pipe_oom: str | None = None, pipe_infeasible: str | None = None,
+                pipe_failed: str | None = None) -> tuple[str, str]:
     """(verdict, sentence) for a cell's token-level pipeline (see the module
     docstring). ``matches``: :func:`match_results` of the fastest feasible
     pipeline (None when there is none); ``pipe_s`` / ``fastest_s``: its
     latency and the cell's fastest feasible latency (s); ``pipe_oom``: why
     the pipelines ran out of memory when none fits in memory;
-    ``pipe_infeasible``: why none could be built."""
+    ``pipe_infeasible``: why none could be built; ``pipe_failed``: the
+    pipelines whose run did not finish (their worker process died, even alone),
+    so the cell cannot say how they would have done."""
+    if pipe_failed and (matches is None or pipe_s is None):
+        return "failed", f"the token-level pipeline's run did not finish: {pipe_failed}"
     if fastest_s is None:
         return "no feasible schedule", "no schedule is feasible on this cell" + (
             f" (pipeline: {pipe_oom or pipe_infeasible})" if (pipe_oom or pipe_infeasible) else "")

@@ -71,8 +71,10 @@ class Candidate:
 @dataclasses.dataclass
 class CandidateRun:
     """What one candidate produced on one cell. ``status``: ``ok``, ``oom``
-    (static or run peak above HBM; not a winner) or ``infeasible`` (the
-    builder or the run refused it; ``reason`` says why). ``latency_s``: the
+    (static or run peak above HBM; not a winner), ``infeasible`` (the
+    builder or the run refused it; ``reason`` says why) or ``failed`` (its
+    ``-j N`` worker process died, even rerun alone: ``reason`` says how, e.g.
+    the out-of-memory killer; the map goes on without it). ``latency_s``: the
     makespan (s) of what the row compares; ``card``: its scorecard rows."""
 
     row: int
@@ -381,7 +383,7 @@ def cell_columns() -> list[str]:
             "best_pipelined_s", "pipelining", "pipelining_ratio", "verdict", "verdict_text", "task_match",
             "metric_match", "structure_match", "dependency_density", "flop_per_byte_vs_breakeven",
             "compute_to_comm", "stage_time_cv", "fill_drain_share", "credit_exhaustion_share", "feasible",
-            "oom", "infeasible", "fidelity", "fidelity_reason", "decisive_outside_flow_validation",
+            "oom", "infeasible", "failed", "fidelity", "fidelity_reason", "decisive_outside_flow_validation",
             "throughput_tokens_per_s", "margin", "tie",
             "wall_s"]
 
@@ -401,12 +403,19 @@ def decide_cell(runs: list[CandidateRun], *, margin: float, tie: float) -> dict[
     oom_p = [r for r in runs if r.pipelined and r.status == "oom"]
     inf_p = [r for r in runs if r.pipelined and r.status == "infeasible"]
     inf_p += [r for r in ok if r.candidate.pipelined and not r.pipelined]  # ran, but no pipelined step
+    failed = [r for r in runs if r.status == "failed"]
+    fail_p = [r for r in failed if r.candidate.pipelined]
     matches = match_results(bp.card) if bp is not None else None
     verdict, text = map_verdict(
         matches=matches, pipe_s=bp.latency_s if bp else None, pipe_label=bp.candidate.label if bp else None,
         fastest_s=win.latency_s if win else None, fastest_label=win.candidate.label if win else None, margin=margin,
         pipe_oom="; ".join(f"{r.candidate.label}: {r.reason}" for r in oom_p) or None,
-        pipe_infeasible="; ".join(f"{r.candidate.label}: {r.reason}" for r in inf_p) or None)
+        pipe_infeasible="; ".join(f"{r.candidate.label}: {r.reason}" for r in inf_p) or None,
+        pipe_failed="; ".join(f"{r.candidate.label}: {r.reason}" for r in fail_p) or None)
+    if failed and verdict != "failed":
+        # a run that did not finish might have won: the reader is told which
+        text += ("; not decided for certain: " + ", ".join(r.candidate.label for r in failed)
+                 + " did not finish (column failed)")
     outcome, ratio = pipelining_outcome(bp.latency_s if bp else None, bn.latency_s if bn else None, tie)
     figs: dict[str, float] = {}
     if bp is not None:
@@ -421,7 +430,7 @@ def decide_cell(runs: list[CandidateRun], *, margin: float, tie: float) -> dict[
     decisive = {id(r): r for r in (win, bp, bn) if r is not None}.values()
     outside = sorted({r.candidate.label for r in decisive if r.fidelity_reason.startswith("warning")})
     return {
-        "status": "ok" if win else "no feasible schedule",
+        "status": "ok" if win else ("failed" if failed else "no feasible schedule"),
         "winner": win.candidate.label if win else None, "winner_s": win.latency_s if win else float("nan"),
         "best_nonpipelined": bn.candidate.label if bn else None,
         "best_nonpipelined_s": bn.latency_s if bn else float("nan"),
@@ -436,6 +445,7 @@ def decide_cell(runs: list[CandidateRun], *, margin: float, tie: float) -> dict[
         "feasible": len(ok),
         "oom": "; ".join(f"{r.candidate.label} ({r.reason})" for r in runs if r.status == "oom"),
         "infeasible": "; ".join(f"{r.candidate.label} ({r.reason})" for r in runs if r.status == "infeasible"),
+        "failed": "; ".join(f"{r.candidate.label} ({r.reason})" for r in failed),
         "fidelity": " + ".join(fids), "fidelity_reason": " | ".join(reasons),
         "decisive_outside_flow_validation": "; ".join(outside),
         "throughput_tokens_per_s": win.throughput_tokens_per_s if win else float("nan"),
@@ -527,7 +537,11 @@ def run_map(sc: Scenario, *, jobs: int = 1, progress: bool = True) -> MapResult:
         if bar:
             bar.update(1)
 
-    res = map_ordered(_run_one, [plan[i] for i in order], jobs, done)
+    def crashed(k: int, why: str) -> CandidateRun:
+        row, col, cand = plan[order[k]]
+        return CandidateRun(row.index, col.index, cand, "failed", reason=f"run did not finish: {why}")
+
+    res = map_ordered(_run_one, [plan[i] for i in order], jobs, done, crashed)
     if bar:
         bar.close()
     runs: list[CandidateRun] = [None] * len(plan)  # type: ignore[list-item]
