@@ -5,6 +5,7 @@ reported (``crashed``) or raised as a WorkerCrashedError that pickles."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import signal
@@ -23,6 +24,7 @@ def _work(i: int, mode: str, flag: str = "") -> int:
     if mode == "die":
         os.kill(os.getpid(), signal.SIGKILL)
     if mode == "segv":
+        faulthandler.disable()  # pytest's handler, inherited by the fork, would print a traceback into the log
         os.kill(os.getpid(), signal.SIGSEGV)
     if mode == "busy":  # a heavy run: holds the flag for a while
         open(flag, "w").close()
