@@ -161,6 +161,38 @@ impl DagExec {
         }
     }
 
+    /// Drop every finished DAG and transfer (memory bounded by the work
+    /// between idle moments, not by the run's): only at flow level, with
+    /// nothing in flight (every instance finished and reported, no plain
+    /// transfer open, the flow simulator idle) and no per-node end times
+    /// kept. Node and transfer ids restart at 0; spray numbering is virtual
+    /// ([`DagExec::start_virtual`]), so answers do not change. The owner must
+    /// hold no node or transfer id (no operation running). False, nothing
+    /// done, otherwise.
+    pub(crate) fn compact(&mut self) -> bool {
+        if self.node_end.is_some() || !self.done.is_empty() || !self.plain_done.is_empty() || self.insts.iter().any(|i| i.remaining > 0) {
+            return false;
+        }
+        let Backend::Flow(f) = &mut self.backend else { return false };
+        if !f.compact() {
+            return false;
+        }
+        self.kind.clear();
+        self.succ_off.clear();
+        self.succ.clear();
+        self.pending.clear();
+        self.ready_ps.clear();
+        self.inst_of.clear();
+        self.insts.clear();
+        self.xfer_node.clear();
+        true
+    }
+
+    /// DAG nodes held (since the last [`DagExec::compact`]).
+    pub fn nodes_held(&self) -> usize {
+        self.kind.len()
+    }
+
     /// Add a DAG and start its source nodes at `now`; `tag` is reported in `done`.
     pub fn start(&mut self, now: TimePs, tag: u32, dag: &Dag, q: &mut dyn Scheduler<CEv>) -> Result<()> {
         let base = self.kind.len() as u32;

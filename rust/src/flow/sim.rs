@@ -23,7 +23,7 @@ const RES_UNIT: f64 = 65_536.0;
 #[derive(Debug, Clone)]
 pub struct FlowMark {
     outside_clear: bool,
-    xfers: usize,
+    sent: u64,
     res: Vec<i64>,
     solves: u64,
     gen: u64,
@@ -181,6 +181,12 @@ pub struct FlowSim {
     res_fixed: Vec<i64>,
     /// Payload bytes of transfers replayed rather than run (statistics).
     pub replayed_sent_bytes: u64,
+    /// Payload bytes of every transfer added that crosses the fabric
+    /// (src != dst, or loopback), compacted ones included.
+    added_sent_bytes: u64,
+    /// Transfers dropped by [`FlowSim::compact`]: transfer `x` of `xfers`
+    /// is the run's `id_base + x`-th (the hash spray reads that number).
+    id_base: u64,
     pub diagnosis: FlowDiagnosis,
     /// Completed transfers not yet collected by the owner: (transfer, time).
     pub completed: Vec<(u32, TimePs)>,
@@ -284,6 +290,8 @@ impl FlowSim {
             solve_at: None,
             res_fixed: vec![0; nr],
             replayed_sent_bytes: 0,
+            added_sent_bytes: 0,
+            id_base: 0,
             diagnosis: FlowDiagnosis::default(),
             completed: Vec::new(),
             active_from: vec![0; g],
@@ -385,6 +393,9 @@ impl FlowSim {
             return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &allowed));
         }
         let id = self.xfers.len() as u32;
+        if src != dst {
+            self.added_sent_bytes += bytes;
+        }
         self.xfers.push(FlowXfer { src, dst, bytes, tag, loopback: false, spray_offset: 0, start_ps: 0, end_ps: 0, done: false, lanes: 0, group: 0, work: 0.0, scale: 0.0, cap: 0.0, pkt_ps: 0.0, lat_ps: 0, path: (0, 0) });
         Ok(id)
     }
@@ -396,6 +407,7 @@ impl FlowSim {
     pub fn add_loopback_transfer(&mut self, gpu: u32, bytes: u64, tag: u32) -> Result<u32> {
         let id = self.add_transfer(gpu, gpu, bytes, tag)?;
         self.xfers[id as usize].loopback = true;
+        self.added_sent_bytes += bytes;
         Ok(id)
     }
 
@@ -545,7 +557,9 @@ impl FlowSim {
             self.compact_paths();
         }
         let a = self.path_buf.len() as u32;
-        let (lanes, work, cap, pkt_ps, lat_ps) = self.fab.path(src, dst, bytes, x, off, &mut self.path_buf)?;
+        // (the run's transfer number: equal to `x` until a compaction)
+        let nth = (self.id_base as u32).wrapping_add(x);
+        let (lanes, work, cap, pkt_ps, lat_ps) = self.fab.path(src, dst, bytes, nth, off, &mut self.path_buf)?;
         let b = self.path_buf.len() as u32;
         self.mark_dirty(a, b);
         self.link_flow(x, a, b, true);
@@ -966,7 +980,7 @@ impl FlowSim {
 
     /// The counters a run from here changes (see [`FlowReplay`]).
     pub fn mark(&self) -> FlowMark {
-        FlowMark { outside_clear: self.diagnosis.outside.is_none(), xfers: self.xfers.len(), res: self.res_fixed.clone(), solves: self.diagnosis.solves, gen: self.gen }
+        FlowMark { outside_clear: self.diagnosis.outside.is_none(), sent: self.added_sent_bytes, res: self.res_fixed.clone(), solves: self.diagnosis.solves, gen: self.gen }
     }
 
     /// What changed since `m` (the transfers added since are summed into
@@ -979,7 +993,7 @@ impl FlowSim {
             _ => None,
         };
         let res = self.res_fixed.iter().zip(&m.res).enumerate().filter(|(_, (a, b))| a != b).map(|(r, (a, b))| (r as u32, a - b)).collect();
-        let sent_bytes = self.xfers[m.xfers..].iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum();
+        let sent_bytes = self.added_sent_bytes - m.sent;
         Some(FlowReplay { outside_clear: m.outside_clear, outside, res, solves: self.diagnosis.solves - m.solves, gen: self.gen - m.gen, sent_bytes })
     }
 
@@ -1005,28 +1019,27 @@ impl FlowSim {
         self.replayed_sent_bytes += r.sent_bytes;
     }
 
-    /// Counters a run grows (solves, solve generation, transfers, per-resource
-    /// bytes in fixed point), for the task-graph executor's periodic skip.
+    /// Counters a run grows (solves, solve generation, transfers, sent
+    /// bytes, per-resource bytes in fixed point), for the task-graph
+    /// executor's periodic skip.
     pub fn periodic_counters(&self, out: &mut Vec<i64>) {
         out.push(self.diagnosis.solves as i64);
         out.push(self.gen as i64);
-        out.push(self.xfers.len() as i64);
-        out.push(self.replayed_sent_bytes as i64);
+        out.push((self.id_base + self.xfers.len() as u64) as i64);
+        out.push(self.sent_bytes() as i64);
         out.extend_from_slice(&self.res_fixed);
     }
 
     /// Add `m` periods of growth (`delta`: a difference of two
-    /// [`FlowSim::periodic_counters`], the later taken now): the transfers of
-    /// the last period count `m` times more in sent bytes. Nothing may be
-    /// uncollected. False, nothing changed, if it is or the counters do not fit.
+    /// [`FlowSim::periodic_counters`], the later taken now): the sent bytes
+    /// of the last period count `m` times more. Nothing may be uncollected.
+    /// False, nothing changed, if it is or the counters do not fit.
     pub fn periodic_advance(&mut self, delta: &[i64], m: u64) -> bool {
-        if !self.completed.is_empty() || delta.len() != 4 + self.res_fixed.len() || delta[2] < 0 || delta[3] < 0 || delta[2] as usize > self.xfers.len() {
+        if !self.completed.is_empty() || delta.len() != 4 + self.res_fixed.len() || delta[2] < 0 || delta[3] < 0 {
             return false;
         }
         let m = m as i64;
-        let last = &self.xfers[self.xfers.len() - delta[2] as usize..];
-        let sent: u64 = last.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum::<u64>() + delta[3] as u64;
-        let Some(sent) = sent.checked_mul(m as u64).and_then(|s| s.checked_add(self.replayed_sent_bytes)) else { return false };
+        let Some(sent) = (delta[3] as u64).checked_mul(m as u64).and_then(|s| s.checked_add(self.replayed_sent_bytes)) else { return false };
         let ok = self.res_fixed.iter().zip(&delta[4..]).all(|(&r, &d)| d.checked_mul(m).and_then(|x| x.checked_add(r)).is_some());
         if !ok {
             return false;
@@ -1086,6 +1099,35 @@ impl FlowSim {
         true
     }
 
+    /// Payload bytes sent over the fabric so far (run and replayed).
+    pub fn sent_bytes(&self) -> u64 {
+        self.added_sent_bytes + self.replayed_sent_bytes
+    }
+
+    /// Drop the records of finished transfers (memory bounded by the
+    /// transfers between idle moments, not by the run's): only when idle
+    /// ([`FlowSim::is_idle`]) and the owner holds no transfer id from before
+    /// (ids restart at 0; the run's numbering, which the hash spray reads,
+    /// goes on). False, nothing done, if not idle.
+    pub fn compact(&mut self) -> bool {
+        if !self.is_idle() {
+            return false;
+        }
+        self.id_base += self.xfers.len() as u64;
+        self.xfers.clear();
+        self.pos.clear();
+        self.xfer_seen.clear();
+        self.path_buf.clear();
+        self.path_lidx.clear();
+        self.live_path = 0;
+        true
+    }
+
+    /// Transfers registered since the last [`FlowSim::compact`].
+    pub fn transfers_held(&self) -> usize {
+        self.xfers.len()
+    }
+
     /// Running flows' ids (periodic skip).
     pub fn periodic_active(&self) -> &[u32] {
         &self.active
@@ -1122,7 +1164,7 @@ impl FlowSim {
         let mut s = format!("{} flows unfinished, e.g. ", open.len());
         for &x in open.iter().take(4) {
             let t = &self.xfers[x];
-            s += &format!("#{x} GPU {} -> {} ({:.0} of {} bytes left); ", t.src, t.dst, t.work * t.scale, t.bytes);
+            s += &format!("#{} GPU {} -> {} ({:.0} of {} bytes left); ", self.id_base + x as u64, t.src, t.dst, t.work * t.scale, t.bytes);
         }
         Some(s)
     }

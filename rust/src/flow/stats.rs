@@ -104,7 +104,7 @@ pub fn flow_stats(sim: &FlowSim, events: u64) -> FabricStats {
         });
     }
     let packets = out_ports.iter().map(|p| p.link.packets).sum();
-    let sent_bytes = sim.xfers.iter().filter(|x| x.src != x.dst || x.loopback).map(|x| x.bytes).sum::<u64>() + sim.replayed_sent_bytes;
+    let sent_bytes = sim.sent_bytes();
     FabricStats {
         ports: out_ports,
         switches,
