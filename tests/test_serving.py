@@ -209,6 +209,12 @@ def test_bad_input():
     assert parse_rates("1:64") == [1, 2, 4, 8, 16, 32, 64]
     with pytest.raises(flitsim.ConfigError, match="columns"):
         serve("llama-3-8b", "azure-conv-2023", columns={"input_tokens": "NoSuchColumn"}, n=5)
+    # the request count is named, not blamed on the trace (a fresh user's report)
+    for n in (-1, 0, 1.5, "10", True):
+        with pytest.raises(flitsim.ConfigError, match=r"^n = "):
+            serve("llama-3-8b", "azure-conv-2023", n=n)
+        with pytest.raises(flitsim.ConfigError, match=r"^limit = "):
+            flitsim.workloads.load_trace("azure-conv-2023", limit=n)
     with pytest.raises(flitsim.ConfigError, match="kv_blocks"):
         run_instance(_table([0.0], [100], [10]), COST, kv_blocks=2)  # 109 tokens need 7 blocks of 16
     with pytest.raises(flitsim.ConfigError, match="layout"):

@@ -164,8 +164,12 @@ def resolve_workload(workload: Any, columns: Any = None, n: int | None = None) -
     Raises:
         ConfigError: anything else; what load_trace / LLMPerfSpec raise.
     """
+    from flitsim.errors import check_int
     from flitsim.workloads import LLMPerfSpec, LlmWorkload, llmperf_workload, load_trace
 
+    if n is not None:
+        # named here: load_trace would blame the trace for a bad row count
+        n = check_int("n", n, 1, what="a request count")
     if isinstance(workload, LlmWorkload):
         return workload
     if workload == "llmperf":

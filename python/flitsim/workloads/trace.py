@@ -10,7 +10,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from flitsim.errors import config_error
+from flitsim.errors import check_int, config_error
 from flitsim.workloads.llm import LlmWorkload, llmperf_workload
 
 __all__ = ["TRACES", "trace_path", "load_trace", "length_summary", "compare_length_distributions",
@@ -66,7 +66,8 @@ def load_trace(source: str | os.PathLike[str], columns: Mapping[str, str] | None
 
     Raises:
         ConfigError: missing file, unknown trace name, missing columns, a
-            header without rows, non-integer or negative token counts,
+            header without rows, non-integer or negative token counts, a
+            ``limit`` that is not an integer >= 1,
             unparsable timestamps.
     """
     if not isinstance(source, (str, os.PathLike)):
@@ -78,6 +79,8 @@ def load_trace(source: str | os.PathLike[str], columns: Mapping[str, str] | None
         if not os.path.isfile(src):
             raise config_error("trace", src, f"an existing CSV file or one of {sorted(TRACES)}")
         path, default_cols, tok = src, {k: k for k in ("timestamp", "input_tokens", "output_tokens")}, "unknown"
+    if limit is not None:
+        limit = check_int("limit", limit, 1, what="a request count")
     cols = dict(default_cols)
     if columns is not None:
         unknown = set(columns) - set(cols)
