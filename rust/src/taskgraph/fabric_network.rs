@@ -268,7 +268,7 @@ impl FabricNetwork {
 
     /// Drop finished DAGs and transfers at idle moments once `min_held`
     /// (DAG nodes + transfers) are held; `usize::MAX`: never. Answers are
-    /// the same either way (tests/flow.rs); default [`COMPACT_MIN_HELD`].
+    /// the same either way (tests/periodic.rs); default [`COMPACT_MIN_HELD`].
     pub fn set_compaction(&mut self, min_held: usize) {
         self.compact_min_held = min_held;
     }
