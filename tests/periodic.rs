@@ -134,11 +134,17 @@ fn same(a: &TaskGraphResult, b: &TaskGraphResult) {
 
 /// Plain (undeclared) vs declared on the analytic network; returns the declared run's report.
 fn analytic(g: &TaskGraph, period: u32) -> String {
+    analytic_declared(g, period, &[])
+}
+
+/// As [`analytic`], also declaring inner (layer) periods.
+fn analytic_declared(g: &TaskGraph, period: u32, inner: &[u32]) -> String {
     let net = || AnalyticNetwork::new(g.devices, 2_000_000, 50_000_000_000);
     let plain = execute(g, &mut net(), &mut NoInterrupt).unwrap();
     assert_eq!(plain.periodic, "not periodic: no period declared");
     let mut d = g.clone();
     d.period_tasks = period;
+    d.inner_periods = inner.to_vec();
     let mut n = net();
     let skip = execute(&d, &mut n, &mut NoInterrupt).unwrap();
     same(&plain, &skip);
@@ -157,6 +163,11 @@ fn flow(spec: &FabricSpec, g: &TaskGraph, period: u32) -> String {
 /// spray numbered per DAG (the default) or by one running counter (what the
 /// multi-step stride tests need: the counter moves every step).
 fn flow_with(spec: &FabricSpec, g: &TaskGraph, period: u32, port_set: bool, per_dag: bool) -> String {
+    flow_declared(spec, g, period, &[], port_set, per_dag)
+}
+
+/// As [`flow_with`], also declaring inner (layer) periods.
+fn flow_declared(spec: &FabricSpec, g: &TaskGraph, period: u32, inner: &[u32], port_set: bool, per_dag: bool) -> String {
     let mut spec = spec.clone();
     spec.fidelity = Fidelity::Flow;
     let run = |g: &TaskGraph| {
@@ -170,6 +181,7 @@ fn flow_with(spec: &FabricSpec, g: &TaskGraph, period: u32, port_set: bool, per_
     let (a, sa, wa, pa) = run(g);
     let mut d = g.clone();
     d.period_tasks = period;
+    d.inner_periods = inner.to_vec();
     let (b, sb, wb, pb) = run(&d);
     same(&a, &b);
     assert_eq!(sa, sb, "link statistics differ");
@@ -398,3 +410,76 @@ fn compaction_is_bit_identical_and_bounds_what_is_held() {
         }
     }
 }
+
+/// `steps` x `layers` identical layers (one compute per device +
+/// communication, as [`dit_graph`] but every layer of a step the same), the
+/// steps joined by a task on device 0 that takes `drift_ps` longer each step
+/// (then no step is a copy of the last: only the layers are periodic).
+/// Returns the graph, tasks per step and tasks per layer.
+fn layered_steps(devices: u32, steps: u32, layers: u32, comm: Comm, steal_ppm: u32, bytes: u64, drift_ps: u64) -> (TaskGraph, u32, u32) {
+    let (mut g, per_step) = dit_graph(devices, steps, layers, 0, comm, steal_ppm, bytes);
+    let per_layer = (per_step - 1) / layers;
+    for k in 0..steps as usize {
+        let first = k * per_step as usize;
+        for t in first..first + (per_layer * layers) as usize {
+            if g.kind[t] == TaskKind::Compute as u8 {
+                g.duration_ps[t] = 7_000_000;
+            }
+        }
+        g.duration_ps[first + per_step as usize - 1] = 1_000_000 + drift_ps * k as u64;
+    }
+    (g, per_step, per_layer)
+}
+
+fn layer_periods_skipped(report: &str) -> usize {
+    report.split(" layer periods").next().and_then(|s| s.rsplit(' ').next()).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn layers_skip_exactly_where_steps_do_not_repeat_and_beside_them() {
+    // Inner (layer) periods: each run of identical layers is a region of its
+    // own, skipped where the state repeats from one layer to the next. With
+    // a step join that drifts, the step period does not hold and only the
+    // layers are skipped; without, both detectors jump (the steps' jump
+    // after the layers' within the first steps). Every run equals the plain
+    // run bit for bit: task times, readiness, events, link statistics,
+    // findings, packets (`analytic_declared`, `flow_declared`).
+    //
+    // Ring: simultaneous completions are handled in start order, and device
+    // d's next layer waits on d - 1's transfer, so the order rotates by one
+    // device a layer and the state repeats every `devices` layers (32 layers
+    // give the stride room; 6 would not). Async: each layer waits on the
+    // previous step's collective (stale activations), so the comm stream
+    // drains the last step's work through this one and no layer repeats the
+    // last one: steps only, and exact.
+    let ib: FabricSpec = serde_json::from_str(include_str!("data/fabric_ib_2xhgx_h100.json")).unwrap();
+    let planar = presets::planar(8, 2, false);
+    for (comm, steal, layers, layers_skip) in [(Comm::Sync, 0, 6, true), (Comm::Ring, 0, 32, true), (Comm::Async, 120_000, 6, false)] {
+        for drift in [0u64, 3_000] {
+            let (g, per_step, per_layer) = layered_steps(8, 10, layers, comm, steal, 2 << 20, drift);
+            let what = format!("{comm:?}, drift {drift} ps");
+            let rep = analytic_declared(&g, per_step, &[per_layer]);
+            eprintln!("analytic {what}: {rep}");
+            assert_eq!(layer_periods_skipped(&rep) > 0, layers_skip, "{what}: {rep}");
+            assert_eq!(rep.contains("steps not skipped"), drift > 0 && layers_skip, "{what}: {rep}");
+            assert_eq!(skipped(&rep), drift == 0 || layers_skip, "{what}: {rep}");
+            for (spec, name) in [(&planar, "planar"), (&ib, "IB")] {
+                let rep = flow_declared(spec, &g, per_step, &[per_layer], false, true);
+                eprintln!("{name} {what}: {rep}");
+                assert_eq!(layer_periods_skipped(&rep) > 0, layers_skip, "{name} {what}: {rep}");
+                if drift > 0 {
+                    assert!(rep.contains("declared period") && rep.contains("does not hold"), "{name} {what}: {rep}");
+                }
+            }
+            // the inner periods alone (no step period declared)
+            let rep = flow_declared(&planar, &g, 0, &[per_layer], false, true);
+            assert_eq!(layer_periods_skipped(&rep) > 0 && rep.contains("steps not skipped: no period declared"), layers_skip, "{what}: {rep}");
+        }
+    }
+    // a false inner period is refused and said so
+    let (g, per_step, per_layer) = layered_steps(8, 6, 6, Comm::Sync, 0, 2 << 20, 0);
+    let rep = analytic_declared(&g, 0, &[per_layer + 1]);
+    assert!(rep.starts_with("not periodic: no period declared; layers: declared inner periods"), "{rep}");
+    let _ = per_step;
+}
+

@@ -369,8 +369,12 @@ class GraphBuilder:
         """The finished :class:`Schedule` (the hardware's options merged into ``options``)."""
         graph = self.tg.build()
         graph.columns["steal_ppm"] = np.array(self.steal, np.uint32)
-        # steps repeat (DiT denoising, decode); else layers may (LLM prefill)
-        graph.columns["period_tasks"] = np.array([step_period(self.step) or step_period(self.layer)], np.uint32)
+        # steps repeat (DiT denoising, decode); else layers may (LLM prefill).
+        # With steps, the runs of identical layers inside them are declared
+        # too (skipped where the steps themselves never repeat, or before they do).
+        outer = step_period(self.step)
+        periods = [outer, *layer_periods(self.layer, exclude=outer)] if outer else [step_period(self.layer)]
+        graph.columns["period_tasks"] = np.array(periods, np.uint32)
         return Schedule(name, graph, tuple(devices), stages,
                         np.array(self.phase, np.int64), np.array(self.item, np.int64), np.array(self.step, np.int64),
                         np.array(self.layer, np.int64), steps, {**self.hw.options(), **options},
@@ -394,6 +398,30 @@ def step_period(step: Sequence[int]) -> int:
     mid = len(first) // 2
     p = int(first[mid + 1] - first[mid]) if mid + 1 < len(first) else 0
     return p if p > 0 and p == int(first[mid] - first[mid - 1]) else 0
+
+
+def layer_periods(layer: Sequence[int], exclude: int = 0, most: int = 4) -> list[int]:
+    """Tasks per layer where runs of at least 3 consecutive layers have the
+    same size (the distance between the first tasks of consecutive layers,
+    ``layer`` the per-task layer column, -1 outside layers), most common
+    first, at most ``most`` of them, ``exclude`` left out. A declaration only,
+    like :func:`step_period`: the executor verifies every run task by task."""
+    la = np.asarray(layer, np.int64)
+    if len(la) < 2:
+        return []
+    starts = np.concatenate([[0], np.flatnonzero(la[1:] != la[:-1]) + 1])
+    starts = starts[la[starts] >= 0]
+    d = np.diff(starts)
+    cover: dict[int, int] = {}
+    i = 0
+    while i < len(d):
+        j = i
+        while j < len(d) and d[j] == d[i]:
+            j += 1
+        if j - i >= 3 and int(d[i]) != exclude:
+            cover[int(d[i])] = cover.get(int(d[i]), 0) + (j - i) * int(d[i])
+        i = j
+    return [p for p, _ in sorted(cover.items(), key=lambda kv: (-kv[1], kv[0]))][:most]
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,8 @@ fn yes() -> bool {
 /// Execute a columnar task graph over a network spec; returns per-task arrays.
 #[pyfunction]
 pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, network: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    // period_tasks: [outer (steps), inner (layers)...]
+    let periods: Vec<u32> = if graph.contains("period_tasks")? { col::<u32>(graph, "period_tasks")? } else { Vec::new() };
     let g = TaskGraph {
         devices: scalar(graph, "devices")?,
         compute_streams: scalar(graph, "compute_streams")?,
@@ -59,7 +61,8 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
         group_members: col(graph, "group_members")?,
         release_ps: if graph.contains("release_ps")? { col(graph, "release_ps")? } else { Vec::new() },
         steal_ppm: if graph.contains("steal_ppm")? { col(graph, "steal_ppm")? } else { Vec::new() },
-        period_tasks: if graph.contains("period_tasks")? { col::<u32>(graph, "period_tasks")?.first().copied().unwrap_or(0) } else { 0 },
+        period_tasks: periods.first().copied().unwrap_or(0),
+        inner_periods: periods.get(1..).unwrap_or(&[]).to_vec(),
         edge_src: col(graph, "edge_src")?,
         edge_dst: col(graph, "edge_dst")?,
         edge_kind: col(graph, "edge_kind")?,

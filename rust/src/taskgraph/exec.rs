@@ -95,17 +95,15 @@ const COARSE_PER_PERIOD: usize = 16;
 /// a finer offset lands the jump a whole period further when the window
 /// would otherwise just miss the region's end).
 const FINE_PER_PERIOD: usize = 64;
-const FINE: u8 = 1;
-const COARSE: u8 = 2;
 
-/// The periodic skip's state (see [`Exec::try_skip`]).
+/// The periodic skip's state (see [`Exec::try_skip`]): what every detector
+/// shares (task orders, the window), and the detectors: the steps' period
+/// (one region) and the layers' (inner) periods (a region per run of
+/// identical layers), each with its own anchors and states. A jump by one is
+/// a jump of the plain run, so the other's states stay valid.
 struct Per {
-    r: Region,
     pred: Adj,
     indeg: Vec<u32>,
-    /// Offsets (task index - lo, mod p) whose start is an anchor: 0 none,
-    /// [`FINE`] or [`COARSE`].
-    anchor: Vec<u8>,
     /// Per task: the order of its start / end among all starts / ends (NONE: not yet).
     start_ord: Vec<u32>,
     end_ord: Vec<u32>,
@@ -115,30 +113,131 @@ struct Per {
     low: usize,
     /// Highest task index touched (a predecessor done, or started).
     max_touched: usize,
+    /// Touched tasks, a bit each: a layer region's window ends at the
+    /// highest touched task inside it (edges into the next step touch tasks
+    /// far past it).
+    touched: Vec<u64>,
     /// Events handled (the engine's count, kept here).
     handled: u64,
+    /// Events the jumps stood for (`handled + extra_events`: the plain run's count).
     extra_events: u64,
+    key: Vec<u64>,
+    counters: Vec<i64>,
+    fine_on: bool,
+    /// FLITSIM_PERIODIC_DEBUG set: print, per anchor offset, where the state
+    /// differs from the same offset's previous anchor (stderr).
+    debug: bool,
+    dets: Vec<Det>,
+}
+
+/// One period's detector: its verified regions (in task order; the one
+/// holding `Per::low` is current), anchors and the states seen there.
+struct Det {
+    /// "steps" (the declared period) or "layers" (the inner periods).
+    what: &'static str,
+    regions: Vec<Region>,
+    cur: usize,
     hint: bool,
+    hint_region: usize,
+    hint_off: usize,
+    /// Whether the anchor being tried is a coarse one.
+    hint_coarse: bool,
     /// Coarse anchor states seen: relative state words -> the anchor.
     table: HashMap<Vec<u64>, Snap>,
     /// Fine anchors: per offset, the last state seen there and its anchor
     /// (one period of them kept: they find repeats at the same offset).
     fine: HashMap<usize, (Vec<u64>, Snap)>,
-    /// Whether the anchor being tried is a coarse one.
-    hint_coarse: bool,
-    key: Vec<u64>,
-    counters: Vec<i64>,
+    dbg: HashMap<usize, Vec<u64>>,
     anchors_tried: u64,
     anchors_idle: u64,
     skipped_periods: u64,
+    /// Regions where at least one jump happened.
+    regions_skipped: u64,
+    last_skipped_region: usize,
     /// Longest stride jumped (periods): the state repeated that many periods apart.
     max_stride: usize,
     refusal: String,
-    dbg: HashMap<usize, Vec<u64>>,
-    hint_off: usize,
-    /// FLITSIM_PERIODIC_DEBUG set: print, per anchor offset, where the state
-    /// differs from the same offset's previous anchor (stderr).
-    debug: bool,
+}
+
+impl Det {
+    fn new(what: &'static str, regions: Vec<Region>) -> Det {
+        Det {
+            what,
+            regions,
+            cur: 0,
+            hint: false,
+            hint_region: 0,
+            hint_off: 0,
+            hint_coarse: false,
+            table: HashMap::new(),
+            fine: HashMap::new(),
+            dbg: HashMap::new(),
+            anchors_tried: 0,
+            anchors_idle: 0,
+            skipped_periods: 0,
+            regions_skipped: 0,
+            last_skipped_region: usize::MAX,
+            max_stride: 0,
+            refusal: String::new(),
+        }
+    }
+
+    /// Forget every state seen (a new region, or the steps jumped).
+    fn reset(&mut self) {
+        self.table.clear();
+        self.fine.clear();
+        self.dbg.clear();
+    }
+
+    /// Task `i` started: an anchor of the current region or of the next one?
+    fn note_start(&mut self, i: usize, fine_on: bool) {
+        for k in self.cur..(self.cur + 2).min(self.regions.len()) {
+            let r = &self.regions[k];
+            if i >= r.lo && i < r.hi {
+                let off = (i - r.lo) % r.p;
+                let coarse = (r.p / COARSE_PER_PERIOD).max(1);
+                let fine = if fine_on { (r.p / FINE_PER_PERIOD).max(1) } else { coarse };
+                if off % coarse == 0 || off % fine == 0 {
+                    self.hint = true;
+                    self.hint_region = k;
+                    self.hint_off = off;
+                    self.hint_coarse = off % coarse == 0;
+                }
+                return;
+            }
+        }
+    }
+}
+
+impl Per {
+    fn touch(&mut self, i: usize) {
+        self.touched[i / 64] |= 1 << (i % 64);
+        self.max_touched = self.max_touched.max(i);
+    }
+
+    fn is_touched(&self, i: usize) -> bool {
+        self.touched[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    /// The highest touched task below `end`, if any.
+    fn highest_touched_below(&self, end: usize) -> Option<usize> {
+        let end = end.min(self.max_touched + 1);
+        if end == 0 {
+            return None;
+        }
+        let mut w = (end - 1) / 64;
+        let mut word = self.touched[w] & (u64::MAX >> (63 - (end - 1) % 64));
+        loop {
+            if word != 0 {
+                return Some(w * 64 + 63 - word.leading_zeros() as usize);
+            }
+            if w == 0 {
+                return None;
+            }
+            w -= 1;
+            word = self.touched[w];
+        }
+    }
 }
 
 struct Snap {
@@ -222,11 +321,10 @@ impl<'g, N: Network> Exec<'g, N> {
             let i = t as usize;
             p.start_ord[i] = p.start_cnt;
             p.start_cnt += 1;
-            p.max_touched = p.max_touched.max(i);
-            if i >= p.r.lo && i < p.r.hi && p.anchor[(i - p.r.lo) % p.r.p] != 0 {
-                p.hint = true;
-                p.hint_off = (i - p.r.lo) % p.r.p;
-                p.hint_coarse = p.anchor[p.hint_off] == COARSE;
+            p.touch(i);
+            let fine_on = p.fine_on;
+            for d in &mut p.dets {
+                d.note_start(i, fine_on);
             }
         }
         let g = self.g;
@@ -334,8 +432,8 @@ impl<'g, N: Network> Exec<'g, N> {
         if let Some(p) = self.per.as_mut() {
             p.end_ord[i] = p.end_cnt;
             p.end_cnt += 1;
-            if let Some(&m) = self.succ.get(self.succ_off[i] as usize..self.succ_off[i + 1] as usize).and_then(|x| x.iter().max()) {
-                p.max_touched = p.max_touched.max(m as usize);
+            for &x in &self.succ[self.succ_off[i] as usize..self.succ_off[i + 1] as usize] {
+                p.touch(x as usize);
             }
         }
         self.done_tasks += 1;
@@ -397,9 +495,12 @@ impl<N: Network> Model for Exec<'_, N> {
         }
         self.dispatch(now, ev, q)?;
         self.last_ps = now;
-        if self.per.as_ref().is_some_and(|p| p.hint) {
-            self.per.as_mut().expect("checked").hint = false;
-            self.try_skip(now, q)?;
+        if self.per.is_some() {
+            for di in 0..self.per.as_ref().map_or(0, |p| p.dets.len()) {
+                if std::mem::take(&mut self.per.as_mut().expect("checked").dets[di].hint) {
+                    self.try_skip(now, q, di)?;
+                }
+            }
         }
         Ok(())
     }
@@ -462,25 +563,39 @@ impl<N: Network> Exec<'_, N> {
     /// state moves by `m s` tasks and `m dt` ps, and every counter grows by
     /// `m` times its growth over the stride. The result is the plain run's,
     /// bit for bit (tests/periodic.rs).
-    fn try_skip(&mut self, now: TimePs, q: &mut EventQueue<Ev<N::Event>>) -> Result<()> {
+    fn try_skip(&mut self, now: TimePs, q: &mut EventQueue<Ev<N::Event>>, di: usize) -> Result<()> {
         let mut p = self.per.take().expect("periodic on");
-        let r = self.skip_at(now, q, &mut p);
+        let r = self.skip_at(now, q, &mut p, di);
         self.per = Some(p);
         r
     }
 
-    fn skip_at(&mut self, now: TimePs, q: &mut EventQueue<Ev<N::Event>>, p: &mut Per) -> Result<()> {
-        p.anchors_tried += 1;
+    fn skip_at(&mut self, now: TimePs, q: &mut EventQueue<Ev<N::Event>>, p: &mut Per, di: usize) -> Result<()> {
+        p.dets[di].anchors_tried += 1;
         let n = self.g.len();
         while p.low < n && p.end_ord[p.low] != NONE {
             p.low += 1;
         }
-        let (lo, hi, pp) = (p.r.lo, p.r.hi, p.r.p);
+        {
+            // the region holding `low` is current (a new one starts with no states)
+            let d = &mut p.dets[di];
+            while d.cur + 1 < d.regions.len() && p.low >= d.regions[d.cur + 1].lo {
+                d.cur += 1;
+                d.reset();
+            }
+            if d.hint_region != d.cur {
+                return Ok(());
+            }
+        }
+        let Region { lo, hi, p: pp } = p.dets[di].regions[p.dets[di].cur];
         if p.low < lo || p.low >= hi {
             return Ok(());
         }
         let base = lo + (p.low - lo) / pp * pp;
-        let wend = p.max_touched + 1;
+        // the window: up to the highest touched task inside the region (the
+        // tasks touched past it only lose predecessors until they start:
+        // `jump` refuses a stride in which one started)
+        let wend = p.highest_touched_below(hi).map_or(base, |t| t + 1).max(base);
         if wend >= hi {
             return Ok(());
         }
@@ -497,7 +612,7 @@ impl<N: Network> Exec<'_, N> {
             p.key = key;
             return Ok(());
         }
-        p.anchors_idle += 1;
+        p.dets[di].anchors_idle += 1;
         for c in 0..2 {
             key.extend(self.free[c].iter().map(|&f| f as u64));
         }
@@ -548,25 +663,27 @@ impl<N: Network> Exec<'_, N> {
         }
         p.counters.clear();
         self.net.periodic_counters(&mut p.counters);
+        let events = p.handled + p.extra_events;
+        let d = &mut p.dets[di];
         if p.debug {
             let off = (now, base);
-            if let Some(prev) = p.dbg.get(&p.hint_off) {
-                let d: Vec<(usize, u64, u64)> = prev.iter().zip(&key).enumerate().filter(|(_, (a, b))| a != b).map(|(i, (a, b))| (i, *a, *b)).take(12).collect();
-                eprintln!("anchor off={} t={} base={} len={}/{} head={:?} diffs={:?}", p.hint_off, off.0, off.1, key.len(), prev.len(), &key[..key.len().min(8)], d);
+            if let Some(prev) = d.dbg.get(&d.hint_off) {
+                let df: Vec<(usize, u64, u64)> = prev.iter().zip(&key).enumerate().filter(|(_, (a, b))| a != b).map(|(i, (a, b))| (i, *a, *b)).take(12).collect();
+                eprintln!("{} anchor off={} t={} base={} len={}/{} head={:?} diffs={:?}", d.what, d.hint_off, off.0, off.1, key.len(), prev.len(), &key[..key.len().min(8)], df);
             }
-            p.dbg.insert(p.hint_off, key.clone());
+            d.dbg.insert(d.hint_off, key.clone());
         }
-        let found = if p.hint_coarse { p.table.get(&key) } else { p.fine.get(&p.hint_off).filter(|(k, _)| *k == key).map(|(_, s)| s) };
+        let found = if d.hint_coarse { d.table.get(&key) } else { d.fine.get(&d.hint_off).filter(|(k, _)| *k == key).map(|(_, s)| s) };
         let Some(snap) = found else {
-            let snap = Snap { base, now, handled: p.handled, start_cnt: p.start_cnt, end_cnt: p.end_cnt, counters: p.counters.clone() };
-            if p.hint_coarse {
+            let snap = Snap { base, now, handled: events, start_cnt: p.start_cnt, end_cnt: p.end_cnt, counters: p.counters.clone() };
+            if d.hint_coarse {
                 // bounded memory; a full table held the transient's states: start afresh
-                if p.table.len() >= 384 {
-                    p.table.clear();
+                if d.table.len() >= 384 {
+                    d.table.clear();
                 }
-                p.table.insert(key.clone(), snap);
+                d.table.insert(key.clone(), snap);
             } else {
-                p.fine.insert(p.hint_off, (key.clone(), snap));
+                d.fine.insert(d.hint_off, (key.clone(), snap));
             }
             p.key = key;
             return Ok(());
@@ -588,18 +705,19 @@ impl<N: Network> Exec<'_, N> {
         let room = hi.saturating_sub(base + wlen);
         let m = room / s;
         if p.debug {
-            eprintln!("match: base={base} stride={s} tasks dt={dt} window={wlen} m={m} (at least {m_min})");
+            eprintln!("{} match: base={base} stride={s} tasks dt={dt} window={wlen} m={m} (at least {m_min})", d.what);
         }
         if m < m_min {
             return Ok(());
         }
         let delta: Vec<i64> = p.counters.iter().zip(&snap.counters).map(|(a, b)| a - b).collect();
-        let (snap_start, snap_end, ev_stride) = (snap.start_cnt, snap.end_cnt, p.handled - snap.handled);
-        self.jump(now, q, p, base, wend, s, dt, m, &delta, snap_start, snap_end, ev_stride)
+        let (snap_start, snap_end, ev_stride) = (snap.start_cnt, snap.end_cnt, events - snap.handled);
+        self.jump(now, q, p, di, base, wend, s, dt, m, &delta, snap_start, snap_end, ev_stride)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn jump(&mut self, now: TimePs, q: &mut EventQueue<Ev<N::Event>>, p: &mut Per, base: usize, wend: usize, s: usize, dt: u64, m: usize, delta: &[i64], snap_start: u32, snap_end: u32, ev_stride: u64) -> Result<()> {
+    fn jump(&mut self, now: TimePs, q: &mut EventQueue<Ev<N::Event>>, p: &mut Per, di: usize, base: usize, wend: usize, s: usize, dt: u64, m: usize, delta: &[i64], snap_start: u32, snap_end: u32, ev_stride: u64) -> Result<()> {
+        let Region { hi, p: pp, .. } = p.dets[di].regions[p.dets[di].cur];
         let sh = m * s;
         let vend = wend + sh; // the moved window ends here
         let big_dt = dt * m as u64;
@@ -620,6 +738,17 @@ impl<N: Network> Exec<'_, N> {
                 filled_end.push((j, t));
             }
         }
+        // a task past the region started in the stride, or runs: the strides
+        // to skip would not repeat it
+        if p.max_touched >= hi {
+            let mut x = p.max_touched;
+            while x >= hi {
+                if p.is_touched(x) && p.start_ord[x] != NONE && (p.end_ord[x] == NONE || p.start_ord[x] >= snap_start) {
+                    return Ok(());
+                }
+                x -= 1;
+            }
+        }
         // successors of the newly done: inside the moved window, or past the
         // region (their counts drop; none may become ready in the skipped time)
         let mut outside: HashMap<usize, u32> = HashMap::new();
@@ -627,7 +756,7 @@ impl<N: Network> Exec<'_, N> {
             for k in self.succ_off[j] as usize..self.succ_off[j + 1] as usize {
                 let x = self.succ[k] as usize;
                 if x >= vend || x < base {
-                    if x < p.r.hi {
+                    if x < hi {
                         return Ok(());
                     }
                     *outside.entry(x).or_default() += 1;
@@ -645,7 +774,7 @@ impl<N: Network> Exec<'_, N> {
             for (t, e) in evs {
                 q.schedule(t, e);
             }
-            p.refusal = "the network refused to skip (a counter would overflow or the spray numbering would change)".into();
+            p.dets[di].refusal = "the network refused to skip (a counter would overflow or the spray numbering would change)".into();
             return Ok(());
         }
         // Apply.
@@ -697,7 +826,14 @@ impl<N: Network> Exec<'_, N> {
         }
         p.end_cnt += 1;
         self.done_tasks += filled_end.len();
-        p.max_touched += sh;
+        for j in base..vend {
+            if p.start_ord[j] != NONE || self.remaining[j] < p.indeg[j] {
+                p.touch(j);
+            }
+        }
+        for &x in outside.keys() {
+            p.touch(x);
+        }
         if let Some(st) = self.steal.as_mut() {
             for run in &mut st.running {
                 for x in run.iter_mut() {
@@ -745,10 +881,84 @@ impl<N: Network> Exec<'_, N> {
             (self.res.data_ready_ps[x], self.res.credit_ready_ps[x]) = ready(x, &self.res.end_ps);
         }
         p.extra_events += ev_stride * m as u64;
-        p.skipped_periods += (sh / p.r.p) as u64;
-        p.max_stride = p.max_stride.max(s / p.r.p);
-        p.table.clear();
+        let d = &mut p.dets[di];
+        d.skipped_periods += (sh / pp) as u64;
+        d.max_stride = d.max_stride.max(s / pp);
+        if d.last_skipped_region != d.cur {
+            d.last_skipped_region = d.cur;
+            d.regions_skipped += 1;
+        }
+        d.table.clear();
+        if di == 0 && p.dets.len() > 1 && p.dets[0].what == "steps" {
+            // the steps jumped past the layers' regions: their states are of another step
+            for d in &mut p.dets[1..] {
+                d.reset();
+            }
+        }
         Ok(())
+    }
+}
+
+/// What the periodic skip did: "periodic: skipped ..." where a detector
+/// jumped (the steps' report as before stop 33, then the layers'), else
+/// "not periodic: <why>" (the steps' reason, then the layers').
+fn periodic_report(why_steps: Option<String>, why_layers: Option<String>, per: Option<&Per>) -> String {
+    let why = |d: &Det| {
+        if !d.refusal.is_empty() {
+            d.refusal.clone()
+        } else if d.anchors_idle == 0 {
+            format!(
+                "the network could not encode its state at any anchor ({} anchors tried; e.g. packet level, a start check or a recording in flight)",
+                d.anchors_tried
+            )
+        } else if d.what == "steps" {
+            format!("no state repeated within the region ({} of {} anchors encoded)", d.anchors_idle, d.anchors_tried)
+        } else {
+            format!("no state repeated within a layer region ({} of {} anchors encoded)", d.anchors_idle, d.anchors_tried)
+        }
+    };
+    let dets: &[Det] = per.map_or(&[], |p| &p.dets);
+    let steps = dets.iter().find(|d| d.what == "steps");
+    let layers = dets.iter().find(|d| d.what == "layers");
+    let steps_part = steps.filter(|d| d.skipped_periods > 0).map(|d| {
+        let r = &d.regions[0];
+        format!(
+            "skipped {} of {} periods ({} tasks each, region tasks {}..{}, stride up to {} periods; exact)",
+            d.skipped_periods,
+            (r.hi - r.lo) / r.p,
+            r.p,
+            r.lo,
+            r.hi,
+            d.max_stride
+        )
+    });
+    let layers_part = layers.filter(|d| d.skipped_periods > 0).map(|d| {
+        let mut ps: Vec<usize> = d.regions.iter().map(|r| r.p).collect();
+        ps.sort_unstable();
+        ps.dedup();
+        let ps: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
+        format!(
+            "skipped {} layer periods in {} of {} layer regions ({} tasks each; exact)",
+            d.skipped_periods,
+            d.regions_skipped,
+            d.regions.len(),
+            ps.join(" or ")
+        )
+    });
+    let steps_why = why_steps.or_else(|| steps.map(why)).unwrap_or_default();
+    let layers_why = why_layers.or_else(|| layers.map(why));
+    match (steps_part, layers_part) {
+        (Some(a), Some(b)) => format!("periodic: {a}; {b}"),
+        (Some(a), None) => match layers_why {
+            Some(l) => format!("periodic: {a}; layers not skipped: {l}"),
+            None => format!("periodic: {a}"),
+        },
+        (None, Some(b)) => format!("periodic: {b}; steps not skipped: {steps_why}"),
+        (None, None) => match layers_why {
+            Some(l) if !steps_why.starts_with("turned off") && !steps_why.is_empty() => format!("not periodic: {steps_why}; layers: {l}"),
+            _ if steps_why.is_empty() => String::new(),
+            _ => format!("not periodic: {steps_why}"),
+        },
     }
 }
 
@@ -807,56 +1017,54 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
             generation: vec![0; n],
         }),
     };
-    let why_not = if graph.period_tasks == 0 {
-        Some("no period declared".to_string())
-    } else if std::env::var("FLITSIM_PERIODIC").is_ok_and(|v| v == "0") {
-        Some("turned off (FLITSIM_PERIODIC=0)".to_string())
+    // The steps' period (one region) and the layers' (a region per run of
+    // identical layers): two detectors on one shared record of the run.
+    let off = std::env::var("FLITSIM_PERIODIC").is_ok_and(|v| v == "0");
+    let (mut why_steps, mut why_layers) = (None, None);
+    let mut dets = Vec::new();
+    if off {
+        why_steps = Some("turned off (FLITSIM_PERIODIC=0)".to_string());
+    } else if graph.period_tasks == 0 && graph.inner_periods.is_empty() {
+        why_steps = Some("no period declared".to_string());
     } else {
         let pred = periodic::preds(graph);
-        match periodic::verify(graph, &pred) {
-            Err(w) => Some(w),
-            Ok(r) => {
-                let mut indeg = vec![0u32; n];
-                for &d in &graph.edge_dst {
-                    indeg[d as usize] += 1;
-                }
-                // FLITSIM_PERIODIC_FINE=0: the coarse anchors only (as before stop 16)
-                let fine_on = !std::env::var("FLITSIM_PERIODIC_FINE").is_ok_and(|v| v == "0");
-                let coarse = (r.p / COARSE_PER_PERIOD).max(1);
-                let fine = if fine_on { (r.p / FINE_PER_PERIOD).max(1) } else { coarse };
-                let anchor = (0..r.p).map(|k| if k % coarse == 0 { COARSE } else if k % fine == 0 { FINE } else { 0 }).collect();
-                ex.per = Some(Box::new(Per {
-                    r,
-                    pred,
-                    indeg,
-                    anchor,
-                    start_ord: vec![NONE; n],
-                    end_ord: vec![NONE; n],
-                    start_cnt: 0,
-                    end_cnt: 0,
-                    low: 0,
-                    max_touched: 0,
-                    handled: 0,
-                    extra_events: 0,
-                    hint: false,
-                    table: HashMap::new(),
-                    fine: HashMap::new(),
-                    hint_coarse: false,
-                    key: Vec::new(),
-                    counters: Vec::new(),
-                    anchors_tried: 0,
-                    anchors_idle: 0,
-                    skipped_periods: 0,
-                    max_stride: 0,
-                    refusal: String::new(),
-                    dbg: HashMap::new(),
-                    hint_off: 0,
-                    debug: std::env::var("FLITSIM_PERIODIC_DEBUG").is_ok(),
-                }));
-                None
+        let succ = periodic::succs(graph);
+        match periodic::verify(graph, &pred, &succ) {
+            Ok(r) => dets.push(Det::new("steps", vec![r])),
+            Err(w) => why_steps = Some(w),
+        }
+        if !graph.inner_periods.is_empty() {
+            match periodic::verify_inner(graph, &pred, &succ) {
+                Ok(rs) => dets.push(Det::new("layers", rs)),
+                Err(w) => why_layers = Some(w),
             }
         }
-    };
+        if !dets.is_empty() {
+            let mut indeg = vec![0u32; n];
+            for &d in &graph.edge_dst {
+                indeg[d as usize] += 1;
+            }
+            ex.per = Some(Box::new(Per {
+                pred,
+                indeg,
+                start_ord: vec![NONE; n],
+                end_ord: vec![NONE; n],
+                start_cnt: 0,
+                end_cnt: 0,
+                low: 0,
+                max_touched: 0,
+                touched: vec![0; n.div_ceil(64)],
+                handled: 0,
+                extra_events: 0,
+                key: Vec::new(),
+                counters: Vec::new(),
+                // FLITSIM_PERIODIC_FINE=0: the coarse anchors only (as before stop 16)
+                fine_on: !std::env::var("FLITSIM_PERIODIC_FINE").is_ok_and(|v| v == "0"),
+                debug: std::env::var("FLITSIM_PERIODIC_DEBUG").is_ok(),
+                dets,
+            }));
+        }
+    }
     let mut q: EventQueue<Ev<N::Event>> = EventQueue::with_capacity(1024);
     for t in 0..n as u32 {
         if ex.remaining[t as usize] == 0 {
@@ -874,25 +1082,7 @@ pub fn execute<N: Network>(graph: &TaskGraph, net: &mut N, interrupt: &mut dyn I
     ex.net.finish(summary.end_ps);
     let extra = ex.per.as_ref().map_or(0, |p| p.extra_events);
     ex.res.events = summary.events + extra + ex.net.replayed_events();
-    ex.res.periodic = match (&why_not, &ex.per) {
-        (Some(w), _) => format!("not periodic: {w}"),
-        (None, Some(p)) if p.skipped_periods > 0 => format!(
-            "periodic: skipped {} of {} periods ({} tasks each, region tasks {}..{}, stride up to {} periods; exact)",
-            p.skipped_periods,
-            (p.r.hi - p.r.lo) / p.r.p,
-            p.r.p,
-            p.r.lo,
-            p.r.hi,
-            p.max_stride
-        ),
-        (None, Some(p)) if !p.refusal.is_empty() => format!("not periodic: {}", p.refusal),
-        (None, Some(p)) if p.anchors_idle == 0 => format!(
-            "not periodic: the network could not encode its state at any anchor ({} anchors tried; e.g. packet level, a start check or a recording in flight)",
-            p.anchors_tried
-        ),
-        (None, Some(p)) => format!("not periodic: no state repeated within the region ({} of {} anchors encoded)", p.anchors_idle, p.anchors_tried),
-        (None, None) => String::new(),
-    };
+    ex.res.periodic = periodic_report(why_steps, why_layers, ex.per.as_deref());
     Ok(ex.res)
 }
 

@@ -109,6 +109,14 @@ pub struct TaskGraph {
     /// run's state repeats, skips whole periods exactly ([`super::periodic`]).
     #[serde(default)]
     pub period_tasks: u32,
+    /// Declared inner periods in tasks (empty = none): within a step, runs of
+    /// identical layers (a DiT's transformer blocks; Flux.1's double and
+    /// single blocks are two). Verified like `period_tasks`, each maximal
+    /// run of at least 3 periods a region of its own, and skipped exactly
+    /// where the state repeats from one layer to the next, whether or not
+    /// the steps repeat ([`super::periodic`]).
+    #[serde(default)]
+    pub inner_periods: Vec<u32>,
     pub edge_src: Vec<u32>,
     pub edge_dst: Vec<u32>,
     /// [`EdgeKind`] codes.

@@ -55,18 +55,9 @@ pub(crate) fn preds(g: &TaskGraph) -> Adj {
     csr(g.len(), &g.edge_dst, &g.edge_src, &g.edge_kind)
 }
 
-/// The declared period verified: the longest run of tasks i with i ~ i + P
-/// (at least 3 periods long), or why there is none.
-pub(crate) fn verify(g: &TaskGraph, pred: &Adj) -> Result<Region, String> {
+/// Maximal runs `(first, end)` of tasks i in `first..end` with i ~ i + `p`.
+fn matching_runs(g: &TaskGraph, pred: &Adj, succ: &Adj, p: usize) -> Vec<(usize, usize)> {
     let n = g.len();
-    let p = g.period_tasks as usize;
-    if p == 0 {
-        return Err("no period declared".into());
-    }
-    if 3 * p > n {
-        return Err(format!("declared period {p} tasks: the graph has only {n} tasks (fewer than 3 periods)"));
-    }
-    let succ = csr(n, &g.edge_src, &g.edge_dst, &g.edge_kind);
     let rel = |i: usize| g.release_ps.get(i).copied().unwrap_or(0);
     let steal = |i: usize| g.steal_ppm.get(i).copied().unwrap_or(0);
     let shifted = |a: &[(u32, u8)], b: &[(u32, u8)]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.0 as usize + p == y.0 as usize && x.1 == y.1);
@@ -84,17 +75,42 @@ pub(crate) fn verify(g: &TaskGraph, pred: &Adj) -> Result<Region, String> {
             && shifted(pred.of(i), pred.of(j))
             && shifted(succ.of(i), succ.of(j))
     };
-    let (mut best, mut run) = ((0usize, 0usize), 0usize);
-    for i in 0..n - p {
-        if same(i) {
-            run += 1;
-            if run > best.1 - best.0 {
-                best = (i + 1 - run, i + 1);
+    let mut runs = Vec::new();
+    let mut first = None;
+    for i in 0..n.saturating_sub(p) {
+        match (same(i), first) {
+            (true, None) => first = Some(i),
+            (false, Some(f)) => {
+                runs.push((f, i));
+                first = None;
             }
-        } else {
-            run = 0;
+            _ => {}
         }
     }
+    if let Some(f) = first {
+        runs.push((f, n - p));
+    }
+    runs
+}
+
+/// Successor lists (per task: (successor, edge kind)).
+pub(crate) fn succs(g: &TaskGraph) -> Adj {
+    csr(g.len(), &g.edge_src, &g.edge_dst, &g.edge_kind)
+}
+
+/// The declared period verified: the longest run of tasks i with i ~ i + P
+/// (at least 3 periods long), or why there is none.
+pub(crate) fn verify(g: &TaskGraph, pred: &Adj, succ: &Adj) -> Result<Region, String> {
+    let n = g.len();
+    let p = g.period_tasks as usize;
+    if p == 0 {
+        return Err("no period declared".into());
+    }
+    if 3 * p > n {
+        return Err(format!("declared period {p} tasks: the graph has only {n} tasks (fewer than 3 periods)"));
+    }
+    // the first of the longest runs
+    let best = matching_runs(g, pred, succ, p).into_iter().fold((0, 0), |b, r| if r.1 - r.0 > b.1 - b.0 { r } else { b });
     if best.1 - best.0 < 3 * p {
         return Err(format!(
             "declared period {p} tasks does not hold: the longest run of tasks i matching i + {p} is {} tasks (tasks {}..{}), under 3 periods",
@@ -105,4 +121,37 @@ pub(crate) fn verify(g: &TaskGraph, pred: &Adj) -> Result<Region, String> {
     }
     let (lo, hi) = (best.0, best.1 + p);
     Ok(Region { lo, hi, p })
+}
+
+/// The declared inner periods verified: every maximal run of tasks i with
+/// i ~ i + P (P one of `inner_periods`) at least 3 periods long is a region
+/// (tasks `lo..end + P`), in task order; where two overlap the later one
+/// starts where the earlier ends (a part of a run is a run) and is kept if
+/// still 3 periods long. Empty with why when none holds.
+pub(crate) fn verify_inner(g: &TaskGraph, pred: &Adj, succ: &Adj) -> Result<Vec<Region>, String> {
+    let n = g.len();
+    let mut ps: Vec<usize> = g.inner_periods.iter().map(|&p| p as usize).filter(|&p| p > 0 && 3 * p <= n).collect();
+    ps.sort_unstable();
+    ps.dedup();
+    if ps.is_empty() {
+        return Err(if g.inner_periods.is_empty() { "no inner period declared".into() } else { "every declared inner period is longer than a third of the graph".into() });
+    }
+    let mut all: Vec<Region> = Vec::new();
+    for &p in &ps {
+        all.extend(matching_runs(g, pred, succ, p).into_iter().filter(|r| r.1 - r.0 >= 3 * p).map(|r| Region { lo: r.0, hi: r.1 + p, p }));
+    }
+    all.sort_by_key(|r| (r.lo, r.p));
+    let mut out: Vec<Region> = Vec::new();
+    for mut r in all {
+        if let Some(last) = out.last() {
+            r.lo = r.lo.max(last.hi);
+        }
+        if r.hi >= r.lo + 3 * r.p {
+            out.push(r);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("declared inner periods {ps:?} tasks: no run of tasks i matching i + P is 3 periods long"));
+    }
+    Ok(out)
 }
