@@ -15,7 +15,7 @@ import pytest
 import flitsim.schedules as S
 from flitsim.hardware.fabric import fabric_preset
 from flitsim.networks import AnalyticNetwork, FabricNetwork
-from flitsim.schedules.builder import step_period
+from flitsim.schedules.builder import layer_periods, step_period
 from flitsim.workloads import dit_workload
 
 CASES = [
@@ -30,7 +30,8 @@ DRIFTING = ("pipefusion", {"stages": 2, "patches": 2, "ulysses": 2, "handoff_syn
 """PipeFusion x Ulysses2 on 10 steps with free hand-off overlap (``handoff_sync=False``;
 xDiT's synchronised hand-offs lock the stages into a repeating beat, which is skipped):
 its pipeline lags 10 tasks further behind its step each step (FLITSIM_PERIODIC_DEBUG=1
-shows it), so no state repeats and nothing is skipped; the run must still be the plain one."""
+shows it), so no state repeats at step strides and no step is skipped; layers inside a
+step may still repeat and be skipped. The run must still be the plain one."""
 
 
 def _run(sched, net, on: bool):
@@ -65,7 +66,14 @@ def test_dit_schedules_skip_exactly_at_flow_level(name, opts):
     d = dit_workload("pixart-alpha-xl/2", 512, steps=10)
     fab = fabric_preset("hgx-h100", fidelity="flow")
     sched = S.build(name, None, d, fabric=fab, **opts)
-    assert sched.graph.columns["period_tasks"][0] > 0
+    periods = sched.graph.columns["period_tasks"]
+    assert periods[0] > 0
+    # the builder also declares the layer period(s) inside a step (28 PixArt layers);
+    # plain PipeFusion runs a stage's 7 layers as one task per patch (layer -1): none
+    if (sched.task_layer >= 0).any():
+        assert len(periods) > 1 and all(0 < p < periods[0] for p in periods[1:]), periods
+    else:
+        assert len(periods) == 1, periods
     on = _run(sched, FabricNetwork(fab), True)
     off = _run(sched, FabricNetwork(fab), False)
     assert off.run.network["periodic"] == "not periodic: turned off (FLITSIM_PERIODIC=0)"
@@ -73,7 +81,7 @@ def test_dit_schedules_skip_exactly_at_flow_level(name, opts):
     assert on.run.network["periodic"].startswith("periodic: skipped"), on.run.network["periodic"]
 
 
-def test_a_drifting_schedule_is_not_skipped_and_unchanged():
+def test_a_drifting_schedule_skips_no_step_and_is_unchanged():
     name, opts = DRIFTING
     d = dit_workload("pixart-alpha-xl/2", 512, steps=10)
     fab = fabric_preset("hgx-h100", fidelity="flow")
@@ -81,7 +89,8 @@ def test_a_drifting_schedule_is_not_skipped_and_unchanged():
     on = _run(sched, FabricNetwork(fab), True)
     off = _run(sched, FabricNetwork(fab), False)
     _same(on, off)
-    assert on.run.network["periodic"].startswith("not periodic: no state repeated"), on.run.network["periodic"]
+    rep = on.run.network["periodic"]
+    assert "steps not skipped: no state repeated" in rep or rep.startswith("not periodic: no state repeated"), rep
 
 
 def test_distrifusion_skips_exactly_on_the_analytic_network():
@@ -99,6 +108,17 @@ def test_step_period_declaration():
     assert step_period([-1, -1, -1] + [0] * 5 + [1] * 5 + [2] * 5 + [3] * 5) == 5
     assert step_period([0] * 5 + [1] * 6 + [2] * 5 + [3] * 5) == 0
     assert step_period([0, 0, 1, 1, 2, 2]) == 0
+
+
+def test_layer_period_declaration():
+    # a prologue, 4 layers of 3 tasks, a gap, 3 layers of 2 tasks: 3 (12 tasks) before 2 (6)
+    lay = [-1, -1] + [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3 + [-1] + [4] * 2 + [5] * 2 + [6] * 2 + [7] * 2
+    assert layer_periods(lay) == [3, 2]
+    assert layer_periods(lay, exclude=3) == [2]
+    assert layer_periods(lay, most=1) == [3]
+    # fewer than 3 equal distances in a row declare nothing
+    assert layer_periods([0, 0, 1, 1, 1, 2, 2, 3, 3, 3]) == []
+    assert layer_periods([]) == []
 
 
 def test_spray_numbering_per_dag_repeats_every_step_on_infiniband():

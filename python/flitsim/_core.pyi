@@ -49,8 +49,10 @@ def hold_model_events_per_s(pending: int, operations: int, seed: int) -> float:
 def execute_taskgraph(graph: dict[str, Any], network: Any) -> TaskGraphResult:
     """Execute a columnar task graph (numpy arrays) over a network spec dict; per-task uint64 arrays out
     (on a fabric, ``network["fidelity"]`` and ``network["fidelity_reason"]`` say which fidelity ran and why).
-    An optional ``period_tasks`` column (one uint32: tasks per identical step) declares a period; the
-    executor verifies it and skips repeated steps exactly; ``periodic`` says whether it did or why not."""
+    An optional ``period_tasks`` column (uint32, shape (1 + k,): tasks per identical denoising step,
+    then up to k tasks-per-layer periods inside a step) declares the periods; the executor verifies
+    each task by task and skips repeated steps and layers exactly; ``periodic`` says what it skipped
+    or why not."""
 
 def fabric_check(spec: Any) -> None:
     """Validate a fabric spec dict; raises ConfigError naming the wire or GPU at fault."""

@@ -286,6 +286,7 @@ class TaskGraphResult(TypedDict):
     credit_ready_ps: npt.NDArray[np.uint64]
     makespan_ps: int
     events: int
-    #: the executor's exact periodic skip: "periodic: skipped ..." or "not periodic: <why>"
+    #: the executor's exact periodic skip: "periodic: skipped ..." (steps, then layers; the part not
+    #: skipped says why) or "not periodic: <why>"
     periodic: str
     network: TaskGraphNetworkStats
