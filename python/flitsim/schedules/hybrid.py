@@ -359,39 +359,51 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
             sent[(j_from, ci)] = out
         return out
 
-    def stage_pass(j: int, ci: int, s: int, m: int, q_img: int, tq_m: int, after: list[int], phase: str,
-                   skip_in: dict[int, list[int]]) -> list[int]:
-        """Stage j of branch ci over one pass (the full image, m = -1, or patch m);
-        ``skip_in``: per destination block, the skip transfers it waits for
-        (filled here for sources on this stage)."""
-        grid = pl.grid[j, ci]
-        ids = [int(x) for x in grid.reshape(-1)]
-        lab = f"s{s}.m{m}.st{j}.c{ci}"
-        tail = after
-        first_task, prev_sent = len(gb.phase), sent.get((j, ci))  # the pass's first n tasks: one per rank
-        if include_embed_head and ("patch_embed" in groups[j] or "embed" in groups[j]):
-            tail = gb.compute_on(ids, ends("pre", q_img, tq_m), after=tail, stage=j, item=max(m, 0), step=s,
-                                 phase=phase, label=f"{lab}.pre")
+    def stage_pass(j: int, cis: list[int], s: int, m: int, q_img: int, tq_m: int, afters: list[list[int]],
+                   phase: str, skip_ins: list[dict[int, list[int]]]) -> list[list[int]]:
+        """Stage j of branches ``cis`` over one pass (the full image, m = -1, or
+        patch m), their tasks interleaved layer by layer (branch order inside a
+        layer) so that a step's identical layers are consecutive runs of tasks
+        the executor's layer skip can verify (rust/src/taskgraph/periodic.rs);
+        ``afters``: per branch, the tails it starts after; ``skip_ins``: per
+        branch and destination block, the skip transfers it waits for (filled
+        here for sources on this stage). Returns the tails per branch."""
+        grids = [pl.grid[j, ci] for ci in cis]
+        ids = [[int(x) for x in g.reshape(-1)] for g in grids]
+        labs = [f"s{s}.m{m}.st{j}.c{ci}" for ci in cis]
+        tails = [list(a) for a in afters]
+        prev_sent = [sent.get((j, ci)) for ci in cis]
+        first_task = []
+        for b in range(len(cis)):
+            first_task.append(len(gb.phase))  # the pass's first n tasks: one per rank
+            if include_embed_head and ("patch_embed" in groups[j] or "embed" in groups[j]):
+                tails[b] = gb.compute_on(ids[b], ends("pre", q_img, tq_m), after=tails[b], stage=j, item=max(m, 0),
+                                         step=s, phase=phase, label=f"{labs[b]}.pre")
         for blk in blocks_of[j]:
             sp = sp_for(blk, q_img, tq_m)
-            first = len(gb.phase)
-            tail = _sp_layer(gb, grid, sp, tail, u=u, r=r, stage=j, item=max(m, 0), step=s, layer=blk, phase=phase,
-                             label=f"{lab}.L{blk}", ep=moe)
-            if blk in skip_in:  # the block's first tasks (its pre-attention, one per rank) wait for the skip too
-                for i, x in enumerate(skip_in.pop(blk)):
-                    gb.edge(x, first + i)
-            for a, d in skips:
-                if a == blk:
-                    nb = handoff_bytes(mcfg, tokens_per_rank(q_img, n), batch=B, dtype=dtype)
-                    skip_in[d] = handoff(j, stage_of[d], ci, tail, nb, s, m, phase, f"{lab}.skip{a}->{d}",
-                                         pipeline=False)
-        if include_embed_head and ("final" in groups[j] or "head" in groups[j]):
-            tail = gb.compute_on(ids, ends("post", q_img, tq_m), after=tail, stage=j, item=max(m, 0), step=s,
-                                 phase=phase, label=f"{lab}.post")
-        if prev_sent is not None:  # torch.cuda.synchronize() before the next receive: the previous send is done
-            for i, x in enumerate(prev_sent):
-                gb.edge(x, first_task + i)
-        return tail
+            for b, ci in enumerate(cis):
+                first = len(gb.phase)
+                if blk == blocks_of[j][0] and not (include_embed_head and ("patch_embed" in groups[j]
+                                                                         or "embed" in groups[j])):
+                    first_task[b] = first
+                tails[b] = _sp_layer(gb, grids[b], sp, tails[b], u=u, r=r, stage=j, item=max(m, 0), step=s,
+                                     layer=blk, phase=phase, label=f"{labs[b]}.L{blk}", ep=moe)
+                if blk in skip_ins[b]:  # the block's first tasks (its pre-attention, one per rank) wait for the skip too
+                    for i, x in enumerate(skip_ins[b].pop(blk)):
+                        gb.edge(x, first + i)
+                for a, d in skips:
+                    if a == blk:
+                        nb = handoff_bytes(mcfg, tokens_per_rank(q_img, n), batch=B, dtype=dtype)
+                        skip_ins[b][d] = handoff(j, stage_of[d], ci, tails[b], nb, s, m, phase,
+                                                 f"{labs[b]}.skip{a}->{d}", pipeline=False)
+        for b in range(len(cis)):
+            if include_embed_head and ("final" in groups[j] or "head" in groups[j]):
+                tails[b] = gb.compute_on(ids[b], ends("post", q_img, tq_m), after=tails[b], stage=j,
+                                         item=max(m, 0), step=s, phase=phase, label=f"{labs[b]}.post")
+            if prev_sent[b] is not None:  # torch.cuda.synchronize() before the next receive: the previous send is done
+                for i, x in enumerate(prev_sent[b]):
+                    gb.edge(x, first_task[b] + i)
+        return tails
 
     def gather_cfg(tails: list[list[int]], s: int, m: int, nbytes_rank: int, phase: str) -> list[list[int]]:
         """One all_gather per sequence-parallel rank between the CFG branches
@@ -422,14 +434,19 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
     sync_steps = S if K == 1 else W
     ph = "step" if K == 1 else "warmup"
     for s in range(sync_steps):
-        last = []
-        for ci in range(c):
-            tail, skip_in = tails[ci], {}  # type: list[int], dict[int, list[int]]
-            for j in range(K):
-                tail = stage_pass(j, ci, s, -1, P, T, tail, ph, skip_in)
-                if j + 1 < K:
-                    tail = handoff(j, j + 1, ci, tail, hand_bytes(P, T), s, -1, ph, f"warmup{s}.{j}->{j + 1}.c{ci}")
-            last.append(tail)
+        if K == 1:  # the branches' layers interleaved (one stage, no hand-offs)
+            last = stage_pass(0, list(range(c)), s, -1, P, T, [tails[ci] for ci in range(c)], ph,
+                              [{} for _ in range(c)])
+        else:
+            last = []
+            for ci in range(c):
+                tail, skip_in = tails[ci], {}  # type: list[int], dict[int, list[int]]
+                for j in range(K):
+                    tail = stage_pass(j, [ci], s, -1, P, T, [tail], ph, [skip_in])[0]
+                    if j + 1 < K:
+                        tail = handoff(j, j + 1, ci, tail, hand_bytes(P, T), s, -1, ph,
+                                       f"warmup{s}.{j}->{j + 1}.c{ci}")
+                last.append(tail)
         if dit:
             last = gather_cfg(last, s, -1, out_bytes(P), ph)
         for ci in range(c):
@@ -446,7 +463,7 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
                 for ci in range(c):
                     tail, skip_in = ret[ci][m], {}
                     for j in range(K):
-                        tail = stage_pass(j, ci, s, m, p, tq[m], tail, "pipeline", skip_in)
+                        tail = stage_pass(j, [ci], s, m, p, tq[m], [tail], "pipeline", [skip_in])[0]
                         if j + 1 < K:
                             tail = handoff(j, j + 1, ci, tail, hand_bytes(p, tq[m]), s, m, "pipeline",
                                            f"s{s}.m{m}.{j}->{j + 1}.c{ci}")
