@@ -189,21 +189,22 @@ impl Det {
         self.dbg.clear();
     }
 
-    /// Task `i` started: an anchor of the current region or of the next one?
+    /// Task `i` started: an anchor of a region at or after the current one?
+    /// (Any of them, not only the next: after the steps jumped, the run is
+    /// many layer regions further on and `skip_at` moves `cur` there.)
     fn note_start(&mut self, i: usize, fine_on: bool) {
-        for k in self.cur..(self.cur + 2).min(self.regions.len()) {
-            let r = &self.regions[k];
-            if i >= r.lo && i < r.hi {
-                let off = (i - r.lo) % r.p;
-                let coarse = (r.p / COARSE_PER_PERIOD).max(1);
-                let fine = if fine_on { (r.p / FINE_PER_PERIOD).max(1) } else { coarse };
-                if off % coarse == 0 || off % fine == 0 {
-                    self.hint = true;
-                    self.hint_region = k;
-                    self.hint_off = off;
-                    self.hint_coarse = off % coarse == 0;
-                }
-                return;
+        // regions are disjoint and in task order: the first one ending past i
+        let k = self.cur + self.regions[self.cur.min(self.regions.len())..].partition_point(|r| r.hi <= i);
+        let Some(r) = self.regions.get(k) else { return };
+        if i >= r.lo {
+            let off = (i - r.lo) % r.p;
+            let coarse = (r.p / COARSE_PER_PERIOD).max(1);
+            let fine = if fine_on { (r.p / FINE_PER_PERIOD).max(1) } else { coarse };
+            if off % coarse == 0 || off % fine == 0 {
+                self.hint = true;
+                self.hint_region = k;
+                self.hint_off = off;
+                self.hint_coarse = off % coarse == 0;
             }
         }
     }
