@@ -483,13 +483,20 @@ fn layers_skip_exactly_where_steps_do_not_repeat_and_beside_them() {
             }
             // the inner periods alone (no step period declared)
             let rep = flow_declared(&planar, &g, 0, &[per_layer], false, true);
-            assert_eq!(layer_periods_skipped(&rep) > 0 && rep.contains("steps not skipped: no period declared"), layers_skip, "{what}: {rep}");
+            assert_eq!(layer_periods_skipped(&rep) > 0 && rep.contains("steps not skipped: no step period declared"), layers_skip, "{what}: {rep}");
         }
     }
     // a false inner period is refused and said so
     let (g, per_step, per_layer) = layered_steps(8, 6, 6, Comm::Sync, 0, 2 << 20, 0);
     let rep = analytic_declared(&g, 0, &[per_layer + 1]);
-    assert!(rep.starts_with("not periodic: no period declared; layers: declared inner periods"), "{rep}");
-    let _ = per_step;
+    assert!(rep.starts_with("not periodic: no step period declared; layers: declared inner periods"), "{rep}");
+    // an inner period of 0, or as long as the step, is no layer period: said so, and one
+    // as long as the step does not hide the real layer period beside it
+    let rep = analytic_declared(&g, per_step, &[0]);
+    assert!(rep.contains("layers not skipped: every declared inner period ([0] tasks) is 0"), "{rep}");
+    let rep = analytic_declared(&g, per_step, &[per_step]);
+    assert!(rep.contains("is as long as the step period"), "{rep}");
+    let rep = analytic_declared(&g, per_step, &[per_step, per_layer]);
+    assert!(layer_periods_skipped(&rep) > 0, "{rep}");
 }
 

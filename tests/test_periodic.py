@@ -170,3 +170,30 @@ def test_isolated_replays_change_nothing(preset, degree):
     on = runs["1"][1].run.network["replays"]
     assert on["replayed_isolated"] > 0 and not on["isolated_retried"], on
     assert runs["0"][1].run.network["replays"]["replayed_isolated"] == 0
+
+
+def test_a_bad_period_column_is_a_config_error_naming_it():
+    """The executor's own input (``_core.execute_taskgraph``): a period column of
+    the wrong dtype or shape is a ConfigError naming the column, what was given
+    and the dtype allowed (found by a fresh-user trial: it named the Rust type)."""
+    import pickle
+
+    from flitsim.errors import ConfigError
+
+    d = dit_workload("pixart-alpha-xl/2", 512, steps=10)
+    sched = S.build("ulysses", None, d, degree=4)
+    net = AnalyticNetwork(alpha_ps=3_000_000, bandwidth_GBps=50.0)
+    for bad, got in ((np.array([570, 20]), "dtype int64 with 1 dimension"), ([570, 20], "type list"),
+                     (np.zeros((2, 2), np.uint32), "dtype uint32 with 2 dimension")):
+        sched.graph.columns["period_tasks"] = bad
+        with pytest.raises(ConfigError) as ei:
+            S.simulate(sched, net)
+        msg = str(ei.value)
+        assert msg.startswith("graph.period_tasks: got") and got in msg and "dtype uint32" in msg and "\n" not in msg, msg
+        assert str(pickle.loads(pickle.dumps(ei.value))) == msg
+    # a zero layer period is said to be one, and the run is the undeclared one
+    sched.graph.columns["period_tasks"] = np.array([0, 0], np.uint32)
+    zero = _run(sched, net, True)
+    assert "every declared inner period ([0] tasks) is 0" in zero.run.network["periodic"], zero.run.network["periodic"]
+    sched.graph.columns["period_tasks"] = np.array([], np.uint32)
+    _same(zero, _run(sched, net, True))

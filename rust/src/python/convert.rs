@@ -167,8 +167,14 @@ pub fn hist_dict<'py>(py: Python<'py>, h: &Histogram) -> PyResult<Bound<'py, PyD
 /// A 1-D numpy column `key` of `d` as a Vec (dtype must match exactly).
 pub(crate) fn col<'py, T: numpy::Element + Copy>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Vec<T>> {
     let v = d.get_item(key)?.ok_or_else(|| ConfigError::new_err(format!("graph.{key}: missing column")))?;
-    let a: PyReadonlyArray1<T> = v.extract().map_err(|e| {
-        ConfigError::new_err(format!("graph.{key}: expected a 1-D numpy array of {} ({e})", std::any::type_name::<T>()))
+    let a: PyReadonlyArray1<T> = v.extract().map_err(|_| {
+        // what was given: its dtype and dimensions, or its Python type
+        let got = match (v.getattr("dtype"), v.getattr("ndim")) {
+            (Ok(dt), Ok(nd)) => format!("an array of dtype {dt} with {nd} dimension(s)"),
+            _ => format!("a value of type {}", v.get_type().name().map_or_else(|_| "?".to_string(), |n| n.to_string())),
+        };
+        let want = numpy::dtype::<T>(v.py()).to_string();
+        ConfigError::new_err(format!("graph.{key}: got {got}: expected a 1-D numpy array of dtype {want} (e.g. np.asarray(x, np.{want}))"))
     })?;
     Ok(a.as_array().iter().copied().collect())
 }

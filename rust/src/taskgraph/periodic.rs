@@ -104,7 +104,7 @@ pub(crate) fn verify(g: &TaskGraph, pred: &Adj, succ: &Adj) -> Result<Region, St
     let n = g.len();
     let p = g.period_tasks as usize;
     if p == 0 {
-        return Err("no period declared".into());
+        return Err(if g.inner_periods.is_empty() { "no period declared" } else { "no step period declared" }.into());
     }
     if 3 * p > n {
         return Err(format!("declared period {p} tasks: the graph has only {n} tasks (fewer than 3 periods)"));
@@ -130,11 +130,28 @@ pub(crate) fn verify(g: &TaskGraph, pred: &Adj, succ: &Adj) -> Result<Region, St
 /// still 3 periods long. Empty with why when none holds.
 pub(crate) fn verify_inner(g: &TaskGraph, pred: &Adj, succ: &Adj) -> Result<Vec<Region>, String> {
     let n = g.len();
-    let mut ps: Vec<usize> = g.inner_periods.iter().map(|&p| p as usize).filter(|&p| p > 0 && 3 * p <= n).collect();
+    let outer = g.period_tasks as usize;
+    // an inner period is shorter than the step period: one as long would
+    // cover the step and cut the layers' regions away where they overlap
+    let usable = |p: usize| p > 0 && 3 * p <= n && (outer == 0 || p < outer);
+    let mut ps: Vec<usize> = g.inner_periods.iter().map(|&p| p as usize).filter(|&p| usable(p)).collect();
     ps.sort_unstable();
     ps.dedup();
     if ps.is_empty() {
-        return Err(if g.inner_periods.is_empty() { "no inner period declared".into() } else { "every declared inner period is longer than a third of the graph".into() });
+        if g.inner_periods.is_empty() {
+            return Err("no inner period declared".into());
+        }
+        let mut why = Vec::new();
+        if g.inner_periods.contains(&0) {
+            why.push("0".to_string());
+        }
+        if outer > 0 && g.inner_periods.iter().any(|&p| p as usize >= outer) {
+            why.push(format!("as long as the step period ({outer} tasks) or longer"));
+        }
+        if g.inner_periods.iter().any(|&p| p > 0 && 3 * p as usize > n && (outer == 0 || (p as usize) < outer)) {
+            why.push(format!("longer than a third of the graph ({n} tasks)"));
+        }
+        return Err(format!("every declared inner period ({:?} tasks) is {}", g.inner_periods, why.join(", or ")));
     }
     let mut all: Vec<Region> = Vec::new();
     for &p in &ps {
