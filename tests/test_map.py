@@ -244,6 +244,12 @@ def test_unknown_fabric_or_model_names_the_key(tmp_path):
         run_map(_load(tmp_path, TINY.format(devices=2, preset="hgx-h100", name="x",
                                             row='model = "llama-9"\nworkload = { kind = "tokens", tokens = 64 }')),
                 progress=False)
+    # a bad workload field is the workload's, not the model's (found by a fresh-user trial)
+    with pytest.raises(ConfigError, match=r"^map\.workloads\.0\.workload: height_px = 1000: a positive multiple"):
+        run_map(_load(tmp_path, TINY.format(devices=2, preset="hgx-h100", name="x",
+                                            row='workload = { kind = "dit", model = "pixart-alpha-xl/2", '
+                                                'resolution_px = 1000, steps = 2 }')),
+                progress=False)
     with pytest.raises(ConfigError, match=r"map\.fabrics\.0\.devices"):
         run_map(_load(tmp_path, TINY.format(devices=9, preset="hgx-h100", name="x",
                                             row='model = "llama-3-8b"\nworkload = { kind = "tokens", tokens = 64 }')),

@@ -228,9 +228,12 @@ def _rows(m: MapSection, sc: Scenario) -> list[_Row]:
                 as_model(w.model)
             if w.workload.model is not None:
                 as_model(w.workload.model)
-            wl, info = load_workload(w, sc)
         except ConfigError as e:
             raise config_error(f"map.workloads.{i}.model", w.model or w.workload.model, str(e)) from None
+        try:
+            wl, info = load_workload(w, sc)
+        except ConfigError as e:  # the workload's own fields (resolution, steps, ...): named inside
+            raise ConfigError(f"map.workloads.{i}.workload: {e}") from None
         decode = w.phase == "decode"
         if decode and (info["kind"] != "llm" or w.workload.kind not in ("llmperf", "trace")):
             raise config_error(f"map.workloads.{i}.phase", w.phase, "decode only for an LLM llmperf / trace workload")
