@@ -7,10 +7,12 @@
 //! the payload is, so a simulation can run on a thread that released the GIL.
 
 mod cancel;
+mod fasthash;
 mod queue;
 mod rng;
 
 pub use cancel::{cancel_all, CancelToken};
+pub use fasthash::{FastHasher, FastMap};
 pub use queue::{EventQueue, Scheduled};
 pub use rng::SimRng;
 

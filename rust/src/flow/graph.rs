@@ -75,7 +75,7 @@ pub struct GraphModel {
     payload: u64,
     /// Simulated packet payload, bytes.
     sim_bytes: u64,
-    cache: HashMap<(u32, u32, u32), CachedPath>,
+    cache: crate::engine::FastMap<(u32, u32, u32), CachedPath>,
     acc: Vec<f64>,
     touched: Vec<u32>,
     layer: Vec<(u32, f64)>,
@@ -155,7 +155,7 @@ impl GraphModel {
             base,
             payload,
             sim_bytes,
-            cache: HashMap::new(),
+            cache: crate::engine::FastMap::default(),
             acc: Vec::new(),
             touched: Vec::new(),
             layer: Vec::new(),

@@ -12,7 +12,7 @@
 //! hash and a copy of the input; [`SolveMemo::with_pauses`] judges windows of lookups and pauses instead). `FLITSIM_FLOW_SOLVE_MEMO_DEBUG=1` prints
 //! each simulator's counts when it ends.
 
-use std::collections::HashMap;
+use crate::engine::FastMap;
 
 /// Most path entries (resource, coefficient) kept over all memoized solves.
 const MAX_ENTRIES: usize = 1 << 21;
@@ -45,7 +45,7 @@ pub struct SolveMemo {
     paused_left: u64,
     win_solves: u64,
     win_hits: u64,
-    table: HashMap<u64, Entry>,
+    table: FastMap<u64, Entry>,
     entries: usize,
     solves: u64,
     hits: u64,
@@ -73,7 +73,7 @@ impl SolveMemo {
     /// On unless `FLITSIM_FLOW_SOLVE_MEMO=0`.
     pub fn new() -> Self {
         let on = std::env::var("FLITSIM_FLOW_SOLVE_MEMO").map_or(true, |v| v != "0");
-        SolveMemo { on, probe_solves: PROBE_SOLVES, min_hit_ratio: MIN_HIT_RATIO, pause_solves: None, paused_left: 0, win_solves: 0, win_hits: 0, table: HashMap::new(), entries: 0, solves: 0, hits: 0 }
+        SolveMemo { on, probe_solves: PROBE_SOLVES, min_hit_ratio: MIN_HIT_RATIO, pause_solves: None, paused_left: 0, win_solves: 0, win_hits: 0, table: FastMap::default(), entries: 0, solves: 0, hits: 0 }
     }
 
     /// [`SolveMemo::new`] judged per window of `probe_solves` lookups: a window

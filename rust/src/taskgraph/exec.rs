@@ -3,7 +3,7 @@
 
 use super::graph::{CollectiveKind, EdgeKind, TaskGraph, TaskKind, MAX_STEAL_PPM};
 use super::network::{Network, NetworkDone};
-use crate::engine::{self, EventQueue, Interrupt, Mapped, Model, TimePs};
+use crate::engine::{self, EventQueue, FastMap, Interrupt, Mapped, Model, TimePs};
 use crate::error::{ensure, Result};
 use serde::Serialize;
 use super::periodic::{self, Adj, Region};
@@ -143,11 +143,11 @@ struct Det {
     /// Whether the anchor being tried is a coarse one.
     hint_coarse: bool,
     /// Coarse anchor states seen: relative state words -> the anchor.
-    table: HashMap<Vec<u64>, Snap>,
+    table: FastMap<Vec<u64>, Snap>,
     /// Fine anchors: per offset, the last state seen there and its anchor
     /// (one period of them kept: they find repeats at the same offset).
-    fine: HashMap<usize, (Vec<u64>, Snap)>,
-    dbg: HashMap<usize, Vec<u64>>,
+    fine: FastMap<usize, (Vec<u64>, Snap)>,
+    dbg: FastMap<usize, Vec<u64>>,
     anchors_tried: u64,
     anchors_idle: u64,
     skipped_periods: u64,
@@ -169,9 +169,9 @@ impl Det {
             hint_region: 0,
             hint_off: 0,
             hint_coarse: false,
-            table: HashMap::new(),
-            fine: HashMap::new(),
-            dbg: HashMap::new(),
+            table: FastMap::default(),
+            fine: FastMap::default(),
+            dbg: FastMap::default(),
             anchors_tried: 0,
             anchors_idle: 0,
             skipped_periods: 0,

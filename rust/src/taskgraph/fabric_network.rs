@@ -45,8 +45,8 @@
 use super::graph::CollectiveKind;
 use super::network::{Network, NetworkDone};
 use crate::collective::{calibrated_spec, expand, fabric_info, lower_best, lower_in, plan, reach_of, run_collective, AUTO_PRUNE_FACTOR, transported, Algorithm, Backend, CEv, CollectiveParams, CollectiveRequest, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
-use std::collections::{HashMap, HashSet};
-use crate::engine::{Scheduler, TimePs};
+use std::collections::HashSet;
+use crate::engine::{FastMap, Scheduler, TimePs};
 use crate::flow::FlowReplay;
 use crate::error::Result;
 use crate::fabric::{FabricSim, FabricSpec};
@@ -155,7 +155,7 @@ pub struct FabricNetwork {
     /// run fails, the closed-form estimate picks).
     choice_spec: Option<FabricSpec>,
     /// (op, group, bytes) -> the simulated `auto` choice.
-    choices: HashMap<(u8, Vec<u32>, u64), (Algorithm, Protocol)>,
+    choices: FastMap<(u8, Vec<u32>, u64), (Algorithm, Protocol)>,
     /// Replay of collectives run alone (module doc); off at packet level.
     replay_on: bool,
     /// Virtual index of the next DAG node (the array index a run without
@@ -189,7 +189,7 @@ pub struct FabricNetwork {
     /// DAG events scheduled so far.
     scheduled: u64,
     replayed_events: u64,
-    records: HashMap<ReplayKey, Vec<Record>>,
+    records: FastMap<ReplayKey, Vec<Record>>,
     pending: Vec<Option<Pending>>,
     recording: Option<Recording>,
     /// Collectives replayed / recorded (statistics).
@@ -239,7 +239,7 @@ impl FabricNetwork {
             gpu_ports: spec.gpu_ports,
             reach: reach_of(spec)?,
             choice_spec,
-            choices: HashMap::new(),
+            choices: FastMap::default(),
             replay_on,
             vnext: 0,
             per_dag: std::env::var("FLITSIM_SPRAY_PER_DAG").map_or(true, |v| v != "0"),
@@ -252,7 +252,7 @@ impl FabricNetwork {
             isolated_retried: false,
             scheduled: 0,
             replayed_events: 0,
-            records: HashMap::new(),
+            records: FastMap::default(),
             pending: Vec::new(),
             recording: None,
             replayed: 0,
