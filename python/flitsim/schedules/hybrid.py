@@ -373,18 +373,19 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
         labs = [f"s{s}.m{m}.st{j}.c{ci}" for ci in cis]
         tails = [list(a) for a in afters]
         prev_sent = [sent.get((j, ci)) for ci in cis]
-        first_task = []
+        has_pre = include_embed_head and ("patch_embed" in groups[j] or "embed" in groups[j])
+        has_post = include_embed_head and ("final" in groups[j] or "head" in groups[j])
+        first_task = []  # per branch, its pass's first n tasks (one per rank): the pre, else the first block
         for b in range(len(cis)):
-            first_task.append(len(gb.phase))  # the pass's first n tasks: one per rank
-            if include_embed_head and ("patch_embed" in groups[j] or "embed" in groups[j]):
+            first_task.append(len(gb.phase))
+            if has_pre:
                 tails[b] = gb.compute_on(ids[b], ends("pre", q_img, tq_m), after=tails[b], stage=j, item=max(m, 0),
                                          step=s, phase=phase, label=f"{labs[b]}.pre")
         for blk in blocks_of[j]:
             sp = sp_for(blk, q_img, tq_m)
             for b, ci in enumerate(cis):
                 first = len(gb.phase)
-                if blk == blocks_of[j][0] and not (include_embed_head and ("patch_embed" in groups[j]
-                                                                         or "embed" in groups[j])):
+                if blk == blocks_of[j][0] and not has_pre:
                     first_task[b] = first
                 tails[b] = _sp_layer(gb, grids[b], sp, tails[b], u=u, r=r, stage=j, item=max(m, 0), step=s,
                                      layer=blk, phase=phase, label=f"{labs[b]}.L{blk}", ep=moe)
@@ -397,7 +398,7 @@ def build_hybrid(model: Any, workload: Any, *, devices: Any = None, stages: int 
                         skip_ins[b][d] = handoff(j, stage_of[d], ci, tails[b], nb, s, m, phase,
                                                  f"{labs[b]}.skip{a}->{d}", pipeline=False)
         for b in range(len(cis)):
-            if include_embed_head and ("final" in groups[j] or "head" in groups[j]):
+            if has_post:
                 tails[b] = gb.compute_on(ids[b], ends("post", q_img, tq_m), after=tails[b], stage=j,
                                          item=max(m, 0), step=s, phase=phase, label=f"{labs[b]}.post")
             if prev_sent[b] is not None:  # torch.cuda.synchronize() before the next receive: the previous send is done

@@ -12,7 +12,7 @@ mod queue;
 mod rng;
 
 pub use cancel::{cancel_all, CancelToken};
-pub use fasthash::{FastHasher, FastMap};
+pub use fasthash::FastMap;
 pub use queue::{EventQueue, Scheduled};
 pub use rng::SimRng;
 

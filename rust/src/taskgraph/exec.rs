@@ -955,10 +955,10 @@ fn periodic_report(why_steps: Option<String>, why_layers: Option<String>, per: O
             None => format!("periodic: {a}"),
         },
         (None, Some(b)) => format!("periodic: {b}; steps not skipped: {steps_why}"),
+        // (turned off, the layers were not looked at: no layers' reason)
         (None, None) => match layers_why {
-            Some(l) if !steps_why.starts_with("turned off") && !steps_why.is_empty() => format!("not periodic: {steps_why}; layers: {l}"),
-            _ if steps_why.is_empty() => String::new(),
-            _ => format!("not periodic: {steps_why}"),
+            Some(l) => format!("not periodic: {steps_why}; layers: {l}"),
+            None => format!("not periodic: {steps_why}"),
         },
     }
 }
