@@ -278,6 +278,9 @@ class TaskGraphNetworkStats(TypedDict, total=False):
     fabric: BatchResult
     task_credit_wait_ps: npt.NDArray[np.uint64]
     replays: ReplayStats
+    #: plain staged transfers run as chunk trains at flow level (docs/fidelity.md "Chunk trains";
+    #: ``FLITSIM_CHUNK_TRAINS=0`` runs them chunk by chunk)
+    chunk_trains: int
 
 class TaskGraphResult(TypedDict):
     start_ps: npt.NDArray[np.uint64]

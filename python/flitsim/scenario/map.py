@@ -90,6 +90,8 @@ class CandidateRun:
     #: whether the executor's exact periodic skip applied ("periodic: skipped
     #: ..." / "not periodic: <why>"; rust/src/taskgraph/exec.rs)
     periodic: str = ""
+    #: staged copies run as chunk trains (flow level's bounded lever; docs/fidelity.md "Chunk trains")
+    chunk_trains: int = 0
     peak_memory_bytes: float = float("nan")
     hbm_capacity_bytes: float = float("nan")
     memory_broken_by: str | None = None
@@ -352,6 +354,7 @@ def evaluate(run: CandidateRun, per: list[Any], *, workload: dict[str, Any], bre
     run.fidelity = " + ".join(sorted({str(n.get("fidelity", "analytic")) for n in nets}))
     run.fidelity_reason = "; ".join(sorted({str(n.get("fidelity_reason", "")) for n in nets} - {""}))
     run.periodic = "; ".join(sorted({str(n.get("periodic", "")) for n in nets} - {""}))
+    run.chunk_trains = sum(int(n.get("chunk_trains", 0)) for n in nets)
     if decode:
         out_tok = float(np.sum(rep.options.get("output_tokens", [])))
         run.throughput_tokens_per_s = out_tok / run.latency_s if run.latency_s else float("nan")
@@ -487,7 +490,7 @@ class MapResult:
                         "fidelity": r.fidelity, "peak_memory_bytes": r.peak_memory_bytes,
                         "hbm_capacity_bytes": r.hbm_capacity_bytes, "memory_broken_by": r.memory_broken_by,
                         "throughput_tokens_per_s": r.throughput_tokens_per_s, "wall_s": r.wall_s,
-                        "cpu_s": r.cpu_s, "periodic": r.periodic})
+                        "cpu_s": r.cpu_s, "periodic": r.periodic, "chunk_trains": r.chunk_trains})
         return pd.DataFrame(out)
 
     def scorecards(self) -> pd.DataFrame:

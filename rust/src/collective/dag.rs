@@ -153,6 +153,14 @@ impl DagExec {
         }
     }
 
+    /// The flow-level simulator, mutable.
+    pub(crate) fn flow_mut(&mut self) -> Option<&mut crate::flow::FlowSim> {
+        match &mut self.backend {
+            Backend::Flow(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The flow-level simulator, when transfers run at flow level.
     pub fn flow(&self) -> Option<&crate::flow::FlowSim> {
         match &self.backend {

@@ -479,53 +479,136 @@ pub fn expand_each(dag: &Dag, reach: &Reach, t: &dyn Fn(usize) -> TransportParam
             continue;
         };
         let NodeKind::Transfer { bytes, min_ps, .. } = *n else { unreachable!("routes only for transfers") };
-        let e = out.push(NodeKind::Delay { ps: r.extra_ps });
-        entry[i] = e;
-        let legs = r.hops.len() - 1;
-        let chunk = if legs == 1 || tp.chunk_bytes == 0 { bytes.max(1) } else { tp.chunk_bytes };
-        let k = bytes.div_ceil(chunk).max(1);
-        if out.nodes.len() as u64 + k * legs as u64 > super::lower::MAX_DAG_NODES {
-            return Err(FlitsimError::config("nbytes", bytes, &format!("a transfer whose staged copy stays under {} DAG nodes (raise host_chunk_bytes)", super::lower::MAX_DAG_NODES)));
-        }
-        let base = out.nodes.len() as u32;
-        for j in 0..legs {
-            for q in 0..k {
-                let b = bytes / k + u64::from(q < bytes % k);
-                let floor = if j == 0 && bytes > 0 { (min_ps as u128 * b as u128 / bytes as u128) as u64 } else { 0 };
-                out.push(NodeKind::Transfer { src: r.hops[j], dst: r.hops[j + 1], bytes: b, loopback: false, min_ps: floor });
-            }
-        }
-        let id = |j: usize, q: u64| base + (j as u64 * k + q) as u32;
-        let slots = tp.slots.max(1) as u64;
-        for j in 0..legs {
-            for q in 0..k {
-                if j == 0 {
-                    out.edge(e, id(0, q), 0);
-                    if legs > 1 && q >= slots {
-                        out.edge(id(legs - 1, q - slots), id(0, q), 0);
-                    }
-                } else {
-                    out.edge(id(j - 1, q), id(j, q), 0);
-                }
-                if q >= IN_FLIGHT_PER_LEG {
-                    out.edge(id(j, q - IN_FLIGHT_PER_LEG), id(j, q), 0);
-                }
-            }
-        }
-        exit[i] = if k == 1 {
-            id(legs - 1, 0)
-        } else {
-            let x = out.push(NodeKind::Delay { ps: 0 });
-            for q in k.saturating_sub(IN_FLIGHT_PER_LEG)..k {
-                out.edge(id(legs - 1, q), x, 0);
-            }
-            x
-        };
+        (entry[i], exit[i]) = push_chunked(&mut out, r, bytes, min_ps, &tp)?;
     }
     for &(a, b, d) in &dag.edges {
         out.edge(exit[a as usize], entry[b as usize], d);
     }
     Ok(Some((out, entry, exit)))
+}
+
+/// Append the chunked sub-DAG of one routed transfer to `out` (see
+/// [`expand`]); returns its (entry, exit) node.
+fn push_chunked(out: &mut Dag, r: &Route, bytes: u64, min_ps: u64, tp: &TransportParams) -> Result<(u32, u32)> {
+    let e = out.push(NodeKind::Delay { ps: r.extra_ps });
+    let legs = r.hops.len() - 1;
+    let k = chunks(legs, bytes, tp);
+    if out.nodes.len() as u64 + k * legs as u64 > super::lower::MAX_DAG_NODES {
+        return Err(FlitsimError::config("nbytes", bytes, &format!("a transfer whose staged copy stays under {} DAG nodes (raise host_chunk_bytes)", super::lower::MAX_DAG_NODES)));
+    }
+    let base = out.nodes.len() as u32;
+    for j in 0..legs {
+        for q in 0..k {
+            let b = chunk_of(bytes, k, q);
+            out.push(NodeKind::Transfer { src: r.hops[j], dst: r.hops[j + 1], bytes: b, loopback: false, min_ps: if j == 0 { floor_share(min_ps, b, bytes) } else { 0 } });
+        }
+    }
+    let id = |j: usize, q: u64| base + (j as u64 * k + q) as u32;
+    let slots = tp.slots.max(1) as u64;
+    for j in 0..legs {
+        for q in 0..k {
+            if j == 0 {
+                out.edge(e, id(0, q), 0);
+                if legs > 1 && q >= slots {
+                    out.edge(id(legs - 1, q - slots), id(0, q), 0);
+                }
+            } else {
+                out.edge(id(j - 1, q), id(j, q), 0);
+            }
+            if q >= IN_FLIGHT_PER_LEG {
+                out.edge(id(j, q - IN_FLIGHT_PER_LEG), id(j, q), 0);
+            }
+        }
+    }
+    let x = if k == 1 {
+        id(legs - 1, 0)
+    } else {
+        let x = out.push(NodeKind::Delay { ps: 0 });
+        for q in k.saturating_sub(IN_FLIGHT_PER_LEG)..k {
+            out.edge(id(legs - 1, q), x, 0);
+        }
+        x
+    };
+    Ok((e, x))
+}
+
+/// Chunks per leg of a `bytes` transfer over `legs` legs (1 when unstaged or unpipelined).
+fn chunks(legs: usize, bytes: u64, tp: &TransportParams) -> u64 {
+    let chunk = if legs == 1 || tp.chunk_bytes == 0 { bytes.max(1) } else { tp.chunk_bytes };
+    bytes.div_ceil(chunk).max(1)
+}
+
+/// Bytes of chunk `q` of `k` (the first `bytes % k` carry one byte more).
+fn chunk_of(bytes: u64, k: u64, q: u64) -> u64 {
+    bytes / k + u64::from(q < bytes % k)
+}
+
+/// The sender's protocol floor's share for `b` of `bytes`, ps (pro rata).
+fn floor_share(min_ps: u64, b: u64, bytes: u64) -> u64 {
+    if bytes == 0 {
+        0
+    } else {
+        (min_ps as u128 * b as u128 / bytes as u128) as u64
+    }
+}
+
+/// Fewest chunks per leg a staged copy needs to run as a chunk train
+/// ([`expand_train`]): a head, a body of at least two chunks, a tail.
+pub const TRAIN_MIN_CHUNKS: u64 = 4;
+
+/// One plain transfer's (no protocol floor) transport sub-DAG with every leg's middle chunks
+/// carried as one flow: a **chunk train** (flow level's speed lever for
+/// staged copies; docs/fidelity.md "Chunk trains"), and whether it is one.
+/// None when the route needs no expansion (as [`expand`]); the exact
+/// chunked sub-DAG (false) when the route has one leg or under
+/// [`TRAIN_MIN_CHUNKS`] chunks.
+///
+/// Leg j of k chunks becomes head H_j (chunk 0), body B_j (chunks 1..k-2 in
+/// one transfer), a gap G_j (a delay of (k - 3) x `lat_ps(h_j, h_j+1)`: the
+/// per-chunk path latencies the body's one flow pays only once) and tail T_j
+/// (chunk k-1); H_j after H_j-1, B_j after H_j, G_j after B_j, T_j after G_j
+/// and T_j-1; the exit is the last tail. With every leg at a constant rate
+/// r_j and latency l_j this ends exactly when the chunked copy does (the
+/// flow-shop makespan sum_j (c / r_j + l_j) + (k - 1) max_j (c / r_j + l_j),
+/// equal chunks c); where rates change while it runs, a body may run ahead
+/// of the leg before it (the chunked copy cannot), which is the lever's
+/// error, bounded by measurement (docs/fidelity.md). The buffer-slot limit
+/// (`slots`) only holds a faster first leg back, which never sets the end,
+/// so it is dropped.
+///
+/// # Errors
+/// As [`route`], and what `lat_ps` returns.
+pub fn expand_train(src: u32, dst: u32, bytes: u64, reach: &Reach, t: &TransportParams, pr: Protocol, lat_ps: &mut dyn FnMut(u32, u32) -> Result<u64>) -> Result<Option<(Dag, bool)>> {
+    let one = Dag { nodes: vec![NodeKind::Transfer { src, dst, bytes, loopback: false, min_ps: 0 }], edges: Vec::new() };
+    if src == dst || src >= reach.gpus || dst >= reach.gpus {
+        return Ok(None);
+    }
+    let r = route(reach, src, dst, t, pr)?;
+    let legs = r.hops.len() - 1;
+    let k = chunks(legs, bytes, t);
+    if legs == 1 || k < TRAIN_MIN_CHUNKS {
+        return Ok(expand_each(&one, reach, &|_| *t, pr)?.map(|x| (x.0, false)));
+    }
+    let mut out = Dag::default();
+    let e = out.push(NodeKind::Delay { ps: r.extra_ps });
+    let (head, tail) = (chunk_of(bytes, k, 0), chunk_of(bytes, k, k - 1));
+    let mut prev: Option<(u32, u32)> = None;
+    for j in 0..legs {
+        let (a, b) = (r.hops[j], r.hops[j + 1]);
+        let h = out.push(NodeKind::Transfer { src: a, dst: b, bytes: head, loopback: false, min_ps: 0 });
+        let bd = out.push(NodeKind::Transfer { src: a, dst: b, bytes: bytes - head - tail, loopback: false, min_ps: 0 });
+        let gap = out.push(NodeKind::Delay { ps: (k - 3).saturating_mul(lat_ps(a, b)?) });
+        let tl = out.push(NodeKind::Transfer { src: a, dst: b, bytes: tail, loopback: false, min_ps: 0 });
+        out.edge(prev.map_or(e, |p| p.0), h, 0);
+        out.edge(h, bd, 0);
+        out.edge(bd, gap, 0);
+        out.edge(gap, tl, 0);
+        if let Some((_, pt)) = prev {
+            out.edge(pt, tl, 0);
+        }
+        prev = Some((h, tl));
+    }
+    Ok(Some((out, true)))
 }
 
 #[cfg(test)]
@@ -581,6 +664,38 @@ mod tests {
         let d = expand(&one(0, 1, c * k), &pcie_pair(), &params(Transport::Auto, c), Protocol::Simple).unwrap().unwrap();
         let chunk = (c as f64 * 1e12 / bw).ceil() as u64;
         assert_eq!(ideal(&d, alpha, bw), 2_300_000 + (k + 1) * (chunk + alpha));
+    }
+
+    #[test]
+    fn a_chunk_train_ends_when_its_chunks_would_at_constant_rates() {
+        // Closed form (flow shop of k equal chunks over m legs of one rate and
+        // latency): extra + (k + m - 1) (c / B + alpha), the chunked copy's end.
+        let (c, bw, alpha) = (512 * 1024u64, 25e9, 1_000_000u64);
+        let chunk = (c as f64 * 1e12 / bw).ceil() as u64;
+        let t = params(Transport::Auto, c);
+        for (reach, src, dst, legs, extra) in [(pcie_pair(), 0, 1, 2u64, 2_300_000u64), (two_nodes(false), 0, 2, 3, 10_600_000)] {
+            for k in [4u64, 5, 16, 64] {
+                let (train, is_train) = expand_train(src, dst, c * k, &reach, &t, Protocol::Simple, &mut |_, _| Ok(alpha)).unwrap().unwrap();
+                assert!(is_train);
+                // head, body, gap, tail per leg + the entry delay
+                assert_eq!(train.nodes.len() as u64, 1 + 4 * legs);
+                let chunked = expand(&one(src, dst, c * k), &reach, &t, Protocol::Simple).unwrap().unwrap();
+                let want = extra + (k + legs - 1) * (chunk + alpha);
+                assert_eq!(ideal(&chunked, alpha, bw), want, "chunked, k = {k}");
+                assert_eq!(ideal(&train, alpha, bw), want, "train, k = {k}, {legs} legs");
+                // every leg carries the transfer's bytes
+                let legs_bytes: u64 = train.nodes.iter().map(|n| if let NodeKind::Transfer { bytes, .. } = *n { bytes } else { 0 }).sum();
+                assert_eq!(legs_bytes, legs * c * k);
+            }
+            // under four chunks, or one leg: the exact chunked sub-DAG
+            let (d, is_train) = expand_train(src, dst, 3 * c, &reach, &t, Protocol::Simple, &mut |_, _| Ok(alpha)).unwrap().unwrap();
+            assert!(!is_train);
+            assert_eq!(d.nodes, expand(&one(src, dst, 3 * c), &reach, &t, Protocol::Simple).unwrap().unwrap().nodes);
+        }
+        assert!(expand_train(0, 1, 64 << 20, &Reach::nvlink_domain(2), &t, Protocol::Simple, &mut |_, _| Ok(alpha)).unwrap().is_none());
+        // a latency error reaches the caller
+        let e = expand_train(0, 1, 64 << 20, &pcie_pair(), &t, Protocol::Simple, &mut |_, _| Err(FlitsimError::config("transfer", "0 -> 1", "a path"))).unwrap_err();
+        assert!(e.to_string().contains("transfer"), "{e}");
     }
 
     #[test]

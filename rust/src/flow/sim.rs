@@ -166,6 +166,8 @@ pub struct FlowSim {
     /// Paths of started transfers, CSR by `FlowXfer::path`; a finished
     /// transfer's slice is reclaimed when no running one follows it.
     path_buf: Vec<(u32, f64)>,
+    /// Scratch path of [`FlowSim::path_latency_ps`].
+    lat_buf: Vec<(u32, f64)>,
     active: Vec<u32>,
     rate: Vec<f64>,
     off: Vec<u32>,
@@ -279,6 +281,7 @@ impl FlowSim {
             fab,
             xfers: Vec::new(),
             path_buf: Vec::new(),
+            lat_buf: Vec::new(),
             active: Vec::new(),
             rate: Vec::new(),
             off: Vec::new(),
@@ -398,6 +401,23 @@ impl FlowSim {
         }
         self.xfers.push(FlowXfer { src, dst, bytes, tag, loopback: false, spray_offset: 0, start_ps: 0, end_ps: 0, done: false, lanes: 0, group: 0, work: 0.0, scale: 0.0, cap: 0.0, pkt_ps: 0.0, lat_ps: 0, path: (0, 0) });
         Ok(id)
+    }
+
+    /// The fixed latency of a `src` -> `dst` flow on the idle path, ps (what a
+    /// transfer between them adds after draining).
+    ///
+    /// # Errors
+    /// `Config` for endpoints outside the fabric or without a path.
+    pub fn path_latency_ps(&mut self, src: u32, dst: u32) -> Result<u64> {
+        let g = self.fab.endpoints();
+        if src >= g || dst >= g {
+            return Err(FlitsimError::config("transfer", format!("{src} -> {dst}"), &format!("endpoint ids in 0..{g}")));
+        }
+        let mut buf = std::mem::take(&mut self.lat_buf);
+        let r = self.fab.path(src, dst, 1, 0, 0, &mut buf);
+        buf.clear();
+        self.lat_buf = buf;
+        Ok(r?.4)
     }
 
     /// A transfer from `gpu` through the switches back to `gpu` (NVLS).

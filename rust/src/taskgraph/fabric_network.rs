@@ -44,7 +44,7 @@
 
 use super::graph::CollectiveKind;
 use super::network::{Network, NetworkDone};
-use crate::collective::{calibrated_spec, expand, fabric_info, lower_best, lower_in, plan, reach_of, run_collective, AUTO_PRUNE_FACTOR, transported, Algorithm, Backend, CEv, CollectiveParams, CollectiveRequest, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
+use crate::collective::{calibrated_spec, expand, expand_train, fabric_info, lower_best, lower_in, plan, reach_of, run_collective, AUTO_PRUNE_FACTOR, transported, Algorithm, Backend, CEv, CollectiveParams, CollectiveRequest, Dag, DagExec, FabricInfo, NodeKind, Op, Protocol, Reach};
 use std::collections::HashSet;
 use crate::engine::{FastMap, Scheduler, TimePs};
 use crate::flow::FlowReplay;
@@ -205,6 +205,12 @@ pub struct FabricNetwork {
     compact_min_held: usize,
     /// Compactions done (statistics).
     pub compactions: u64,
+    /// Plain staged transfers run as chunk trains (flow level only;
+    /// [`crate::collective::expand_train`], docs/fidelity.md "Chunk trains"):
+    /// on unless `FLITSIM_CHUNK_TRAINS=0` or [`FabricNetwork::set_chunk_trains`].
+    trains_on: bool,
+    /// Plain transfers run as chunk trains (statistics).
+    pub trains: u64,
 }
 
 impl FabricNetwork {
@@ -230,7 +236,8 @@ impl FabricNetwork {
             flow.fidelity = crate::fabric::Fidelity::Flow;
             flow
         });
-        let replay_on = matches!(backend, Backend::Flow(_)) && s.spray != crate::fabric::Spray::Hash && std::env::var("FLITSIM_COLLECTIVE_REPLAY").map_or(true, |v| v != "0");
+        let is_flow = matches!(backend, Backend::Flow(_));
+        let replay_on = is_flow && s.spray != crate::fabric::Spray::Hash && std::env::var("FLITSIM_COLLECTIVE_REPLAY").map_or(true, |v| v != "0");
         Ok(FabricNetwork {
             exec: DagExec::new(backend),
             info: fabric_info(spec)?,
@@ -263,6 +270,8 @@ impl FabricNetwork {
             pairs_lcm: 1,
             compact_min_held: COMPACT_MIN_HELD,
             compactions: 0,
+            trains_on: is_flow && std::env::var("FLITSIM_CHUNK_TRAINS").map_or(true, |v| v != "0"),
+            trains: 0,
         })
     }
 
@@ -619,6 +628,12 @@ impl FabricNetwork {
         self.per_dag = on;
     }
 
+    /// Run plain staged transfers as chunk trains (flow level only; the
+    /// default there) or chunk by chunk (false: the exact reference).
+    pub fn set_chunk_trains(&mut self, on: bool) {
+        self.trains_on = on && self.exec.flow().is_some();
+    }
+
     /// Move the task graph's spray numbering past a DAG of `k` nodes (not with `per_dag`).
     fn advance(&mut self, k: u32) {
         if !self.per_dag {
@@ -637,9 +652,16 @@ impl Network for FabricNetwork {
     fn start_transfer(&mut self, now: TimePs, tag: u32, src: u32, dst: u32, bytes: u64, sched: &mut dyn Scheduler<NetEv>, done: &mut NetworkDone) -> Result<()> {
         // A plain transfer whose transport is more than one P2P hop runs as
         // its transport's sub-DAG (Simple protocol overheads: a bulk copy).
-        let one = Dag { nodes: vec![NodeKind::Transfer { src, dst, bytes, loopback: false, min_ps: 0 }], edges: Vec::new() };
         self.running += 1;
-        match expand(&one, &self.reach, &self.params.transport_params(), Protocol::Simple)? {
+        let tp = self.params.transport_params();
+        let sub = match self.exec.flow_mut() {
+            Some(flow) if self.trains_on => expand_train(src, dst, bytes, &self.reach, &tp, Protocol::Simple, &mut |a, b| flow.path_latency_ps(a, b))?.map(|(d, train)| {
+                self.trains += u64::from(train);
+                d
+            }),
+            _ => expand(&Dag { nodes: vec![NodeKind::Transfer { src, dst, bytes, loopback: false, min_ps: 0 }], edges: Vec::new() }, &self.reach, &tp, Protocol::Simple)?,
+        };
+        match sub {
             Some(d) => {
                 let vbase = self.vnext;
                 self.advance(d.nodes.len() as u32);
