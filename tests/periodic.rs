@@ -433,10 +433,12 @@ fn layered_steps(devices: u32, steps: u32, layers: u32, comm: Comm, steal_ppm: u
 
 /// "skipped c layer periods in d of e layer regions": d.
 fn layer_regions_skipped(report: &str) -> usize {
+    let report = report.replace(" layer period in ", " layer periods in ");
     report.split(" layer periods in ").nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
 fn layer_periods_skipped(report: &str) -> usize {
+    let report = report.replace(" layer period in ", " layer periods in ");
     report.split(" layer periods").next().and_then(|s| s.rsplit(' ').next()).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 

@@ -904,6 +904,8 @@ impl<N: Network> Exec<'_, N> {
 /// jumped (the steps' report as before stop 33, then the layers'), else
 /// "not periodic: <why>" (the steps' reason, then the layers').
 fn periodic_report(why_steps: Option<String>, why_layers: Option<String>, per: Option<&Per>) -> String {
+    // "1 task", "2 tasks"
+    let count = |n: usize, what: &str| if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") };
     let why = |d: &Det| {
         if !d.refusal.is_empty() {
             d.refusal.clone()
@@ -924,26 +926,28 @@ fn periodic_report(why_steps: Option<String>, why_layers: Option<String>, per: O
     let steps_part = steps.filter(|d| d.skipped_periods > 0).map(|d| {
         let r = &d.regions[0];
         format!(
-            "skipped {} of {} periods ({} tasks each, region tasks {}..{}, stride up to {} periods; exact)",
+            "skipped {} of {} ({} each, region tasks {}..{}, stride up to {}; exact)",
             d.skipped_periods,
-            (r.hi - r.lo) / r.p,
-            r.p,
+            count((r.hi - r.lo) / r.p, "period"),
+            count(r.p, "task"),
             r.lo,
             r.hi,
-            d.max_stride
+            count(d.max_stride, "period")
         )
     });
     let layers_part = layers.filter(|d| d.skipped_periods > 0).map(|d| {
         let mut ps: Vec<usize> = d.regions.iter().map(|r| r.p).collect();
         ps.sort_unstable();
         ps.dedup();
+        let many = ps.len() > 1 || ps.first() != Some(&1);
         let ps: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
         format!(
-            "skipped {} layer periods in {} of {} layer regions ({} tasks each; exact)",
-            d.skipped_periods,
+            "skipped {} in {} of {} ({} task{} each; exact)",
+            count(d.skipped_periods as usize, "layer period"),
             d.regions_skipped,
-            d.regions.len(),
-            ps.join(" or ")
+            count(d.regions.len(), "layer region"),
+            ps.join(" or "),
+            if many { "s" } else { "" }
         )
     });
     let steps_why = why_steps.or_else(|| steps.map(why)).unwrap_or_default();
