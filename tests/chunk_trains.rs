@@ -1,5 +1,5 @@
 //! Chunk trains: flow level carries a staged copy's middle chunks on each leg
-//! as one flow (rust/src/collective/transport.rs `expand_train`;
+//! in pieces of one staging buffer (rust/src/collective/transport.rs `expand_train`;
 //! docs/fidelity.md "Chunk trains"). Alone on a fabric (every leg at a
 //! constant rate) a train ends when the chunked copy does, to the
 //! picosecond rounding of its flows; under contention (a ring of copies
@@ -13,9 +13,9 @@ use flitsim::fabric::{FabricSpec, Fidelity};
 use flitsim::taskgraph::{execute, CollectiveKind, FabricNetwork, TaskGraph, TaskGraphResult, TaskKind};
 
 /// The lever's stated bound on a makespan (docs/fidelity.md "Chunk trains"):
-/// 1 %; measured at most 0.75 % (the copies pairing up below) and 0.36 % on
-/// the 535 runs of the map.
-const BOUND: f64 = 0.01;
+/// 2 %; measured at most 1.3 % (random plain task graphs of 2-5 copies with
+/// staggered starts, the worst of 200; the cases here are well inside it).
+const BOUND: f64 = 0.02;
 
 /// 4 PCIe Gen4 GPUs, 2 per socket, one UPI link, host memory per socket
 /// (tests/flow.rs `pcie_graph`), its root complexes refusing P2P (NCCL's
@@ -117,7 +117,7 @@ fn same_bytes(a: &[u64], b: &[u64]) {
 
 #[test]
 fn a_lone_copy_ends_when_its_chunks_would() {
-    for (spec, src, dst, bytes) in [(pcie(), 0, 2, 64u64 << 20), (pcie(), 3, 1, (64 << 20) + 12_345), (ib(), 0, 9, 48 << 20), (ib(), 2, 13, 9 << 20)] {
+    for (spec, src, dst, bytes) in [(pcie(), 0, 2, 64u64 << 20), (pcie(), 3, 1, (64 << 20) + 12_345), (ib(), 0, 9, 48 << 20), (ib(), 2, 13, 397 << 20)] {
         let g = one_copy(src, dst, bytes);
         let g = TaskGraph { devices: spec.gpus, group_offsets: vec![0, spec.gpus], group_members: (0..spec.gpus).collect(), ..g };
         let (a, na, ba) = run(&spec, &g, false);
@@ -134,8 +134,7 @@ fn a_lone_copy_ends_when_its_chunks_would() {
 fn a_ring_of_copies_stays_within_the_bound() {
     let cases = [
         ("PCIe 4 GPUs, ring", pcie(), 1, 64u64 << 20, 2_000_000u64),
-        ("PCIe 4 GPUs, copies pair up across the socket link", pcie(), 2, 32 << 20, 500_000),
-        ("PCIe 4 GPUs, short copies", pcie(), 2, 3 << 20, 200_000),
+        ("PCIe 4 GPUs, copies pair up across the socket link", pcie(), 2, 96 << 20, 500_000),
         ("IB 2 x 8 H100, ring", ib(), 1, 48 << 20, 1_000_000),
         ("IB 2 x 8 H100, every copy across nodes and rails (PXN)", ib(), 9, 48 << 20, 1_000_000),
     ];
@@ -147,15 +146,38 @@ fn a_ring_of_copies_stays_within_the_bound() {
         eprintln!("{name}: chunked {} ps, trains {} ps ({:+.4} %), {nb} trains, events {} -> {}", a.makespan_ps, b.makespan_ps, 100.0 * err, a.events, b.events);
         assert_eq!(na, 0);
         assert!(nb > 0, "{name}: no train");
-        assert!(b.events < a.events, "{name}: trains should cut the events ({} vs {})", b.events, a.events);
+        assert!(b.events * 3 < a.events, "{name}: trains should cut the events ({} vs {})", b.events, a.events);
         assert!(err.abs() <= BOUND, "{name}: {err}");
         same_bytes(&ba, &bb);
     }
 }
 
 #[test]
+fn short_copies_and_single_slot_buffers_run_chunk_by_chunk() {
+    // under 8 buffers (66 chunks, 33 MiB at NCCL's defaults) a piece could run a
+    // large share of the copy ahead: chunked; a buffer of fewer slots than legs
+    // sets the end through its slot limit: chunked
+    let (_, n, _) = run(&pcie(), &one_copy(0, 2, 32 << 20), true);
+    assert_eq!(n, 0);
+    let (_, n, _) = run(&pcie(), &one_copy(0, 2, 33 << 20), true);
+    assert_eq!(n, 1);
+    let g = one_copy(0, 2, 64 << 20);
+    for slots in [1u32, 2] {
+        let p = CollectiveParams { host_slots: slots, ..Default::default() };
+        let go = |on: bool| {
+            let mut net = FabricNetwork::with_params(&pcie(), p.clone(), true).unwrap();
+            net.set_chunk_trains(on);
+            (execute(&g, &mut net, &mut NoInterrupt).unwrap().makespan_ps, net.trains)
+        };
+        let ((a, na), (b, nb)) = (go(false), go(true));
+        assert_eq!((na, nb), (0, u64::from(slots >= 2)), "slots {slots}");
+        assert!(a.abs_diff(b) <= 3 * 128, "slots {slots}: chunked {a} ps, train {b} ps");
+    }
+}
+
+#[test]
 fn trains_are_flow_level_only_and_can_be_turned_off() {
-    let g = one_copy(0, 2, 8 << 20);
+    let g = one_copy(0, 2, 64 << 20);
     let mut packet = pcie();
     packet.fidelity = Fidelity::Packet;
     let (_, n, _) = run(&packet, &g, true);

@@ -33,5 +33,5 @@ pub use run::{run_collective, run_collective_ideal, CollectiveResult, AUTO_PRUNE
 pub use lower::{candidates, estimate, lower, lower_as, Dag, FabricInfo, Lowered, NodeKind, MAX_DAG_NODES};
 pub use batch::run_batch_with_transports;
 pub use tiers::{lower_best, lower_in, plan};
-pub use transport::{expand, expand_each, expand_train, route, PathClass, Reach, Route, TRAIN_MIN_CHUNKS};
+pub use transport::{expand, expand_each, expand_train, route, PathClass, Reach, Route, TRAIN_MIN_PIECES};
 pub use params::{Transport, TransportParams, Algorithm, CollectiveParams, CollectiveRequest, Op, Protocol};

@@ -552,29 +552,37 @@ fn floor_share(min_ps: u64, b: u64, bytes: u64) -> u64 {
     }
 }
 
-/// Fewest chunks per leg a staged copy needs to run as a chunk train
-/// ([`expand_train`]): a head, a body of at least two chunks, a tail.
-pub const TRAIN_MIN_CHUNKS: u64 = 4;
+/// Fewest body pieces (of one staging buffer, `slots` chunks, each) a
+/// staged copy needs to run as a chunk train ([`expand_train`]): a piece may
+/// run up to about one buffer ahead of the leg before it, so a train is
+/// kept to copies of at least 8 buffers (66 chunks of 512 KiB with NCCL's 8
+/// slots: 33 MiB); shorter ones run chunk by chunk.
+pub const TRAIN_MIN_PIECES: u64 = 8;
 
-/// One plain transfer's (no protocol floor) transport sub-DAG with every leg's middle chunks
-/// carried as one flow: a **chunk train** (flow level's speed lever for
-/// staged copies; docs/fidelity.md "Chunk trains"), and whether it is one.
-/// None when the route needs no expansion (as [`expand`]); the exact
-/// chunked sub-DAG (false) when the route has one leg or under
-/// [`TRAIN_MIN_CHUNKS`] chunks.
+/// One plain transfer's (no protocol floor) transport sub-DAG with every
+/// leg's middle chunks carried in pieces of one staging buffer each: a
+/// **chunk train** (flow level's speed lever for staged copies;
+/// docs/fidelity.md "Chunk trains"), and whether it is one. None when the
+/// route needs no expansion (as [`expand`]); the exact chunked sub-DAG
+/// (false) when the route has one leg, fewer slots than legs (the slot limit
+/// would then set the end) or under [`TRAIN_MIN_PIECES`] pieces.
 ///
-/// Leg j of k chunks becomes head H_j (chunk 0), body B_j (chunks 1..k-2 in
-/// one transfer), a gap G_j (a delay of (k - 3) x `lat_ps(h_j, h_j+1)`: the
-/// per-chunk path latencies the body's one flow pays only once) and tail T_j
-/// (chunk k-1); H_j after H_j-1, B_j after H_j, G_j after B_j, T_j after G_j
-/// and T_j-1; the exit is the last tail. With every leg at a constant rate
-/// r_j and latency l_j this ends exactly when the chunked copy does (the
-/// flow-shop makespan sum_j (c / r_j + l_j) + (k - 1) max_j (c / r_j + l_j),
-/// equal chunks c); where rates change while it runs, a body may run ahead
-/// of the leg before it (the chunked copy cannot), which is the lever's
-/// error, bounded by measurement (docs/fidelity.md). The buffer-slot limit
-/// (`slots`) only holds a faster first leg back, which never sets the end,
-/// so it is dropped.
+/// Leg j of k chunks becomes head H_j (chunk 0), pieces X_j,p (chunks
+/// 1..k-2 in runs of `slots`), each followed by a gap (a delay of (chunks in
+/// the piece - 1) x `lat_ps(h_j, h_j+1)`: the per-chunk path latencies its
+/// one flow pays only once), and tail T_j (chunk k-1). H_j after H_j-1;
+/// X_j,p after the previous piece of its leg (or H_j) and, for j > 0, after
+/// piece p-1 of leg j-1 (no more than one piece ahead of the data); the first
+/// leg's X_0,p after piece p-2 of the last leg (no more than two pieces
+/// ahead: the staging buffer's slots); T_j after its leg's last piece and
+/// T_j-1; the exit is the last tail. With every leg at a constant rate r_j
+/// and latency l_j this ends exactly when the chunked copy does (the flow-
+/// shop makespan sum_j (c / r_j + l_j) + (k - 1) max_j (c / r_j + l_j), equal
+/// chunks c: the bottleneck leg's pieces run back to back and the lags never
+/// bind). Where rates change while it runs, a piece runs at its own leg's
+/// rate and may run ahead of the leg before it by up to one piece, and the
+/// latencies are taken per piece: the lever's error, bounded by measurement
+/// (docs/fidelity.md).
 ///
 /// # Errors
 /// As [`route`], and what `lat_ps` returns.
@@ -586,27 +594,67 @@ pub fn expand_train(src: u32, dst: u32, bytes: u64, reach: &Reach, t: &Transport
     let r = route(reach, src, dst, t, pr)?;
     let legs = r.hops.len() - 1;
     let k = chunks(legs, bytes, t);
-    if legs == 1 || k < TRAIN_MIN_CHUNKS {
+    let per = t.slots.max(1) as u64;
+    if legs == 1 || (t.slots as usize) < legs || k < 2 + TRAIN_MIN_PIECES * per {
         return Ok(expand_each(&one, reach, &|_| *t, pr)?.map(|x| (x.0, false)));
     }
     let mut out = Dag::default();
     let e = out.push(NodeKind::Delay { ps: r.extra_ps });
-    let (head, tail) = (chunk_of(bytes, k, 0), chunk_of(bytes, k, k - 1));
-    let mut prev: Option<(u32, u32)> = None;
+    // body chunks 1..=n in pieces of `per` chunks (the last may be shorter)
+    let n = k - 2;
+    let pieces = n.div_ceil(per);
+    let piece_chunks = |p: u64| if p + 1 < pieces { per } else { n - per * (pieces - 1) };
+    // bytes of chunks first..first+len
+    let span = |first: u64, len: u64| -> u64 { (first..first + len).map(|q| chunk_of(bytes, k, q)).sum() };
+    let mut heads: Vec<u32> = Vec::with_capacity(legs);
+    let mut tails: Vec<u32> = Vec::with_capacity(legs);
+    // per leg, the node each piece ends at (its gap, or the piece itself)
+    let mut ends: Vec<Vec<u32>> = Vec::with_capacity(legs);
+    // the first leg's pieces
+    let mut starts0: Vec<u32> = Vec::with_capacity(pieces as usize);
     for j in 0..legs {
         let (a, b) = (r.hops[j], r.hops[j + 1]);
-        let h = out.push(NodeKind::Transfer { src: a, dst: b, bytes: head, loopback: false, min_ps: 0 });
-        let bd = out.push(NodeKind::Transfer { src: a, dst: b, bytes: bytes - head - tail, loopback: false, min_ps: 0 });
-        let gap = out.push(NodeKind::Delay { ps: (k - 3).saturating_mul(lat_ps(a, b)?) });
-        let tl = out.push(NodeKind::Transfer { src: a, dst: b, bytes: tail, loopback: false, min_ps: 0 });
-        out.edge(prev.map_or(e, |p| p.0), h, 0);
-        out.edge(h, bd, 0);
-        out.edge(bd, gap, 0);
-        out.edge(gap, tl, 0);
-        if let Some((_, pt)) = prev {
+        let lat = lat_ps(a, b)?;
+        let h = out.push(NodeKind::Transfer { src: a, dst: b, bytes: chunk_of(bytes, k, 0), loopback: false, min_ps: 0 });
+        out.edge(heads.last().copied().unwrap_or(e), h, 0);
+        heads.push(h);
+        let mut leg_ends = Vec::with_capacity(pieces as usize);
+        let mut first = 1;
+        for p in 0..pieces {
+            let len = piece_chunks(p);
+            let x = out.push(NodeKind::Transfer { src: a, dst: b, bytes: span(first, len), loopback: false, min_ps: 0 });
+            first += len;
+            if j == 0 {
+                starts0.push(x);
+            }
+            out.edge(leg_ends.last().copied().unwrap_or(h), x, 0);
+            // no more than one piece ahead of the leg before it ...
+            if j > 0 && p > 0 {
+                out.edge(ends[j - 1][p as usize - 1], x, 0);
+            }
+            let end = if len > 1 {
+                let g = out.push(NodeKind::Delay { ps: (len - 1).saturating_mul(lat) });
+                out.edge(x, g, 0);
+                g
+            } else {
+                x
+            };
+            leg_ends.push(end);
+        }
+        ends.push(leg_ends);
+    }
+    // ... and the first leg no more than two pieces ahead of the last (the staging buffer's slots)
+    for p in 2..pieces as usize {
+        out.edge(ends[legs - 1][p - 2], starts0[p], 0);
+    }
+    for j in 0..legs {
+        let (a, b) = (r.hops[j], r.hops[j + 1]);
+        let tl = out.push(NodeKind::Transfer { src: a, dst: b, bytes: chunk_of(bytes, k, k - 1), loopback: false, min_ps: 0 });
+        out.edge(*ends[j].last().expect("a piece"), tl, 0);
+        if let Some(&pt) = tails.last() {
             out.edge(pt, tl, 0);
         }
-        prev = Some((h, tl));
+        tails.push(tl);
     }
     Ok(Some((out, true)))
 }
@@ -673,13 +721,16 @@ mod tests {
         let (c, bw, alpha) = (512 * 1024u64, 25e9, 1_000_000u64);
         let chunk = (c as f64 * 1e12 / bw).ceil() as u64;
         let t = params(Transport::Auto, c);
+        let min_k = 2 + TRAIN_MIN_PIECES * t.slots as u64;
         for (reach, src, dst, legs, extra) in [(pcie_pair(), 0, 1, 2u64, 2_300_000u64), (two_nodes(false), 0, 2, 3, 10_600_000)] {
-            for k in [4u64, 5, 16, 64] {
+            for k in [min_k, min_k + 1, min_k + 7, 200, 771] {
                 let (train, is_train) = expand_train(src, dst, c * k, &reach, &t, Protocol::Simple, &mut |_, _| Ok(alpha)).unwrap().unwrap();
                 assert!(is_train);
-                // head, body, gap, tail per leg + the entry delay
-                assert_eq!(train.nodes.len() as u64, 1 + 4 * legs);
                 let chunked = expand(&one(src, dst, c * k), &reach, &t, Protocol::Simple).unwrap().unwrap();
+                let flows = |d: &Dag| d.nodes.iter().filter(|n| matches!(n, NodeKind::Transfer { .. })).count() as u64;
+                // head, a piece per buffer of slots chunks, tail, per leg
+                assert_eq!(flows(&train), legs * (2 + (k - 2).div_ceil(t.slots as u64)));
+                assert_eq!(flows(&chunked), legs * k);
                 let want = extra + (k + legs - 1) * (chunk + alpha);
                 assert_eq!(ideal(&chunked, alpha, bw), want, "chunked, k = {k}");
                 assert_eq!(ideal(&train, alpha, bw), want, "train, k = {k}, {legs} legs");
@@ -687,10 +738,14 @@ mod tests {
                 let legs_bytes: u64 = train.nodes.iter().map(|n| if let NodeKind::Transfer { bytes, .. } = *n { bytes } else { 0 }).sum();
                 assert_eq!(legs_bytes, legs * c * k);
             }
-            // under four chunks, or one leg: the exact chunked sub-DAG
-            let (d, is_train) = expand_train(src, dst, 3 * c, &reach, &t, Protocol::Simple, &mut |_, _| Ok(alpha)).unwrap().unwrap();
-            assert!(!is_train);
-            assert_eq!(d.nodes, expand(&one(src, dst, 3 * c), &reach, &t, Protocol::Simple).unwrap().unwrap().nodes);
+            // under TRAIN_MIN_PIECES buffers, or fewer slots than legs: the exact chunked sub-DAG
+            let mut one_slot = t;
+            one_slot.slots = legs as u32 - 1;
+            for (tp, bytes) in [(t, 3 * c), (t, (min_k - 1) * c), (one_slot, 200 * c)] {
+                let (d, is_train) = expand_train(src, dst, bytes, &reach, &tp, Protocol::Simple, &mut |_, _| Ok(alpha)).unwrap().unwrap();
+                assert!(!is_train);
+                assert_eq!(d.nodes, expand(&one(src, dst, bytes), &reach, &tp, Protocol::Simple).unwrap().unwrap().nodes);
+            }
         }
         assert!(expand_train(0, 1, 64 << 20, &Reach::nvlink_domain(2), &t, Protocol::Simple, &mut |_, _| Ok(alpha)).unwrap().is_none());
         // a latency error reaches the caller
