@@ -1,6 +1,6 @@
 //! Chunk trains: flow level carries a staged copy's middle chunks on each leg
 //! in pieces of one staging buffer (rust/src/collective/transport.rs `expand_train`;
-//! docs/fidelity.md "Chunk trains"). Alone on a fabric (every leg at a
+//! docs/fidelity.md "A lever with a stated bound: chunk trains"). Alone on a fabric (every leg at a
 //! constant rate) a train ends when the chunked copy does, to the
 //! picosecond rounding of its flows; under contention (a ring of copies
 //! sharing host memory, PCIe and NICs, compute between them) the makespan
@@ -12,7 +12,7 @@ use flitsim::engine::NoInterrupt;
 use flitsim::fabric::{FabricSpec, Fidelity};
 use flitsim::taskgraph::{execute, CollectiveKind, FabricNetwork, TaskGraph, TaskGraphResult, TaskKind};
 
-/// The lever's stated bound on a makespan (docs/fidelity.md "Chunk trains"):
+/// The lever's stated bound on a makespan (docs/fidelity.md "A lever with a stated bound: chunk trains"):
 /// 2 %; measured at most 1.3 % (random plain task graphs of 2-5 copies with
 /// staggered starts, the worst of 200; the cases here are well inside it).
 const BOUND: f64 = 0.02;

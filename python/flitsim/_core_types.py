@@ -278,7 +278,7 @@ class TaskGraphNetworkStats(TypedDict, total=False):
     fabric: BatchResult
     task_credit_wait_ps: npt.NDArray[np.uint64]
     replays: ReplayStats
-    #: plain staged transfers run as chunk trains at flow level (docs/fidelity.md "Chunk trains";
+    #: plain staged transfers run as chunk trains at flow level (docs/fidelity.md "A lever with a stated bound: chunk trains";
     #: ``FLITSIM_CHUNK_TRAINS=0`` runs them chunk by chunk)
     chunk_trains: int
 

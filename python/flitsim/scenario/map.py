@@ -90,7 +90,7 @@ class CandidateRun:
     #: whether the executor's exact periodic skip applied ("periodic: skipped
     #: ..." / "not periodic: <why>"; rust/src/taskgraph/exec.rs)
     periodic: str = ""
-    #: staged copies run as chunk trains (flow level's bounded lever; docs/fidelity.md "Chunk trains")
+    #: staged copies run as chunk trains (flow level's bounded lever; docs/fidelity.md "A lever with a stated bound: chunk trains")
     chunk_trains: int = 0
     peak_memory_bytes: float = float("nan")
     hbm_capacity_bytes: float = float("nan")

@@ -31,7 +31,9 @@
 //!
 //! A transfer is expanded into a small sub-DAG (an entry delay, legs of
 //! chunks, an exit) by [`expand`]; a DAG with nothing to expand is returned
-//! unchanged.
+//! unchanged. At flow level a plain transfer of 8 staging buffers or more
+//! runs as a chunk train instead ([`expand_train`]: each leg's middle chunks
+//! in pieces of one buffer; exact at constant leg rates, bounded otherwise).
 
 use super::lower::{Dag, NodeKind};
 use super::params::{Protocol, Transport, TransportParams};
@@ -562,7 +564,7 @@ pub const TRAIN_MIN_PIECES: u64 = 8;
 /// One plain transfer's (no protocol floor) transport sub-DAG with every
 /// leg's middle chunks carried in pieces of one staging buffer each: a
 /// **chunk train** (flow level's speed lever for staged copies;
-/// docs/fidelity.md "Chunk trains"), and whether it is one. None when the
+/// docs/fidelity.md "A lever with a stated bound: chunk trains"), and whether it is one. None when the
 /// route needs no expansion (as [`expand`]); the exact chunked sub-DAG
 /// (false) when the route has one leg, fewer slots than legs (the slot limit
 /// would then set the end) or under [`TRAIN_MIN_PIECES`] pieces.
@@ -603,6 +605,9 @@ pub fn expand_train(src: u32, dst: u32, bytes: u64, reach: &Reach, t: &Transport
     // body chunks 1..=n in pieces of `per` chunks (the last may be shorter)
     let n = k - 2;
     let pieces = n.div_ceil(per);
+    if 1 + legs as u64 * (2 + 2 * pieces) > super::lower::MAX_DAG_NODES {
+        return Err(FlitsimError::config("nbytes", bytes, &format!("a transfer whose staged copy stays under {} DAG nodes (raise host_chunk_bytes)", super::lower::MAX_DAG_NODES)));
+    }
     let piece_chunks = |p: u64| if p + 1 < pieces { per } else { n - per * (pieces - 1) };
     // bytes of chunks first..first+len
     let span = |first: u64, len: u64| -> u64 { (first..first + len).map(|q| chunk_of(bytes, k, q)).sum() };

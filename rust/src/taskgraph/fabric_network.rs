@@ -206,7 +206,7 @@ pub struct FabricNetwork {
     /// Compactions done (statistics).
     pub compactions: u64,
     /// Plain staged transfers run as chunk trains (flow level only;
-    /// [`crate::collective::expand_train`], docs/fidelity.md "Chunk trains"):
+    /// [`crate::collective::expand_train`], docs/fidelity.md "A lever with a stated bound: chunk trains"):
     /// on unless `FLITSIM_CHUNK_TRAINS=0` or [`FabricNetwork::set_chunk_trains`].
     trains_on: bool,
     /// Plain transfers run as chunk trains (statistics).
