@@ -1,5 +1,5 @@
 """Chunk trains against the chunk-by-chunk run on random plain task graphs
-(docs/fidelity.md "A lever with a stated bound: chunk trains"): 2-5 staged
+(docs/fidelity.md "Chunk trains"): 2-5 staged
 copies of 8-256 MiB between random GPUs of a fabric, some started after
 compute, each graph run at flow level with trains on and with
 FLITSIM_CHUNK_TRAINS=0. Prints how many moved the makespan by more than 1 %

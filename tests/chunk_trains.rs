@@ -1,20 +1,20 @@
 //! Chunk trains: flow level carries a staged copy's middle chunks on each leg
 //! in pieces of one staging buffer (rust/src/collective/transport.rs `expand_train`;
-//! docs/fidelity.md "A lever with a stated bound: chunk trains"). Alone on a fabric (every leg at a
+//! docs/fidelity.md "Chunk trains"). Alone on a fabric (every leg at a
 //! constant rate) a train ends when the chunked copy does, to the
 //! picosecond rounding of its flows; under contention (a ring of copies
-//! sharing host memory, PCIe and NICs, compute between them) the makespan
-//! stays within the lever's stated bound of the chunked run, and the fabric
-//! carries the same bytes on every link either way.
+//! sharing host memory, PCIe and NICs, compute between them) these patterns
+//! stay within 2 % of the chunked run (the lever has no general bound, so it
+//! is opt-in), and the fabric carries the same bytes on every link either way.
 
 use flitsim::collective::CollectiveParams;
 use flitsim::engine::NoInterrupt;
 use flitsim::fabric::{FabricSpec, Fidelity};
 use flitsim::taskgraph::{execute, CollectiveKind, FabricNetwork, TaskGraph, TaskGraphResult, TaskKind};
 
-/// The lever's stated bound on a makespan (docs/fidelity.md "A lever with a stated bound: chunk trains"):
-/// 2 %; measured at most 1.3 % (random plain task graphs of 2-5 copies with
-/// staggered starts, the worst of 200; the cases here are well inside it).
+/// What these ring patterns must stay within (docs/fidelity.md "Chunk
+/// trains": no general bound; 1.3 % on random staggered copies at millisecond
+/// offsets, 3-5 % on adversarial pairs at sub-millisecond ones): 2 %.
 const BOUND: f64 = 0.02;
 
 /// 4 PCIe Gen4 GPUs, 2 per socket, one UPI link, host memory per socket

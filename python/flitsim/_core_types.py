@@ -256,6 +256,8 @@ class CollectiveParams(TypedDict):
     host_chunk_bytes: int
     p2p_chunk_bytes: int
     host_slots: int
+    #: flow level: staged copies of 8+ buffers as chunk trains (off by default; docs/fidelity.md)
+    chunk_trains: bool
     pxn: bool
     pcie_extra_latency_ps: int
     net_extra_latency_ps: int
@@ -278,8 +280,8 @@ class TaskGraphNetworkStats(TypedDict, total=False):
     fabric: BatchResult
     task_credit_wait_ps: npt.NDArray[np.uint64]
     replays: ReplayStats
-    #: plain staged transfers run as chunk trains at flow level (docs/fidelity.md "A lever with a stated bound: chunk trains";
-    #: ``FLITSIM_CHUNK_TRAINS=0`` runs them chunk by chunk)
+    #: plain staged transfers run as chunk trains at flow level (docs/fidelity.md "Chunk trains";
+    #: only with collective parameter ``chunk_trains = True`` or ``FLITSIM_CHUNK_TRAINS=1``)
     chunk_trains: int
 
 class TaskGraphResult(TypedDict):

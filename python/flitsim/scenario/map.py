@@ -90,7 +90,7 @@ class CandidateRun:
     #: whether the executor's exact periodic skip applied ("periodic: skipped
     #: ..." / "not periodic: <why>"; rust/src/taskgraph/exec.rs)
     periodic: str = ""
-    #: staged copies run as chunk trains (flow level's bounded lever; docs/fidelity.md "A lever with a stated bound: chunk trains")
+    #: staged copies run as chunk trains (flow level's opt-in lever, ``[map] chunk_trains``; docs/fidelity.md "Chunk trains")
     chunk_trains: int = 0
     peak_memory_bytes: float = float("nan")
     hbm_capacity_bytes: float = float("nan")
@@ -217,7 +217,8 @@ def _columns(m: MapSection) -> list[_Column]:
         except ConfigError as e:
             raise config_error(f"map.fabrics.{i}.gpu", gpu, str(e)) from None
         be = g.peak_flop_per_s("bf16") / (gpu_payload_GBps(fab) * 1e9)
-        cols.append(_Column(i, c.label or c.preset, c.preset, fab, FabricNetwork(fab), n, g.name, be,
+        net = FabricNetwork(fab, collective_params={"chunk_trains": True}) if m.chunk_trains else FabricNetwork(fab)
+        cols.append(_Column(i, c.label or c.preset, c.preset, fab, net, n, g.name, be,
                             str(getattr(fab, "fidelity", "packet"))))
     return cols
 

@@ -250,6 +250,14 @@ pub struct CollectiveParams {
     /// Chunks an intermediate buffer holds (default 8 = NCCL_STEPS).
     #[serde(default = "d_host_slots")]
     pub host_slots: u32,
+    /// Flow level only, task-graph transfers: run staged copies of 8 or more
+    /// buffers as chunk trains (`crate::collective::expand_train`; docs/fidelity.md
+    /// "Chunk trains"). A speed lever, exact at
+    /// constant leg rates, but off by 3-5 % (up to 17 % with 128 KiB chunks) on
+    /// adversarial pairs of staggered copies: off by default, opted into where
+    /// it was checked (the main map). `FLITSIM_CHUNK_TRAINS=0` / `1` overrides.
+    #[serde(default)]
+    pub chunk_trains: bool,
     /// PXN rail routing across nodes (NCCL default on; NCCL_PXN_DISABLE=1 turns it off).
     #[serde(default = "d_true")]
     pub pxn: bool,
@@ -360,6 +368,7 @@ impl Default for CollectiveParams {
             host_chunk_bytes: d_host_chunk(),
             p2p_chunk_bytes: 0,
             host_slots: d_host_slots(),
+            chunk_trains: false,
             pxn: true,
             pcie_extra_latency_ps: 0,
             net_extra_latency_ps: 0,

@@ -32,8 +32,9 @@
 //! A transfer is expanded into a small sub-DAG (an entry delay, legs of
 //! chunks, an exit) by [`expand`]; a DAG with nothing to expand is returned
 //! unchanged. At flow level a plain transfer of 8 staging buffers or more
-//! runs as a chunk train instead ([`expand_train`]: each leg's middle chunks
-//! in pieces of one buffer; exact at constant leg rates, bounded otherwise).
+//! may run as a chunk train instead ([`expand_train`]: each leg's middle
+//! chunks in pieces of one buffer; exact at constant leg rates, opt-in since
+//! not bounded otherwise).
 
 use super::lower::{Dag, NodeKind};
 use super::params::{Protocol, Transport, TransportParams};
@@ -564,7 +565,7 @@ pub const TRAIN_MIN_PIECES: u64 = 8;
 /// One plain transfer's (no protocol floor) transport sub-DAG with every
 /// leg's middle chunks carried in pieces of one staging buffer each: a
 /// **chunk train** (flow level's speed lever for staged copies;
-/// docs/fidelity.md "A lever with a stated bound: chunk trains"), and whether it is one. None when the
+/// docs/fidelity.md "Chunk trains"), and whether it is one. None when the
 /// route needs no expansion (as [`expand`]); the exact chunked sub-DAG
 /// (false) when the route has one leg, fewer slots than legs (the slot limit
 /// would then set the end) or under [`TRAIN_MIN_PIECES`] pieces.
@@ -583,8 +584,9 @@ pub const TRAIN_MIN_PIECES: u64 = 8;
 /// chunks c: the bottleneck leg's pieces run back to back and the lags never
 /// bind). Where rates change while it runs, a piece runs at its own leg's
 /// rate and may run ahead of the leg before it by up to one piece, and the
-/// latencies are taken per piece: the lever's error, bounded by measurement
-/// (docs/fidelity.md).
+/// latencies are taken per piece: the lever's error, measured
+/// (docs/fidelity.md: no general bound, so trains are opt-in,
+/// `CollectiveParams::chunk_trains`).
 ///
 /// # Errors
 /// As [`route`], and what `lat_ps` returns.

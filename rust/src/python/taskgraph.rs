@@ -112,7 +112,7 @@ pub fn execute_taskgraph<'py>(py: Python<'py>, graph: &Bound<'py, PyDict>, netwo
             rp.set_item("replayed_isolated", net.replayed_isolated)?;
             rp.set_item("isolated_retried", net.isolated_retried)?;
             d.set_item("replays", rp)?;
-            // staged copies run as chunk trains (flow level; docs/fidelity.md "A lever with a stated bound: chunk trains")
+            // staged copies run as chunk trains (flow level; docs/fidelity.md "Chunk trains")
             d.set_item("chunk_trains", net.trains)?;
             (r, d)
         }

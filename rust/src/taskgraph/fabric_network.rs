@@ -206,8 +206,9 @@ pub struct FabricNetwork {
     /// Compactions done (statistics).
     pub compactions: u64,
     /// Plain staged transfers run as chunk trains (flow level only;
-    /// [`crate::collective::expand_train`], docs/fidelity.md "A lever with a stated bound: chunk trains"):
-    /// on unless `FLITSIM_CHUNK_TRAINS=0` or [`FabricNetwork::set_chunk_trains`].
+    /// [`crate::collective::expand_train`], docs/fidelity.md "Chunk trains"):
+    /// `CollectiveParams::chunk_trains` (off by default), `FLITSIM_CHUNK_TRAINS=0` / `1`
+    /// over it, or [`FabricNetwork::set_chunk_trains`].
     trains_on: bool,
     /// Plain transfers run as chunk trains (statistics).
     pub trains: u64,
@@ -237,6 +238,12 @@ impl FabricNetwork {
             flow
         });
         let is_flow = matches!(backend, Backend::Flow(_));
+        let trains_on = is_flow
+            && match std::env::var("FLITSIM_CHUNK_TRAINS").as_deref() {
+                Ok("0") => false,
+                Ok("1") => true,
+                _ => params.chunk_trains,
+            };
         let replay_on = is_flow && s.spray != crate::fabric::Spray::Hash && std::env::var("FLITSIM_COLLECTIVE_REPLAY").map_or(true, |v| v != "0");
         Ok(FabricNetwork {
             exec: DagExec::new(backend),
@@ -270,7 +277,7 @@ impl FabricNetwork {
             pairs_lcm: 1,
             compact_min_held: COMPACT_MIN_HELD,
             compactions: 0,
-            trains_on: is_flow && std::env::var("FLITSIM_CHUNK_TRAINS").map_or(true, |v| v != "0"),
+            trains_on,
             trains: 0,
         })
     }
@@ -628,8 +635,8 @@ impl FabricNetwork {
         self.per_dag = on;
     }
 
-    /// Run plain staged transfers as chunk trains (flow level only; the
-    /// default there) or chunk by chunk (false: the exact reference).
+    /// Run plain staged transfers as chunk trains (flow level only) or chunk
+    /// by chunk (false, the default: the reference).
     pub fn set_chunk_trains(&mut self, on: bool) {
         self.trains_on = on && self.exec.flow().is_some();
     }
