@@ -1,7 +1,7 @@
 """Chunk trains from Python (rust/src/collective/transport.rs ``expand_train``;
-Rust-side tests in tests/chunk_trains.rs; docs/fidelity.md "A lever with a
-stated bound: chunk trains"): a schedule whose transfers are staged through
-host memory runs them as trains at flow level, says how many in
+Rust-side tests in tests/chunk_trains.rs; docs/fidelity.md "Chunk trains"):
+a schedule whose transfers are staged through host memory runs them as trains
+at flow level where asked for, says how many in
 ``network["chunk_trains"]``, moves the same bytes on every link and stays
 within 2 % of the chunk-by-chunk run (``FLITSIM_CHUNK_TRAINS=0``) on these
 schedules and on random plain task graphs of copies staggered by
