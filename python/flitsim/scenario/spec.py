@@ -229,8 +229,8 @@ class MapSection(Spec):
     margin: float = Field(default=0.05, ge=0.0, le=10.0)
     tie: float = Field(default=0.02, ge=0.0, le=1.0)
     #: run staged copies of 8+ buffers as chunk trains at flow level (a speed lever, exact at
-    #: constant leg rates but not bounded in general: docs/fidelity.md "A lever with a stated
-    #: bound: chunk trains"; examples/main.toml turns it on, checked there run by run)
+    #: constant leg rates but not bounded in general: docs/fidelity.md "Chunk trains";
+    #: examples/main.toml turns it on, checked there by running it both ways)
     chunk_trains: bool = False
 
     @model_validator(mode="after")
