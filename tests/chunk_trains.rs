@@ -7,10 +7,12 @@
 //! stay within 2 % of the chunked run (the lever has no general bound, so it
 //! is opt-in), and the fabric carries the same bytes on every link either way.
 
+mod common;
+
 use flitsim::collective::CollectiveParams;
 use flitsim::engine::NoInterrupt;
 use flitsim::fabric::{FabricSpec, Fidelity};
-use flitsim::taskgraph::{execute, CollectiveKind, FabricNetwork, TaskGraph, TaskGraphResult, TaskKind};
+use flitsim::taskgraph::{execute, FabricNetwork, TaskGraph, TaskGraphResult, TaskKind};
 
 /// What these ring patterns must stay within (docs/fidelity.md "Chunk
 /// trains": no general bound; 1.3 % on random staggered copies at millisecond
@@ -37,21 +39,11 @@ fn ib() -> FabricSpec {
 }
 
 fn push(g: &mut TaskGraph, kind: TaskKind, device: u32, peer: u32, dur: u64, bytes: u64) -> u32 {
-    g.kind.push(kind as u8);
-    g.device.push(device);
-    g.peer.push(peer);
-    g.duration_ps.push(dur);
-    g.bytes.push(bytes);
-    g.collective.push(CollectiveKind::AllGather as u8);
-    g.group.push(0);
-    g.steal_ppm.push(0);
-    (g.kind.len() - 1) as u32
+    common::push_task(g, kind, device, peer, dur, bytes, 0)
 }
 
 fn edge(g: &mut TaskGraph, a: u32, b: u32) {
-    g.edge_src.push(a);
-    g.edge_dst.push(b);
-    g.edge_kind.push(0);
+    common::push_edge(g, a, b, 0);
 }
 
 /// Ring attention's pattern: per layer every device computes (after its own

@@ -5,11 +5,13 @@
 //! link statistics and validation findings), on the analytic network and at
 //! flow level; a false declaration is refused and says why.
 
+mod common;
+
 use flitsim::collective::CollectiveParams;
 use flitsim::engine::NoInterrupt;
 use flitsim::fabric::{FabricSpec, Fidelity};
 use flitsim::presets;
-use flitsim::taskgraph::{execute, AnalyticNetwork, CollectiveKind, FabricNetwork, TaskGraph, TaskGraphResult, TaskKind};
+use flitsim::taskgraph::{execute, AnalyticNetwork, FabricNetwork, TaskGraph, TaskGraphResult, TaskKind};
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Comm {
@@ -33,21 +35,9 @@ fn dit_graph(devices: u32, steps: u32, layers: u32, warm: u32, comm: Comm, steal
     g.group_offsets = vec![0, devices];
     g.group_members = (0..devices).collect();
     let push = |g: &mut TaskGraph, kind: TaskKind, device: u32, peer: u32, dur: u64, bytes: u64| -> u32 {
-        g.kind.push(kind as u8);
-        g.device.push(device);
-        g.peer.push(peer);
-        g.duration_ps.push(dur);
-        g.bytes.push(bytes);
-        g.collective.push(CollectiveKind::AllGather as u8);
-        g.group.push(0);
-        g.steal_ppm.push(if kind == TaskKind::Compute { 0 } else { steal_ppm });
-        (g.kind.len() - 1) as u32
+        common::push_task(g, kind, device, peer, dur, bytes, if kind == TaskKind::Compute { 0 } else { steal_ppm })
     };
-    let edge = |g: &mut TaskGraph, a: u32, b: u32, kind: u8| {
-        g.edge_src.push(a);
-        g.edge_dst.push(b);
-        g.edge_kind.push(kind);
-    };
+    let edge = common::push_edge;
     let mut step_end: Option<u32> = None;
     let mut stale: Vec<Option<u32>> = vec![None; layers as usize];
     let mut per_step = 0;
