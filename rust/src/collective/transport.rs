@@ -497,7 +497,7 @@ fn push_chunked(out: &mut Dag, r: &Route, bytes: u64, min_ps: u64, tp: &Transpor
     let legs = r.hops.len() - 1;
     let k = chunks(legs, bytes, tp);
     if out.nodes.len() as u64 + k * legs as u64 > super::lower::MAX_DAG_NODES {
-        return Err(FlitsimError::config("nbytes", bytes, &format!("a transfer whose staged copy stays under {} DAG nodes (raise host_chunk_bytes)", super::lower::MAX_DAG_NODES)));
+        return Err(too_many_nodes(bytes));
     }
     let base = out.nodes.len() as u32;
     for j in 0..legs {
@@ -533,6 +533,11 @@ fn push_chunked(out: &mut Dag, r: &Route, bytes: u64, min_ps: u64, tp: &Transpor
         x
     };
     Ok((e, x))
+}
+
+/// A staged copy whose sub-DAG would pass the node limit.
+fn too_many_nodes(bytes: u64) -> FlitsimError {
+    FlitsimError::config("nbytes", bytes, &format!("a transfer whose staged copy stays under {} DAG nodes (raise host_chunk_bytes)", super::lower::MAX_DAG_NODES))
 }
 
 /// Chunks per leg of a `bytes` transfer over `legs` legs (1 when unstaged or unpipelined).
@@ -591,28 +596,31 @@ pub const TRAIN_MIN_PIECES: u64 = 8;
 /// # Errors
 /// As [`route`], and what `lat_ps` returns.
 pub fn expand_train(src: u32, dst: u32, bytes: u64, reach: &Reach, t: &TransportParams, pr: Protocol, lat_ps: &mut dyn FnMut(u32, u32) -> Result<u64>) -> Result<Option<(Dag, bool)>> {
-    let one = Dag { nodes: vec![NodeKind::Transfer { src, dst, bytes, loopback: false, min_ps: 0 }], edges: Vec::new() };
     if src == dst || src >= reach.gpus || dst >= reach.gpus {
         return Ok(None);
     }
     let r = route(reach, src, dst, t, pr)?;
+    if r.hops.len() == 2 && r.extra_ps == 0 {
+        return Ok(None); // plain P2P, as expand_each leaves it
+    }
     let legs = r.hops.len() - 1;
     let k = chunks(legs, bytes, t);
     let per = t.slots.max(1) as u64;
-    if legs == 1 || (t.slots as usize) < legs || k < 2 + TRAIN_MIN_PIECES * per {
-        return Ok(expand_each(&one, reach, &|_| *t, pr)?.map(|x| (x.0, false)));
-    }
     let mut out = Dag::default();
+    if legs == 1 || (t.slots as usize) < legs || k < 2 + TRAIN_MIN_PIECES * per {
+        push_chunked(&mut out, &r, bytes, 0, t)?;
+        return Ok(Some((out, false)));
+    }
     let e = out.push(NodeKind::Delay { ps: r.extra_ps });
     // body chunks 1..=n in pieces of `per` chunks (the last may be shorter)
     let n = k - 2;
     let pieces = n.div_ceil(per);
     if 1 + legs as u64 * (2 + 2 * pieces) > super::lower::MAX_DAG_NODES {
-        return Err(FlitsimError::config("nbytes", bytes, &format!("a transfer whose staged copy stays under {} DAG nodes (raise host_chunk_bytes)", super::lower::MAX_DAG_NODES)));
+        return Err(too_many_nodes(bytes));
     }
     let piece_chunks = |p: u64| if p + 1 < pieces { per } else { n - per * (pieces - 1) };
-    // bytes of chunks first..first+len
-    let span = |first: u64, len: u64| -> u64 { (first..first + len).map(|q| chunk_of(bytes, k, q)).sum() };
+    // bytes of chunks first..first+len (those below bytes % k carry one byte more, chunk_of)
+    let span = |first: u64, len: u64| -> u64 { len * (bytes / k) + (first + len).min(bytes % k).saturating_sub(first) };
     let mut heads: Vec<u32> = Vec::with_capacity(legs);
     let mut tails: Vec<u32> = Vec::with_capacity(legs);
     // per leg, the node each piece ends at (its gap, or the piece itself)
